@@ -1,0 +1,171 @@
+//! The admin HTTP API under `/admin/v1` (scope `admin`), and the HTTP plumbing shared by every
+//! HTTP front: bearer authentication and the JSON error shape.
+//!
+//! Decode, call the service, encode: no rule lives here.
+
+use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post, put};
+use axum::{Json, Router};
+use serde::Deserialize;
+
+use crate::domain::{AgentIdentity, ApprovalPolicy, ChannelName, PersonId, PersonKind};
+use crate::service::{Caller, ChannelSpec, ErrorCode, MemberChange, Service, ServiceError, TokenSpec};
+
+/// The header an agent may use to declare its identity (`agent_id@host:session`); never trusted.
+pub const AGENT_HEADER: &str = "liaison-agent";
+
+/// A service error as an HTTP response: `{"error": {"code", "message", "details"}}`.
+pub struct ApiError(pub ServiceError);
+
+impl From<ServiceError> for ApiError {
+    fn from(e: ServiceError) -> Self {
+        ApiError(e)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.0.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = (status, Json(serde_json::json!({ "error": self.0 }))).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+/// Reads `Authorization: Bearer …` and resolves it; `Liaison-Agent` adds the declared identity.
+pub async fn authenticate(service: &Service, headers: &HeaderMap) -> Result<Caller, ServiceError> {
+    let secret = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(str::trim)
+        .ok_or_else(|| ServiceError::new(ErrorCode::Unauthenticated, "send Authorization: Bearer <token>"))?;
+    let caller = service.authenticate(secret).await?;
+    let agent = match headers.get(AGENT_HEADER).map(|v| v.to_str()) {
+        None => None,
+        Some(Ok(v)) => Some(AgentIdentity::parse(v)?),
+        Some(Err(_)) => return Err(ServiceError::invalid("the Liaison-Agent header is not visible ASCII")),
+    };
+    Ok(caller.declaring(agent))
+}
+
+/// The authenticated caller of an HTTP request.
+pub struct Authed(pub Caller);
+
+impl FromRequestParts<Service> for Authed {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, service: &Service) -> Result<Self, Self::Rejection> {
+        Ok(Authed(authenticate(service, &parts.headers).await?))
+    }
+}
+
+type ApiResult<T> = Result<Json<T>, ApiError>;
+
+/// A JSON request body whose rejections (bad JSON, wrong content type, wrong fields) come back in
+/// the API's error shape with `invalid_input`.
+pub struct Body<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned, S: Send + Sync> axum::extract::FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
+        match <Json<T> as axum::extract::FromRequest<S>>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(Body(v)),
+            Err(rejection) => Err(ApiError(ServiceError::invalid(rejection.body_text()))),
+        }
+    }
+}
+
+pub fn router(service: Service) -> Router {
+    Router::new()
+        .route("/admin/v1/persons", get(list_persons).post(add_person))
+        .route("/admin/v1/persons/{id}", delete(remove_person))
+        .route("/admin/v1/tokens", get(list_tokens).post(issue_token))
+        .route("/admin/v1/tokens/{id}", delete(revoke_token))
+        .route("/admin/v1/channels", get(list_channels).post(add_channel))
+        .route("/admin/v1/channels/{name}/members", post(change_members))
+        .route("/admin/v1/channels/{name}/policy", put(set_policy))
+        .with_state(service)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewPerson {
+    id: PersonId,
+    #[serde(default = "member")]
+    kind: PersonKind,
+    display_name: String,
+}
+
+fn member() -> PersonKind {
+    PersonKind::Member
+}
+
+async fn add_person(State(s): State<Service>, Authed(c): Authed, body: Body<NewPerson>) -> ApiResult<serde_json::Value> {
+    let p = s.add_person(&c, body.0.id, body.0.kind, body.0.display_name).await?;
+    Ok(Json(serde_json::json!({ "person": p })))
+}
+
+async fn list_persons(State(s): State<Service>, Authed(c): Authed) -> ApiResult<serde_json::Value> {
+    Ok(Json(serde_json::json!({ "persons": s.list_persons(&c).await? })))
+}
+
+async fn remove_person(State(s): State<Service>, Authed(c): Authed, Path(id): Path<String>) -> ApiResult<serde_json::Value> {
+    let id = PersonId::parse(id).map_err(|_| ServiceError::new(ErrorCode::NotFound, "no such person"))?;
+    s.remove_person(&c, &id).await?;
+    Ok(Json(serde_json::json!({ "removed": id })))
+}
+
+async fn issue_token(State(s): State<Service>, Authed(c): Authed, body: Body<TokenSpec>) -> ApiResult<serde_json::Value> {
+    Ok(Json(serde_json::json!({ "token": s.issue_token(&c, body.0).await? })))
+}
+
+#[derive(Deserialize)]
+struct TokenFilter {
+    person: Option<PersonId>,
+}
+
+async fn list_tokens(State(s): State<Service>, Authed(c): Authed, q: Query<TokenFilter>) -> ApiResult<serde_json::Value> {
+    Ok(Json(serde_json::json!({ "tokens": s.list_tokens(&c, q.0.person.as_ref()).await? })))
+}
+
+async fn revoke_token(State(s): State<Service>, Authed(c): Authed, Path(id): Path<String>) -> ApiResult<serde_json::Value> {
+    s.revoke_token(&c, &id).await?;
+    Ok(Json(serde_json::json!({ "revoked": id })))
+}
+
+async fn add_channel(State(s): State<Service>, Authed(c): Authed, body: Body<ChannelSpec>) -> ApiResult<serde_json::Value> {
+    Ok(Json(serde_json::json!({ "channel": s.add_channel(&c, body.0).await? })))
+}
+
+async fn list_channels(State(s): State<Service>, Authed(c): Authed) -> ApiResult<serde_json::Value> {
+    Ok(Json(serde_json::json!({ "channels": s.list_all_channels(&c).await? })))
+}
+
+fn channel_name(name: String) -> Result<ChannelName, ServiceError> {
+    ChannelName::parse(name).map_err(|_| ServiceError::new(ErrorCode::NotFound, "no such channel"))
+}
+
+async fn change_members(
+    State(s): State<Service>,
+    Authed(c): Authed,
+    Path(name): Path<String>,
+    body: Body<MemberChange>,
+) -> ApiResult<serde_json::Value> {
+    Ok(Json(serde_json::json!({ "channel": s.change_members(&c, &channel_name(name)?, body.0).await? })))
+}
+
+async fn set_policy(
+    State(s): State<Service>,
+    Authed(c): Authed,
+    Path(name): Path<String>,
+    body: Body<ApprovalPolicy>,
+) -> ApiResult<serde_json::Value> {
+    Ok(Json(serde_json::json!({ "channel": s.set_policy(&c, &channel_name(name)?, body.0).await? })))
+}

@@ -1,0 +1,159 @@
+//! Wiring: `App::build` prepares the data directory, opens the store, creates the bootstrap admin
+//! (and with `--demo` the demo people), binds the listener, and returns an `App` whose bound address
+//! is known before it serves; `run_until_stopped` serves until the cancellation token fires, then
+//! ends long-polls, finishes in-flight requests and closes the store.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::bus::LocalBus;
+use crate::clock::SystemClock;
+use crate::config::Config;
+use crate::service::Service;
+use crate::store::Store;
+
+/// Name of the file holding the bootstrap admin token, in the data directory.
+pub const ADMIN_TOKEN_FILE: &str = "admin.token";
+/// Name of the master key file, in the data directory.
+pub const MASTER_KEY_FILE: &str = "master.key";
+
+pub struct App {
+    listener: TcpListener,
+    router: Router,
+    service: Service,
+    /// The URL clients use: the configured public URL, else derived from the bound address.
+    public_url: String,
+    data_dir: PathBuf,
+    /// Secret of the bootstrap admin token when this start created it (shown once).
+    pub bootstrap_token: Option<String>,
+    shutdown: CancellationToken,
+}
+
+impl App {
+    /// Initialises (if needed) and binds everything; serves nothing yet.
+    pub async fn build(config: Config, shutdown: CancellationToken) -> anyhow::Result<App> {
+        std::fs::create_dir_all(&config.data_dir)
+            .with_context(|| format!("Could not create the data directory {}", config.data_dir.display()))?;
+        ensure_master_key(&config.data_dir)?;
+        let store = Store::open(&config.database_url)
+            .await
+            .with_context(|| format!("Could not open the database {}", redact(&config.database_url)))?;
+        let service = Service::new(
+            Arc::new(store),
+            Arc::new(LocalBus::default()),
+            Arc::new(SystemClock),
+            config.settings.clone(),
+            shutdown.clone(),
+        );
+        let bootstrap_token = match service.bootstrap().await? {
+            Some(issued) => {
+                write_secret_file(&config.data_dir.join(ADMIN_TOKEN_FILE), &issued.secret)?;
+                Some(issued.secret)
+            }
+            None => None,
+        };
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("Could not listen on {}", config.listen))?;
+        let addr = listener.local_addr()?;
+        let public_url = config.public_url.clone().unwrap_or_else(|| format!("http://{addr}"));
+        let router = Router::new()
+            .route("/healthz", get(|| async { "ok" }))
+            .route("/readyz", get(readyz))
+            .with_state(service.clone())
+            .merge(crate::admin::router(service.clone()))
+            .layer(tower_http::trace::TraceLayer::new_for_http());
+        Ok(App { listener, router, service, public_url, data_dir: config.data_dir, bootstrap_token, shutdown })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener.local_addr().expect("a bound listener has an address")
+    }
+
+    pub fn public_url(&self) -> &str {
+        &self.public_url
+    }
+
+    pub fn service(&self) -> &Service {
+        &self.service
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// Serves until the shutdown token is cancelled, then drains and closes the store.
+    pub async fn run_until_stopped(self) -> anyhow::Result<()> {
+        let shutdown = self.shutdown.clone();
+        tracing::info!(addr = %self.local_addr(), public_url = %self.public_url, "Serving.");
+        axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(async move { shutdown.cancelled().await })
+            .await
+            .context("The HTTP server failed")?;
+        self.service.store().close().await;
+        tracing::info!("Stopped.");
+        Ok(())
+    }
+}
+
+async fn readyz(State(service): State<Service>) -> (StatusCode, &'static str) {
+    match service.store().ping().await {
+        Ok(()) => (StatusCode::OK, "ready"),
+        Err(e) => {
+            tracing::warn!(error = %e, "Readiness check failed.");
+            (StatusCode::SERVICE_UNAVAILABLE, "database unavailable")
+        }
+    }
+}
+
+/// Creates the master key (32 random bytes, hex) with mode 0600 unless it exists or
+/// `LIAISON_MASTER_KEY` provides one. It will encrypt signing keys.
+fn ensure_master_key(dir: &Path) -> anyhow::Result<()> {
+    let path = dir.join(MASTER_KEY_FILE);
+    if std::env::var_os("LIAISON_MASTER_KEY").is_some() || path.exists() {
+        return Ok(());
+    }
+    use ring::rand::SecureRandom as _;
+    let mut key = [0u8; 32];
+    ring::rand::SystemRandom::new().fill(&mut key).map_err(|_| anyhow::anyhow!("No system randomness"))?;
+    let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+    write_secret_file(&path, &hex)
+}
+
+/// Writes a secret to a new file readable only by its owner.
+pub fn write_secret_file(path: &Path, secret: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path).with_context(|| format!("Could not write {}", path.display()))?;
+    file.write_all(secret.as_bytes())?;
+    file.write_all(b"\n")?;
+    file.sync_all()?;
+    Ok(())
+}
+
+/// A database URL without its password, for messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{}{}:***{}", &url[..scheme + 3], user, &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}

@@ -1,0 +1,225 @@
+//! Configuration: embedded defaults, then the TOML file, then `LIAISON_*` environment variables,
+//! then command-line flags. The raw layers merge as TOML values and resolve once into [`Config`];
+//! every field is documented in `config/liaison.example.toml`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use serde::Deserialize;
+
+use crate::domain::LabelLanguage;
+use crate::service::Settings;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    data_dir: PathBuf,
+    listen: String,
+    public_url: Option<String>,
+    database_url: Option<String>,
+    label_language: LabelLanguage,
+    log_format: LogFormat,
+    inbox: RawInbox,
+    claims: RawClaims,
+    presence: RawPresence,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInbox {
+    max_wait_s: u64,
+    max_waiters_per_person: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawClaims {
+    lease_s: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPresence {
+    ttl_s: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+const DEFAULTS: &str = r#"
+data_dir = "./liaison-data"
+listen = "127.0.0.1:8080"
+label_language = "en"
+log_format = "text"
+[inbox]
+max_wait_s = 50
+max_waiters_per_person = 32
+[claims]
+lease_s = 600
+[presence]
+ttl_s = 120
+"#;
+
+/// The resolved configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    /// Explicit public URL; when none, derived from the bound address.
+    pub public_url: Option<String>,
+    pub database_url: String,
+    pub log_format: LogFormat,
+    pub settings: Settings,
+}
+
+/// Values given on the command line; each overrides the file and the environment.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub config: Option<PathBuf>,
+    pub data_dir: Option<PathBuf>,
+    pub listen: Option<String>,
+    pub public_url: Option<String>,
+    pub database_url: Option<String>,
+}
+
+impl Config {
+    /// Loads the layers. `env` is the process environment (passed in, so tests need no `set_var`).
+    pub fn load(overrides: &Overrides, env: impl IntoIterator<Item = (String, String)>) -> anyhow::Result<Config> {
+        let mut value: toml::Table = DEFAULTS.parse().expect("the embedded defaults parse");
+        let env: Vec<(String, String)> = env.into_iter().filter(|(k, _)| k.starts_with("LIAISON_")).collect();
+        let file = overrides.config.clone().or_else(|| env.iter().find(|(k, _)| k == "LIAISON_CONFIG").map(|(_, v)| v.into()));
+        if let Some(path) = &file {
+            let text = std::fs::read_to_string(path).with_context(|| format!("Could not read config file {}", path.display()))?;
+            let table: toml::Table = text.parse().with_context(|| format!("Invalid TOML in {}", path.display()))?;
+            merge(&mut value, table);
+        }
+        for (key, raw) in &env {
+            let name = key.trim_start_matches("LIAISON_").to_lowercase();
+            if matches!(name.as_str(), "config" | "admin_token" | "server" | "token" | "url") {
+                continue; // Used by the CLI, not configuration.
+            }
+            let path: Vec<&str> = name.split("__").collect();
+            set_path(&mut value, &path, parse_scalar(raw));
+        }
+        let flags = [
+            ("data_dir", overrides.data_dir.as_ref().map(|p| p.display().to_string())),
+            ("listen", overrides.listen.clone()),
+            ("public_url", overrides.public_url.clone()),
+            ("database_url", overrides.database_url.clone()),
+        ];
+        for (key, v) in flags {
+            if let Some(v) = v {
+                value.insert(key.into(), toml::Value::String(v));
+            }
+        }
+        let raw: Raw = toml::Value::Table(value).try_into().context("Invalid configuration")?;
+        Self::resolve(raw)
+    }
+
+    fn resolve(raw: Raw) -> anyhow::Result<Config> {
+        let listen: SocketAddr = raw.listen.parse().with_context(|| format!("listen {:?} is not host:port", raw.listen))?;
+        if raw.inbox.max_wait_s > 50 {
+            anyhow::bail!("inbox.max_wait_s must be at most 50");
+        }
+        if let Some(url) = &raw.public_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            anyhow::bail!("public_url {url:?} must start with http:// or https://");
+        }
+        let database_url = raw.database_url.clone().unwrap_or_else(|| sqlite_url(&raw.data_dir));
+        Ok(Config {
+            data_dir: raw.data_dir,
+            listen,
+            public_url: raw.public_url.map(|u| u.trim_end_matches('/').to_owned()),
+            database_url,
+            log_format: raw.log_format,
+            settings: Settings {
+                label_language: raw.label_language,
+                max_wait_s: raw.inbox.max_wait_s,
+                max_waiters_per_person: raw.inbox.max_waiters_per_person,
+                claim_lease_s: raw.claims.lease_s,
+                presence_ttl_s: raw.presence.ttl_s,
+            },
+        })
+    }
+
+    pub fn uses_sqlite(&self) -> bool {
+        self.database_url.starts_with("sqlite:")
+    }
+}
+
+fn sqlite_url(dir: &Path) -> String {
+    format!("sqlite://{}", dir.join("liaison.db").display())
+}
+
+fn merge(into: &mut toml::Table, from: toml::Table) {
+    for (k, v) in from {
+        match (into.get_mut(&k), v) {
+            (Some(toml::Value::Table(a)), toml::Value::Table(b)) => merge(a, b),
+            (_, v) => {
+                into.insert(k, v);
+            }
+        }
+    }
+}
+
+fn set_path(table: &mut toml::Table, path: &[&str], v: toml::Value) {
+    match path {
+        [] => {}
+        [last] => {
+            table.insert((*last).to_owned(), v);
+        }
+        [first, rest @ ..] => {
+            let entry = table.entry((*first).to_owned()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            if let toml::Value::Table(t) = entry {
+                set_path(t, rest, v);
+            }
+        }
+    }
+}
+
+/// Environment values are numbers or booleans when they read as such, else strings.
+fn parse_scalar(raw: &str) -> toml::Value {
+    if let Ok(i) = raw.parse::<i64>() {
+        toml::Value::Integer(i)
+    } else if let Ok(b) = raw.parse::<bool>() {
+        toml::Value::Boolean(b)
+    } else {
+        toml::Value::String(raw.to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_resolve_and_layers_override_in_order() {
+        let c = Config::load(&Overrides::default(), []).unwrap();
+        assert_eq!(c.listen.port(), 8080);
+        assert!(c.database_url.ends_with("liaison-data/liaison.db"));
+        let env = [
+            ("LIAISON_LISTEN".to_owned(), "127.0.0.1:9000".to_owned()),
+            ("LIAISON_INBOX__MAX_WAIT_S".to_owned(), "30".to_owned()),
+            ("LIAISON_LABEL_LANGUAGE".to_owned(), "fr".to_owned()),
+        ];
+        let flags = Overrides { listen: Some("127.0.0.1:9100".into()), ..Default::default() };
+        let c = Config::load(&flags, env).unwrap();
+        assert_eq!(c.listen.port(), 9100);
+        assert_eq!(c.settings.max_wait_s, 30);
+        assert_eq!(c.settings.label_language, LabelLanguage::Fr);
+    }
+
+    #[test]
+    fn the_example_file_is_valid_and_unknown_fields_are_refused() {
+        let example = Overrides { config: Some(concat!(env!("CARGO_MANIFEST_DIR"), "/config/liaison.example.toml").into()), ..Default::default() };
+        Config::load(&example, []).unwrap();
+        let env = [("LIAISON_INBOX__NO_SUCH_FIELD".to_owned(), "1".to_owned())];
+        assert!(Config::load(&Overrides::default(), env).is_err());
+    }
+}

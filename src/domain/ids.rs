@@ -1,0 +1,159 @@
+//! Identifiers. Person and channel ids are slugs chosen by admins; message and thread ids are
+//! server-made, time-ordered and prefixed so that a misplaced id is obvious in logs.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::ParseError;
+
+/// Checks a slug: 1–64 characters of `a-z`, `0-9`, `-`, `_`, starting with a letter or digit.
+fn check_slug(what: &str, s: &str) -> Result<(), ParseError> {
+    let valid = !s.is_empty()
+        && s.len() <= 64
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+        && s.as_bytes()[0].is_ascii_alphanumeric();
+    if valid {
+        Ok(())
+    } else {
+        Err(ParseError::new(format!(
+            "invalid {what} {s:?}: use 1-64 characters of a-z, 0-9, '-' and '_', starting with a letter or digit"
+        )))
+    }
+}
+
+macro_rules! slug_id {
+    ($(#[$meta:meta])* $name:ident, $what:literal) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl $name {
+            pub fn parse(s: impl Into<String>) -> Result<Self, ParseError> {
+                let s = s.into();
+                check_slug($what, &s)?;
+                Ok(Self(s))
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = ParseError;
+            fn try_from(s: String) -> Result<Self, ParseError> {
+                Self::parse(s)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(id: $name) -> String {
+                id.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+slug_id!(
+    /// A person (member or external party), e.g. `alice`.
+    PersonId,
+    "person id"
+);
+slug_id!(
+    /// A channel, e.g. `demo`.
+    ChannelName,
+    "channel name"
+);
+
+macro_rules! server_id {
+    ($(#[$meta:meta])* $name:ident, $prefix:literal) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl $name {
+            /// A new id: the prefix and a UUIDv7, so ids sort by creation time.
+            pub fn generate() -> Self {
+                Self(format!(concat!($prefix, "{}"), uuid::Uuid::now_v7().simple()))
+            }
+
+            /// Accepts any well-formed id; whether it exists (for the caller) is the store's question.
+            pub fn parse(s: impl Into<String>) -> Result<Self, ParseError> {
+                let s = s.into();
+                let ok = s
+                    .strip_prefix($prefix)
+                    .is_some_and(|rest| rest.len() == 32 && rest.bytes().all(|b| b.is_ascii_hexdigit()));
+                if ok {
+                    Ok(Self(s))
+                } else {
+                    Err(ParseError::new(format!(concat!("invalid id {:?}: expected ", $prefix, "<32 hex digits>"), s)))
+                }
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = ParseError;
+            fn try_from(s: String) -> Result<Self, ParseError> {
+                Self::parse(s)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(id: $name) -> String {
+                id.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+server_id!(
+    /// A message.
+    MessageId,
+    "msg_"
+);
+server_id!(
+    /// A thread (an A2A task when opened by an external party).
+    ThreadId,
+    "thr_"
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs_accept_lowercase_and_refuse_the_rest() {
+        assert!(PersonId::parse("alice").is_ok());
+        assert!(PersonId::parse("bob-2_x").is_ok());
+        for bad in ["", "Alice", "-x", "a b", "é", &"a".repeat(65)] {
+            assert!(PersonId::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn server_ids_round_trip_and_refuse_other_prefixes() {
+        let id = ThreadId::generate();
+        assert_eq!(ThreadId::parse(id.as_str()).unwrap(), id);
+        assert!(MessageId::parse(id.as_str()).is_err());
+        assert!(ThreadId::parse("thr_xyz").is_err());
+    }
+}

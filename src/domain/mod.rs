@@ -1,0 +1,88 @@
+//! Pure types and rules of liaison: identifiers, people, channels, messages, the derived thread state
+//! machine and the server label.
+//!
+//! Nothing here does I/O, awaits, or knows about sqlx, axum or any wire format. Constrained values are
+//! newtypes built with `parse`, so a value of these types is valid by construction.
+
+mod channel;
+mod ids;
+mod label;
+mod message;
+mod person;
+mod presence;
+mod thread;
+mod time;
+
+pub use channel::{ApprovalPolicy, PolicyDecision};
+pub use ids::{ChannelName, MessageId, PersonId, ThreadId};
+pub use label::{Label, LabelLanguage, render_for_agent};
+pub use message::{
+    Attachment, Impact, Kind, MAX_ATTACHMENT_BYTES, MAX_ATTACHMENTS, MAX_BODY_BYTES, MAX_SUBJECT_CHARS,
+    Outcome,
+};
+pub use person::{AgentIdentity, PersonKind, Right, Rights, Scope, Scopes};
+pub use presence::{LeaseMode, Transition};
+pub use thread::{ThreadState, TransitionError};
+pub use time::Timestamp;
+
+/// Why a value could not be parsed; the message is meant for the caller, who sent it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ParseError(pub String);
+
+impl ParseError {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
+        Self(message.into())
+    }
+}
+
+/// Implements `FromStr`, `Display`, `as_str` and serde for a unit enum from one list of names.
+macro_rules! named_enum {
+    ($(#[$meta:meta])* $vis:vis enum $name:ident ($what:literal) { $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        $vis enum $name { $($(#[$vmeta])* $variant),+ }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = $crate::domain::ParseError;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    other => Err($crate::domain::ParseError::new(format!(
+                        "unknown {} {:?}; expected one of: {}",
+                        $what, other, [$($text),+].join(", ")
+                    ))),
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+pub(crate) use named_enum;

@@ -1,0 +1,24 @@
+//! liaison: a gateway through which people's AI agents talk to each other, and through which outside
+//! agents delegate work to them, with a human's approval before anything with an effect happens.
+//!
+//! # Layout
+//!
+//! - [`domain`]: pure types and rules (ids, kinds, the derived thread state machine, the label).
+//! - [`store`]: SQLite and PostgreSQL persistence behind one `Store`; group commit on SQLite.
+//! - [`bus`]: the wake-up bus that ends long-polls the moment an entry arrives.
+//! - [`clock`]: time as the service sees it; tests move it by hand.
+//! - [`service`]: every operation and every business rule, once, transport-neutral.
+//! - [`admin`]: the admin HTTP API under `/admin/v1`.
+//! - [`cli`]: the command line (serve, and the admin commands calling the admin API).
+//! - [`config`]: layered configuration (file, `LIAISON_*` environment, flags).
+//! - [`app`]: wiring: `App::build` binds listeners, `App::run_until_stopped` serves.
+
+pub mod admin;
+pub mod app;
+pub mod bus;
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod domain;
+pub mod service;
+pub mod store;

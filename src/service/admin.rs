@@ -1,0 +1,254 @@
+//! Administration: persons, tokens and channels. Every method needs a caller with scope `admin`,
+//! except [`Service::bootstrap`], which runs at start without one.
+
+use serde::{Deserialize, Serialize};
+
+use super::auth::{hash_secret, new_secret};
+use super::{Caller, ErrorCode, Result, Service, ServiceError};
+use crate::domain::{ApprovalPolicy, ChannelName, PersonId, PersonKind, Rights, Scope, Scopes};
+use crate::store::{ChannelRecord, MemberRecord, PersonRecord, StoreError, TokenRecord};
+
+/// What `token issue` asks for.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenSpec {
+    pub person: PersonId,
+    pub scopes: Scopes,
+    /// Lifetime in seconds from now; none means no expiry.
+    #[serde(default)]
+    pub expires_in_s: Option<u64>,
+    #[serde(default)]
+    pub description: String,
+}
+
+/// A token just issued: the only time its secret is shown.
+#[derive(Debug, Clone, Serialize)]
+pub struct IssuedToken {
+    #[serde(flatten)]
+    pub token: TokenRecord,
+    pub secret: String,
+}
+
+/// What `channel add` asks for.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChannelSpec {
+    pub name: ChannelName,
+    #[serde(default)]
+    pub description: String,
+    /// Members with all rights unless `rights` says otherwise.
+    pub members: Vec<PersonId>,
+    #[serde(default)]
+    pub rights: Option<Rights>,
+    #[serde(default)]
+    pub policy: Option<ApprovalPolicy>,
+}
+
+/// What `channel members` asks for.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemberChange {
+    #[serde(default)]
+    pub add: Vec<PersonId>,
+    /// Rights for the added members (default: all).
+    #[serde(default)]
+    pub rights: Option<Rights>,
+    #[serde(default)]
+    pub remove: Vec<PersonId>,
+}
+
+const MAX_DISPLAY_NAME: usize = 100;
+const MAX_DESCRIPTION: usize = 500;
+
+fn conflict_as(what: &str, id: &impl std::fmt::Display) -> impl FnOnce(StoreError) -> ServiceError {
+    let message = format!("a {what} named {id} already exists (ids are never reused, even after removal)");
+    move |e| match e {
+        StoreError::Conflict(_) => ServiceError::new(ErrorCode::AlreadyExists, message),
+        other => other.into(),
+    }
+}
+
+impl Service {
+    /// Creates the first admin person and token if there is no person yet; returns the secret then.
+    pub async fn bootstrap(&self) -> Result<Option<IssuedToken>> {
+        let store = &self.inner.store;
+        let admin = PersonId::parse("admin").expect("a valid slug");
+        if store.person(&admin).await?.is_some() || !store.persons().await?.is_empty() {
+            return Ok(None);
+        }
+        let person = PersonRecord {
+            id: admin.clone(),
+            kind: PersonKind::Member,
+            display_name: "Administrator".into(),
+            created_at: self.now(),
+        };
+        store.insert_person(person).await?;
+        let spec = TokenSpec {
+            person: admin,
+            scopes: Scopes::default().with(Scope::Admin),
+            expires_in_s: None,
+            description: "bootstrap admin token".into(),
+        };
+        Ok(Some(self.issue_token_unchecked(spec).await?))
+    }
+
+    pub async fn add_person(
+        &self,
+        caller: &Caller,
+        id: PersonId,
+        kind: PersonKind,
+        display_name: String,
+    ) -> Result<PersonRecord> {
+        caller.require(Scope::Admin)?;
+        let display_name = display_name.trim().to_owned();
+        if display_name.is_empty() || display_name.chars().count() > MAX_DISPLAY_NAME || display_name.contains(['\n', '\r']) {
+            return Err(ServiceError::invalid(format!(
+                "display_name must be one line of 1-{MAX_DISPLAY_NAME} characters"
+            )));
+        }
+        let person = PersonRecord { id: id.clone(), kind, display_name, created_at: self.now() };
+        self.inner.store.insert_person(person.clone()).await.map_err(conflict_as("person", &id))?;
+        tracing::info!(person = %id, kind = %kind, "Person added.");
+        Ok(person)
+    }
+
+    pub async fn list_persons(&self, caller: &Caller) -> Result<Vec<PersonRecord>> {
+        caller.require(Scope::Admin)?;
+        Ok(self.inner.store.persons().await?)
+    }
+
+    pub async fn remove_person(&self, caller: &Caller, id: &PersonId) -> Result<()> {
+        caller.require(Scope::Admin)?;
+        if id == caller.id() {
+            return Err(ServiceError::invalid("you cannot remove yourself"));
+        }
+        if !self.inner.store.remove_person(id.clone(), self.now()).await? {
+            return Err(ServiceError::not_found("person", id));
+        }
+        tracing::info!(person = %id, "Person removed.");
+        Ok(())
+    }
+
+    pub async fn issue_token(&self, caller: &Caller, spec: TokenSpec) -> Result<IssuedToken> {
+        caller.require(Scope::Admin)?;
+        self.issue_token_unchecked(spec).await
+    }
+
+    async fn issue_token_unchecked(&self, spec: TokenSpec) -> Result<IssuedToken> {
+        if spec.scopes.is_empty() {
+            return Err(ServiceError::invalid("a token needs at least one scope: agent, human or admin"));
+        }
+        if spec.description.chars().count() > MAX_DESCRIPTION {
+            return Err(ServiceError::invalid(format!("description is longer than {MAX_DESCRIPTION} characters")));
+        }
+        let person = self
+            .inner
+            .store
+            .person(&spec.person)
+            .await?
+            .ok_or_else(|| ServiceError::not_found("person", &spec.person))?;
+        if person.kind == PersonKind::External && spec.scopes != Scopes::default().with(Scope::Agent) {
+            return Err(ServiceError::invalid("external parties get `agent` tokens only"));
+        }
+        let now = self.now();
+        let expires_at = match spec.expires_in_s {
+            Some(0) => return Err(ServiceError::invalid("expires_in_s must be at least 1")),
+            Some(s) => Some(now.plus_secs(s)),
+            None => None,
+        };
+        let (id, secret) = new_secret();
+        let token = TokenRecord {
+            id,
+            person: spec.person,
+            scopes: spec.scopes,
+            description: spec.description,
+            created_at: now,
+            expires_at,
+            revoked_at: None,
+        };
+        self.inner.store.insert_token(token.clone(), hash_secret(&secret)).await?;
+        tracing::info!(token = %token.id, person = %token.person, scopes = %token.scopes, "Token issued.");
+        Ok(IssuedToken { token, secret })
+    }
+
+    pub async fn list_tokens(&self, caller: &Caller, person: Option<&PersonId>) -> Result<Vec<TokenRecord>> {
+        caller.require(Scope::Admin)?;
+        Ok(self.inner.store.tokens(person).await?)
+    }
+
+    /// Revokes at once: the next request with this token is refused.
+    pub async fn revoke_token(&self, caller: &Caller, id: &str) -> Result<()> {
+        caller.require(Scope::Admin)?;
+        if !self.inner.store.revoke_token(id.to_owned(), self.now()).await? {
+            return Err(ServiceError::not_found("token (or it is already revoked)", id));
+        }
+        tracing::info!(token = %id, "Token revoked.");
+        Ok(())
+    }
+
+    pub async fn add_channel(&self, caller: &Caller, spec: ChannelSpec) -> Result<ChannelRecord> {
+        caller.require(Scope::Admin)?;
+        if spec.description.chars().count() > MAX_DESCRIPTION {
+            return Err(ServiceError::invalid(format!("description is longer than {MAX_DESCRIPTION} characters")));
+        }
+        let rights = spec.rights.unwrap_or_else(Rights::all);
+        let members = self.members_of(&spec.members, rights).await?;
+        let channel = ChannelRecord {
+            name: spec.name.clone(),
+            description: spec.description,
+            policy: spec.policy.unwrap_or_default(),
+            created_at: self.now(),
+            members,
+        };
+        self.inner.store.insert_channel(channel.clone()).await.map_err(conflict_as("channel", &spec.name))?;
+        tracing::info!(channel = %channel.name, members = channel.members.len(), "Channel added.");
+        Ok(channel)
+    }
+
+    pub async fn change_members(&self, caller: &Caller, name: &ChannelName, change: MemberChange) -> Result<ChannelRecord> {
+        caller.require(Scope::Admin)?;
+        if change.add.iter().any(|p| change.remove.contains(p)) {
+            return Err(ServiceError::invalid("a person cannot be both added and removed"));
+        }
+        let members = self.members_of(&change.add, change.rights.unwrap_or_else(Rights::all)).await?;
+        if !self.inner.store.change_members(name.clone(), members, change.remove).await? {
+            return Err(ServiceError::not_found("channel", name));
+        }
+        self.channel_for_admin(name).await
+    }
+
+    pub async fn set_policy(&self, caller: &Caller, name: &ChannelName, policy: ApprovalPolicy) -> Result<ChannelRecord> {
+        caller.require(Scope::Admin)?;
+        if !self.inner.store.set_policy(name.clone(), policy).await? {
+            return Err(ServiceError::not_found("channel", name));
+        }
+        self.channel_for_admin(name).await
+    }
+
+    pub async fn list_all_channels(&self, caller: &Caller) -> Result<Vec<ChannelRecord>> {
+        caller.require(Scope::Admin)?;
+        Ok(self.inner.store.channels(None).await?)
+    }
+
+    async fn channel_for_admin(&self, name: &ChannelName) -> Result<ChannelRecord> {
+        self.inner.store.channel(name).await?.ok_or_else(|| ServiceError::not_found("channel", name))
+    }
+
+    async fn members_of(&self, people: &[PersonId], rights: Rights) -> Result<Vec<MemberRecord>> {
+        if rights.is_empty() {
+            return Err(ServiceError::invalid("members need at least one right"));
+        }
+        let mut members = Vec::with_capacity(people.len());
+        for person in people {
+            if self.inner.store.person(person).await?.is_none() {
+                return Err(ServiceError::not_found("person", person));
+            }
+            if members.iter().any(|m: &MemberRecord| &m.person == person) {
+                return Err(ServiceError::invalid(format!("{person} is listed twice")));
+            }
+            members.push(MemberRecord { person: person.clone(), rights });
+        }
+        Ok(members)
+    }
+}
+

@@ -1,0 +1,229 @@
+//! Claims, presence and leases: how agent sessions coordinate without stepping on each other.
+
+use serde::Serialize;
+
+use super::{Caller, ErrorCode, Result, Service, ServiceError};
+use crate::bus::Topic;
+use crate::domain::{LeaseMode, ThreadId, Transition};
+use crate::store::{ClaimAttempt, ClaimRecord, LeaseAttempt, LeaseRecord, PresenceRecord};
+
+/// Which thread to claim.
+#[derive(Debug, Clone)]
+pub enum ClaimTarget {
+    Thread(ThreadId),
+    /// The oldest open, unclaimed request or handoff addressed to the caller.
+    Next,
+}
+
+/// What to do with the claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClaimAction {
+    /// Claim, or renew when this session already holds it.
+    Claim,
+    Release,
+}
+
+#[derive(Debug, Clone)]
+pub struct PresenceSpec {
+    pub transition: Transition,
+    pub task: Option<String>,
+    pub ttl_s: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct LeaseSpec {
+    pub resource: String,
+    pub mode: LeaseMode,
+    pub ttl_s: Option<u64>,
+    pub force: bool,
+}
+
+/// Longest presence TTL and lease TTL: 24 h.
+const MAX_TTL_S: u64 = 24 * 3600;
+/// Default lease TTL: 10 minutes.
+const DEFAULT_LEASE_TTL_S: u64 = 600;
+
+fn ttl(value: Option<u64>, default: u64, what: &str) -> Result<u64> {
+    match value {
+        None => Ok(default),
+        Some(s) if (1..=MAX_TTL_S).contains(&s) => Ok(s),
+        Some(s) => Err(ServiceError::invalid(format!("{what} {s} is out of range: use 1-{MAX_TTL_S} seconds"))),
+    }
+}
+
+fn check_resource(resource: &str) -> Result<()> {
+    let ok = !resource.is_empty()
+        && resource.len() <= 200
+        && resource.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b':' | b'.' | b'_' | b'-' | b'/' | b'@'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ServiceError::invalid(
+            "resource must be 1-200 characters of letters, digits and : . _ - / @ (e.g. repo:whatsapp-bridge)",
+        ))
+    }
+}
+
+impl Service {
+    /// Claims (or renews, or releases) a request or handoff thread for the caller's agent session.
+    /// Returns the claim held after the call (none after a release).
+    pub async fn claim(
+        &self,
+        caller: &Caller,
+        target: ClaimTarget,
+        action: ClaimAction,
+        lease_s: Option<u64>,
+    ) -> Result<Option<ClaimRecord>> {
+        caller.require_participant()?;
+        let session = caller.session()?.clone();
+        let lease_s = ttl(lease_s, self.inner.settings.claim_lease_s, "lease_s")?;
+        let now = self.now();
+        let thread = match target {
+            ClaimTarget::Thread(id) => id,
+            ClaimTarget::Next if action == ClaimAction::Release => {
+                return Err(ServiceError::invalid("give the thread to release"));
+            }
+            ClaimTarget::Next => {
+                // Try the candidates in order; another session may win any one of them.
+                for id in self.inner.store.claimable_threads(caller.id(), now, 20).await? {
+                    match self.claim_thread(caller, &session, id, lease_s).await {
+                        Ok(claim) => return Ok(claim),
+                        Err(e) if matches!(e.code, ErrorCode::AlreadyClaimed | ErrorCode::NotClaimable) => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
+                return Err(ServiceError::new(ErrorCode::NotFound, "no open request or handoff is waiting to be claimed"));
+            }
+        };
+        if action == ClaimAction::Release {
+            self.visible_thread(caller, &thread).await?;
+            if !self.inner.store.release_claim(thread.clone(), caller.id().clone(), session).await? {
+                return Err(ServiceError::invalid(format!("your session holds no claim on thread {thread}")));
+            }
+            return Ok(None);
+        }
+        self.claim_thread(caller, &session, thread, lease_s).await
+    }
+
+    async fn claim_thread(
+        &self,
+        caller: &Caller,
+        session: &crate::domain::AgentIdentity,
+        thread: ThreadId,
+        lease_s: u64,
+    ) -> Result<Option<ClaimRecord>> {
+        let now = self.now();
+        let (record, _) = self.visible_thread(caller, &thread).await?;
+        if !record.opener_kind.claimable() {
+            return Err(ServiceError::new(
+                ErrorCode::NotClaimable,
+                format!("thread {thread} was opened by a {}; only requests and handoffs are claimed", record.opener_kind),
+            ));
+        }
+        let opener = self.inner.store.thread_messages(&thread, 0, 1).await?;
+        if !opener.first().is_some_and(|m| m.recipients.contains(caller.id())) {
+            return Err(ServiceError::new(ErrorCode::NotClaimable, format!("thread {thread} is not addressed to you")));
+        }
+        let attempt = self.inner.store.claim(thread.clone(), caller.id().clone(), session.clone(), now, now.plus_secs(lease_s)).await?;
+        match attempt {
+            ClaimAttempt::Claimed(claim) => {
+                tracing::debug!(thread = %thread, session = %claim.session, "Thread claimed.");
+                Ok(Some(claim))
+            }
+            ClaimAttempt::Held(holder) => Err(ServiceError::new(
+                ErrorCode::AlreadyClaimed,
+                format!(
+                    "thread {thread} is claimed by {} (session {}, self-declared) until {}",
+                    holder.person, holder.session, holder.expires_at
+                ),
+            )
+            .with_details(serde_json::json!({ "holder": holder }))),
+            ClaimAttempt::Closed => Err(ServiceError::new(
+                ErrorCode::NotClaimable,
+                format!("thread {thread} is closed and cannot be claimed"),
+            )),
+        }
+    }
+
+    /// Reports the caller's agent's state for `ttl_s` (default 120 s); it expires silently.
+    pub async fn presence_set(&self, caller: &Caller, spec: PresenceSpec) -> Result<PresenceRecord> {
+        caller.require_participant()?;
+        let agent = caller.session()?.clone();
+        let ttl_s = ttl(spec.ttl_s, self.inner.settings.presence_ttl_s, "ttl_s")?;
+        if let Some(task) = &spec.task
+            && (task.chars().count() > 500 || task.contains(['\n', '\r']))
+        {
+            return Err(ServiceError::invalid("task must be one line of at most 500 characters"));
+        }
+        let now = self.now();
+        let record = PresenceRecord {
+            person: caller.id().clone(),
+            agent,
+            transition: spec.transition,
+            task: spec.task.filter(|t| !t.trim().is_empty()),
+            updated_at: now,
+            expires_at: now.plus_secs(ttl_s),
+        };
+        self.inner.store.set_presence(record.clone()).await?;
+        Ok(record)
+    }
+
+    /// Live presence of the people who share a channel with the caller.
+    pub async fn fleet(&self, caller: &Caller) -> Result<Vec<PresenceRecord>> {
+        caller.require_participant()?;
+        Ok(self.inner.store.fleet(caller.id(), self.now()).await?)
+    }
+
+    /// Acquires or renews an advisory lease. `force` takes it from incompatible holders, who are
+    /// told through their inbox.
+    pub async fn lease_acquire(&self, caller: &Caller, spec: LeaseSpec) -> Result<LeaseRecord> {
+        caller.require_participant()?;
+        let agent = caller.session()?.clone();
+        check_resource(&spec.resource)?;
+        let ttl_s = ttl(spec.ttl_s, DEFAULT_LEASE_TTL_S, "ttl_s")?;
+        let now = self.now();
+        let want = LeaseRecord {
+            resource: spec.resource.clone(),
+            person: caller.id().clone(),
+            agent,
+            mode: spec.mode,
+            acquired_at: now,
+            expires_at: now.plus_secs(ttl_s),
+        };
+        match self.inner.store.acquire_lease(want, spec.force, now).await? {
+            LeaseAttempt::Acquired { lease, displaced } => {
+                for old in &displaced {
+                    tracing::info!(resource = %lease.resource, from = %old.person, to = %lease.person, "Lease taken with force.");
+                    self.inner.bus.publish(&Topic::inbox(&old.person));
+                }
+                Ok(lease)
+            }
+            LeaseAttempt::Held(holders) => {
+                let names: Vec<String> =
+                    holders.iter().map(|h| format!("{} ({}, {} until {})", h.person, h.agent, h.mode, h.expires_at)).collect();
+                Err(ServiceError::new(
+                    ErrorCode::LeaseHeld,
+                    format!("{} is held by {}; wait for expiry, or pass force to take it", spec.resource, names.join(", ")),
+                )
+                .with_details(serde_json::json!({ "holders": holders })))
+            }
+        }
+    }
+
+    pub async fn lease_release(&self, caller: &Caller, resource: &str) -> Result<()> {
+        caller.require_participant()?;
+        let agent = caller.session()?.clone();
+        check_resource(resource)?;
+        if !self.inner.store.release_lease(resource.to_owned(), caller.id().clone(), agent, self.now()).await? {
+            return Err(ServiceError::invalid(format!("your session holds no lease on {resource}")));
+        }
+        Ok(())
+    }
+
+    /// Live leases of the people who share a channel with the caller.
+    pub async fn leases(&self, caller: &Caller) -> Result<Vec<LeaseRecord>> {
+        caller.require_participant()?;
+        Ok(self.inner.store.leases(caller.id(), self.now()).await?)
+    }
+}

@@ -1,0 +1,159 @@
+//! The service's errors: one code per kind of failure, each with its HTTP status, a message that
+//! says what was wrong and what to do, and optional structured details (e.g. a claim's holder).
+//!
+//! Fronts map `ErrorCode` to their own shape (HTTP status + JSON here; MCP tool errors, A2A errors
+//! later) from this one table. Internal failures carry an opaque message; the cause is logged once.
+
+use serde::Serialize;
+
+use crate::domain::named_enum;
+use crate::store::StoreError;
+
+named_enum! {
+    /// Stable, documented error codes.
+    pub enum ErrorCode ("error code") {
+        /// No token, or a token liaison does not know.
+        Unauthenticated = "unauthenticated",
+        /// The token's expiry has passed.
+        TokenExpired = "token_expired",
+        /// The token was revoked (or its person removed).
+        TokenRevoked = "token_revoked",
+        /// Authenticated, but the token's scope or the person's rights do not allow this.
+        Forbidden = "forbidden",
+        /// Unknown id, or an id the caller may not see: the two are indistinguishable.
+        NotFound = "not_found",
+        /// A field is missing, malformed, out of range or not allowed for this kind.
+        InvalidInput = "invalid_input",
+        /// A reply or close needs a thread.
+        ThreadRequired = "thread_required",
+        /// The thread is closed; start a new one that refers_to it.
+        ThreadClosed = "thread_closed",
+        /// `after` is beyond the last entry of the inbox.
+        CursorAhead = "cursor_ahead",
+        /// Another agent session holds the claim.
+        AlreadyClaimed = "already_claimed",
+        /// Only open request and handoff threads addressed to the caller can be claimed.
+        NotClaimable = "not_claimable",
+        /// An approval is pending for this request; it cannot be claimed yet.
+        ApprovalPending = "approval_pending",
+        /// Someone else holds the resource in an incompatible mode.
+        LeaseHeld = "lease_held",
+        /// The idempotency key was used for a different message.
+        IdempotencyConflict = "idempotency_conflict",
+        /// A person, channel or token with this id already exists.
+        AlreadyExists = "already_exists",
+        /// Too many long-polls are waiting for this person at once.
+        TooManyWaiters = "too_many_waiters",
+        /// The server is stopping or its database is unavailable; retry later.
+        Unavailable = "unavailable",
+        /// A bug or an unexpected failure; details are in the server log.
+        Internal = "internal",
+    }
+}
+
+impl ErrorCode {
+    /// The HTTP status for this code, used by every HTTP front.
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorCode::Unauthenticated | ErrorCode::TokenExpired | ErrorCode::TokenRevoked => 401,
+            ErrorCode::Forbidden => 403,
+            ErrorCode::NotFound => 404,
+            ErrorCode::InvalidInput | ErrorCode::ThreadRequired | ErrorCode::CursorAhead => 400,
+            ErrorCode::ThreadClosed
+            | ErrorCode::AlreadyClaimed
+            | ErrorCode::NotClaimable
+            | ErrorCode::ApprovalPending
+            | ErrorCode::LeaseHeld
+            | ErrorCode::IdempotencyConflict
+            | ErrorCode::AlreadyExists => 409,
+            ErrorCode::TooManyWaiters => 429,
+            ErrorCode::Unavailable => 503,
+            ErrorCode::Internal => 500,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct ServiceError {
+    pub code: ErrorCode,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Value>,
+}
+
+impl ServiceError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self { code, message: message.into(), details: None }
+    }
+
+    pub fn with_details(mut self, details: serde_json::Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidInput, message)
+    }
+
+    /// The one message for unknown and foreign ids alike.
+    pub fn not_found(what: &str, id: impl std::fmt::Display) -> Self {
+        Self::new(ErrorCode::NotFound, format!("no {what} {id} (unknown, or not visible to you)"))
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Forbidden, message)
+    }
+}
+
+impl From<crate::domain::ParseError> for ServiceError {
+    fn from(e: crate::domain::ParseError) -> Self {
+        ServiceError::invalid(e.0)
+    }
+}
+
+impl From<StoreError> for ServiceError {
+    fn from(e: StoreError) -> Self {
+        use crate::domain::TransitionError;
+        match e {
+            StoreError::Transition(TransitionError::Closed) => {
+                ServiceError::new(ErrorCode::ThreadClosed, TransitionError::Closed.to_string())
+            }
+            StoreError::Transition(t @ TransitionError::NeedsThread(_)) => {
+                ServiceError::new(ErrorCode::ThreadRequired, t.to_string())
+            }
+            StoreError::IdempotencyMismatch => ServiceError::new(
+                ErrorCode::IdempotencyConflict,
+                "this idempotency_key was already used for a different message; use a new key",
+            ),
+            StoreError::CursorAhead { after, last } => ServiceError::new(
+                ErrorCode::CursorAhead,
+                format!("after={after} is ahead of the inbox, whose last entry is {last}; pass a cursor you received"),
+            ),
+            StoreError::Conflict(what) => {
+                ServiceError::new(ErrorCode::AlreadyExists, format!("already exists ({what})"))
+            }
+            StoreError::NotFound(what) => ServiceError::new(ErrorCode::NotFound, format!("no such {what}")),
+            e @ (StoreError::Database(_) | StoreError::Corrupt(_)) => {
+                tracing::error!(error = %e, "Store operation failed.");
+                ServiceError::new(ErrorCode::Unavailable, "the database is unavailable; retry later")
+            }
+        }
+    }
+}
+
+pub type Result<T, E = ServiceError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_has_a_status_in_the_http_error_ranges() {
+        for code in ErrorCode::ALL {
+            let status = code.http_status();
+            assert!((400..600).contains(&status), "{code}");
+            assert_eq!(code.as_str().parse::<ErrorCode>().unwrap(), *code);
+        }
+    }
+}

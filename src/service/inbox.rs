@@ -1,0 +1,211 @@
+//! The inbox: named consumers with server-held cursors, the exactly-once drain and the long-poll.
+//!
+//! `after = c` first acknowledges everything up to `c` for the consumer, then returns what follows
+//! the consumer's cursor. A lost response is recovered by asking again with the same `after`; an
+//! entry once acknowledged is never returned again. A long-poll subscribes to the wake-up bus
+//! *before* reading, so an entry committed between the read and the wait still wakes it.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::{Caller, DeliveredMessage, ErrorCode, Result, Service, ServiceError};
+use crate::bus::Topic;
+use crate::domain::{PersonId, Timestamp};
+use crate::store::{EntryContent, InboxEntry};
+
+/// Characters of body included in an inbox entry; `read_message` returns the rest.
+pub const PREVIEW_CHARS: usize = 2_000;
+
+#[derive(Debug, Clone, Default)]
+pub struct InboxRequest {
+    /// The consumer's name, e.g. `claude`; each consumer has its own cursor.
+    pub consumer: String,
+    /// Acknowledge everything up to here first.
+    pub after: Option<i64>,
+    /// 1–100, default 20.
+    pub limit: Option<i64>,
+    /// 0–50 seconds of long-poll when nothing is there yet.
+    pub wait_s: Option<u64>,
+}
+
+/// One inbox entry as returned to a consumer.
+#[derive(Debug, Clone, Serialize)]
+pub struct InboxItem {
+    pub seq: i64,
+    pub created_at: Timestamp,
+    #[serde(flatten)]
+    pub content: ItemContent,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ItemContent {
+    /// A message, labelled, with at most [`PREVIEW_CHARS`] of its body.
+    Message {
+        #[serde(flatten)]
+        message: Box<DeliveredMessage>,
+        thread_state: &'static str,
+        body_chars: usize,
+        body_truncated: bool,
+    },
+    /// A notice from the server (e.g. `lease_taken`).
+    Notice { notice: serde_json::Value },
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct InboxPage {
+    pub consumer: String,
+    pub entries: Vec<InboxItem>,
+    /// Pass as `after` on the next call to acknowledge these entries and get the following ones.
+    pub cursor: i64,
+    /// Everything up to here is acknowledged by this consumer.
+    pub acked: i64,
+    /// The last sequence number in the inbox.
+    pub last: i64,
+    /// Whether more entries follow this page.
+    pub more: bool,
+    /// True when the call waited its whole `wait_s` and nothing came.
+    pub timed_out: bool,
+}
+
+/// Counts a long-poll for its person while alive.
+struct WaiterGuard<'a> {
+    service: &'a Service,
+    person: PersonId,
+}
+
+impl Drop for WaiterGuard<'_> {
+    fn drop(&mut self) {
+        let mut waiters = self.service.inner.waiters.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = waiters.get_mut(&self.person) {
+            *n -= 1;
+            if *n == 0 {
+                waiters.remove(&self.person);
+            }
+        }
+    }
+}
+
+pub(super) fn check_consumer(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'@' | b':'));
+    if ok { Ok(()) } else { Err(ServiceError::invalid("consumer must be 1-64 characters of letters, digits, - _ . @ :")) }
+}
+
+impl Service {
+    /// Reads (and with `wait_s`, waits for) the caller's inbox. Dropping the returned future ends
+    /// the wait and acknowledges nothing beyond the `after` the caller passed.
+    pub async fn inbox(&self, caller: &Caller, req: InboxRequest) -> Result<InboxPage> {
+        caller.require_participant()?;
+        check_consumer(&req.consumer)?;
+        let limit = match req.limit {
+            None => 20,
+            Some(l) if (1..=100).contains(&l) => l,
+            Some(l) => return Err(ServiceError::invalid(format!("limit {l} is out of range: use 1-100"))),
+        };
+        let max_wait = self.inner.settings.max_wait_s;
+        let wait_s = req.wait_s.unwrap_or(0);
+        if wait_s > max_wait {
+            return Err(ServiceError::invalid(format!("wait_s {wait_s} is out of range: use 0-{max_wait}")));
+        }
+        if req.after.is_some_and(|a| a < 0) {
+            return Err(ServiceError::invalid("after must be 0 or a cursor you received"));
+        }
+        let store = &self.inner.store;
+        let person = caller.id().clone();
+
+        let mut position = store.inbox_position(&person, &req.consumer).await?;
+        if let Some(after) = req.after {
+            if after > position.last {
+                // Re-check in the writer, which is authoritative, but refuse without writing.
+                return Err(crate::store::StoreError::CursorAhead { after, last: position.last }.into());
+            }
+            if after > position.acked {
+                position = store.acknowledge(person.clone(), req.consumer.clone(), after, self.now()).await?;
+            }
+        }
+
+        let _guard;
+        let mut subscription = None;
+        if wait_s > 0 {
+            _guard = self.count_waiter(&person)?;
+            subscription = Some(self.inner.bus.subscribe(&Topic::inbox(&person)));
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_s);
+        loop {
+            let mut entries = store.inbox_entries(&person, position.acked, limit + 1).await?;
+            let more = entries.len() as i64 > limit;
+            entries.truncate(limit as usize);
+            let timed_out = entries.is_empty() && wait_s > 0 && tokio::time::Instant::now() >= deadline;
+            let Some(sub) = subscription.as_mut().filter(|_| entries.is_empty() && !timed_out) else {
+                let last = entries.last().map(|e| e.seq).unwrap_or(position.acked).max(position.last);
+                return self.page(req.consumer, entries, position.acked, last, more, timed_out).await;
+            };
+            tokio::select! {
+                () = sub.woken() => {}
+                () = tokio::time::sleep_until(deadline) => {}
+                () = self.inner.shutdown.cancelled() => {
+                    return self.page(req.consumer, Vec::new(), position.acked, position.last, false, false).await;
+                }
+            }
+        }
+    }
+
+    /// How many entries `consumer` has not acknowledged yet.
+    pub async fn unread(&self, caller: &Caller, consumer: &str) -> Result<i64> {
+        caller.require_participant()?;
+        check_consumer(consumer)?;
+        let p = self.inner.store.inbox_position(caller.id(), consumer).await?;
+        Ok(p.last - p.acked)
+    }
+
+    fn count_waiter(&self, person: &PersonId) -> Result<WaiterGuard<'_>> {
+        let mut waiters = self.inner.waiters.lock().unwrap_or_else(|e| e.into_inner());
+        let n = waiters.entry(person.clone()).or_insert(0);
+        if *n >= self.inner.settings.max_waiters_per_person {
+            return Err(ServiceError::new(
+                ErrorCode::TooManyWaiters,
+                format!("{} long-polls already wait for this person; end one or poll without wait_s", *n),
+            ));
+        }
+        *n += 1;
+        Ok(WaiterGuard { service: self, person: person.clone() })
+    }
+
+    async fn page(
+        &self,
+        consumer: String,
+        entries: Vec<InboxEntry>,
+        acked: i64,
+        last: i64,
+        more: bool,
+        timed_out: bool,
+    ) -> Result<InboxPage> {
+        let cursor = entries.last().map_or(acked, |e| e.seq);
+        let mut items = Vec::with_capacity(entries.len());
+        for entry in entries {
+            items.push(self.item(entry).await?);
+        }
+        Ok(InboxPage { consumer, entries: items, cursor, acked, last, more, timed_out })
+    }
+
+    async fn item(&self, entry: InboxEntry) -> Result<InboxItem> {
+        let content = match entry.content {
+            EntryContent::Message { message, thread, .. } => {
+                let store = &self.inner.store;
+                let mut record = store.message(&message).await?.ok_or_else(|| ServiceError::not_found("message", &message))?;
+                let thread_state = store.thread(&thread).await?.map_or("open", |t| t.state.name());
+                let body_chars = record.body.chars().count();
+                let body_truncated = body_chars > PREVIEW_CHARS;
+                if body_truncated {
+                    record.body = record.body.chars().take(PREVIEW_CHARS).collect();
+                }
+                ItemContent::Message { message: Box::new(self.deliver(record).await?), thread_state, body_chars, body_truncated }
+            }
+            EntryContent::Notice { notice } => ItemContent::Notice { notice },
+        };
+        Ok(InboxItem { seq: entry.seq, created_at: entry.created_at, content })
+    }
+}

@@ -1,0 +1,393 @@
+//! Posting and reading: the rules of kinds, impacts, outcomes, recipients, limits and visibility,
+//! and the label on everything an agent reads.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use super::{Caller, ErrorCode, Result, Service, ServiceError};
+use crate::bus::Topic;
+use crate::domain::{
+    Attachment, ChannelName, Impact, Kind, Label, MAX_ATTACHMENTS, MAX_BODY_BYTES, MAX_SUBJECT_CHARS, MessageId,
+    Outcome, PersonId, Right, ThreadId,
+};
+use crate::store::{ChannelRecord, ClaimRecord, MessageRecord, NewMessage, StoreError, ThreadRecord};
+
+/// Most characters of body one read returns.
+pub const MAX_SLICE_CHARS: usize = 20_000;
+/// Longest idempotency key.
+const MAX_IDEMPOTENCY_KEY: usize = 200;
+
+/// A message to post, as a client asked for it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PostRequest {
+    pub kind: Option<Kind>,
+    /// Required for a new thread; optional (must match) in an existing one.
+    pub channel: Option<ChannelName>,
+    /// The thread to post in; none opens a new thread.
+    pub thread: Option<ThreadId>,
+    /// An explicit subset of the channel's members; default: the thread's participants, or for a new
+    /// thread every other member who can read the channel.
+    pub to: Option<Vec<PersonId>>,
+    pub subject: Option<String>,
+    pub body: String,
+    pub impact: Option<Impact>,
+    pub outcome: Option<Outcome>,
+    pub attachments: Vec<Attachment>,
+    pub refers_to: Option<MessageId>,
+    pub idempotency_key: Option<String>,
+}
+
+/// What a post returns.
+#[derive(Debug, Clone, Serialize)]
+pub struct PostReceipt {
+    pub message: MessageId,
+    pub thread: ThreadId,
+    pub channel: ChannelName,
+    pub thread_state: &'static str,
+    pub recipients: Vec<PersonId>,
+    /// True when this repeats an earlier post with the same idempotency key (nothing was created).
+    pub replayed: bool,
+}
+
+/// A message as an agent receives it: the record, its label and the author's display name.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeliveredMessage {
+    pub label: Label,
+    #[serde(flatten)]
+    pub message: MessageRecord,
+}
+
+/// One thread with its state, its live claim and a page of messages.
+#[derive(Debug, Clone, Serialize)]
+pub struct ThreadView {
+    pub thread: ThreadRecord,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub claim: Option<ClaimRecord>,
+    pub messages: Vec<DeliveredMessage>,
+    /// Pass as `after` to get the next page; none when this page reaches the end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<i64>,
+}
+
+/// A slice of one message's body.
+#[derive(Debug, Clone, Serialize)]
+pub struct MessageSlice {
+    pub label: Label,
+    pub message: MessageId,
+    pub thread: ThreadId,
+    pub kind: Kind,
+    pub author: PersonId,
+    /// The slice, at most 20,000 characters.
+    pub body: String,
+    /// Offset of the slice, in characters.
+    pub offset: usize,
+    /// Length of the whole body, in characters.
+    pub total_chars: usize,
+    /// Where the next slice starts; none when this one reaches the end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<usize>,
+    pub attachments: Vec<Attachment>,
+}
+
+impl Service {
+    /// Posts a message. See SPEC §3 for the rules enforced here.
+    pub async fn post(&self, caller: &Caller, req: PostRequest) -> Result<PostReceipt> {
+        caller.require_participant()?;
+        let kind = req.kind.ok_or_else(|| ServiceError::invalid("kind is required: announce, question, request, handoff, reply or close"))?;
+        check_fields(kind, &req)?;
+
+        // Resolve the thread (if any) and the channel; unknown and invisible look the same.
+        let existing = match &req.thread {
+            Some(id) => Some(self.visible_thread(caller, id).await?.0),
+            None if kind.opens_thread() => None,
+            None => return Err(ServiceError::new(ErrorCode::ThreadRequired, format!("a {kind} must be posted in an existing thread (give `thread`)"))),
+        };
+        let channel_name = match (&existing, &req.channel) {
+            (Some(t), Some(c)) if &t.channel != c => {
+                return Err(ServiceError::invalid(format!("thread {} is in channel {}, not {c}", t.id, t.channel)));
+            }
+            (Some(t), _) => t.channel.clone(),
+            (None, Some(c)) => c.clone(),
+            (None, None) => return Err(ServiceError::invalid("channel is required to open a thread")),
+        };
+        let channel = self.visible_channel(caller, &channel_name).await?;
+        let rights = channel.member(caller.id()).map(|m| m.rights).unwrap_or_default();
+        if !rights.contains(Right::Post) {
+            return Err(ServiceError::forbidden(format!("you may not post in channel {channel_name}")));
+        }
+        if kind == Kind::Request && req.impact.is_some_and(|i| i != Impact::None) && !rights.contains(Right::Request) {
+            return Err(ServiceError::forbidden(format!(
+                "you may not send requests with an effect in channel {channel_name}"
+            )));
+        }
+        if let Some(t) = &existing
+            && let crate::domain::ThreadState::Closed { .. } = t.state
+        {
+            return Err(ServiceError::new(ErrorCode::ThreadClosed, "the thread is closed; start a new thread that refers_to it"));
+        }
+        if let Some(r) = &req.refers_to {
+            let target = self.inner.store.message(r).await?;
+            let visible = match &target {
+                Some(m) => self.visible_channel(caller, &m.channel).await.is_ok(),
+                None => false,
+            };
+            if !visible {
+                return Err(ServiceError::not_found("message", r));
+            }
+        }
+        let recipients = self.recipients(caller, &channel, existing.as_ref(), req.to.as_deref()).await?;
+
+        let request_hash = request_hash(&req);
+        let opens = existing.is_none();
+        let subject = if opens { Some(subject_of(&req)) } else { None };
+        let new = NewMessage {
+            id: MessageId::generate(),
+            thread: existing.as_ref().map_or_else(ThreadId::generate, |t| t.id.clone()),
+            opens_thread: opens,
+            channel: channel_name,
+            kind,
+            author: caller.id().clone(),
+            agent: caller.agent.clone(),
+            recipients,
+            subject,
+            body: req.body,
+            attachments: req.attachments,
+            impact: req.impact,
+            outcome: match kind {
+                Kind::Close => Some(req.outcome.unwrap_or(Outcome::Done)),
+                _ => None,
+            },
+            refers_to: req.refers_to,
+            idempotency_key: req.idempotency_key,
+            request_hash,
+            created_at: self.now(),
+        };
+        let outcome = match self.inner.store.post(new.clone()).await {
+            // Two posts with one key raced on PostgreSQL: the loser finds the winner's message.
+            Err(StoreError::Conflict(c)) if c.contains("idempotency") => self.inner.store.post(new).await?,
+            other => other?,
+        };
+        if !outcome.replayed {
+            for person in &outcome.message.recipients {
+                self.inner.bus.publish(&Topic::inbox(person));
+            }
+            tracing::debug!(message = %outcome.message.id, thread = %outcome.thread.id, kind = %kind, "Message posted.");
+        }
+        Ok(PostReceipt {
+            message: outcome.message.id,
+            thread: outcome.thread.id,
+            channel: outcome.message.channel,
+            thread_state: outcome.thread.state.name(),
+            recipients: outcome.message.recipients,
+            replayed: outcome.replayed,
+        })
+    }
+
+    /// One thread with a page of its messages (positions after `after`, at most `limit`, 1–100).
+    pub async fn thread(&self, caller: &Caller, id: &ThreadId, after: Option<i64>, limit: Option<i64>) -> Result<ThreadView> {
+        caller.require_participant()?;
+        let limit = page_limit(limit)?;
+        let (thread, _) = self.visible_thread(caller, id).await?;
+        let after = after.unwrap_or(0).max(0);
+        let mut messages = self.inner.store.thread_messages(id, after, limit + 1).await?;
+        let next_cursor = if messages.len() as i64 > limit {
+            messages.truncate(limit as usize);
+            messages.last().map(|m| m.position)
+        } else {
+            None
+        };
+        let claim = self.inner.store.live_claim(id, self.now()).await?;
+        let mut delivered = Vec::with_capacity(messages.len());
+        for m in messages {
+            delivered.push(self.deliver(m).await?);
+        }
+        Ok(ThreadView { thread, claim, messages: delivered, next_cursor })
+    }
+
+    /// A slice of a message body: `max_chars` (1–20,000, default 20,000) characters from `offset`.
+    pub async fn read_message(
+        &self,
+        caller: &Caller,
+        id: &MessageId,
+        offset: Option<usize>,
+        max_chars: Option<usize>,
+    ) -> Result<MessageSlice> {
+        caller.require_participant()?;
+        let max = max_chars.unwrap_or(MAX_SLICE_CHARS);
+        if max == 0 || max > MAX_SLICE_CHARS {
+            return Err(ServiceError::invalid(format!("max_chars must be between 1 and {MAX_SLICE_CHARS}")));
+        }
+        let message = self.visible_message(caller, id).await?;
+        let offset = offset.unwrap_or(0);
+        let total_chars = message.body.chars().count();
+        if offset > total_chars {
+            return Err(ServiceError::invalid(format!("offset {offset} is beyond the body's {total_chars} characters")));
+        }
+        let body: String = message.body.chars().skip(offset).take(max).collect();
+        let end = offset + body.chars().count();
+        let delivered = self.deliver(message).await?;
+        let m = delivered.message;
+        Ok(MessageSlice {
+            label: delivered.label,
+            message: m.id,
+            thread: m.thread,
+            kind: m.kind,
+            author: m.author,
+            body,
+            offset,
+            total_chars,
+            next_offset: (end < total_chars).then_some(end),
+            attachments: m.attachments,
+        })
+    }
+
+    /// Channels the caller is a member of, with members and policies.
+    pub async fn channels(&self, caller: &Caller) -> Result<Vec<ChannelRecord>> {
+        caller.require_participant()?;
+        Ok(self.inner.store.channels(Some(caller.id())).await?)
+    }
+
+    /// Adds the server label to a message.
+    pub(super) async fn deliver(&self, message: MessageRecord) -> Result<DeliveredMessage> {
+        let name = match self.inner.store.person(&message.author).await? {
+            Some(p) => p.display_name,
+            None => message.author.to_string(),
+        };
+        let effect = if message.kind == Kind::Request { message.impact } else { None };
+        let label = Label::new(&name, effect, self.inner.settings.label_language);
+        Ok(DeliveredMessage { label, message })
+    }
+
+    /// A channel the caller is a member of (with the read right); anything else is "not found".
+    pub(super) async fn visible_channel(&self, caller: &Caller, name: &ChannelName) -> Result<ChannelRecord> {
+        let channel = self.inner.store.channel(name).await?;
+        match channel {
+            Some(c) if c.member(caller.id()).is_some_and(|m| m.rights.contains(Right::Read)) => Ok(c),
+            _ => Err(ServiceError::not_found("channel", name)),
+        }
+    }
+
+    /// A thread in a channel the caller can read, with that channel.
+    pub(super) async fn visible_thread(&self, caller: &Caller, id: &ThreadId) -> Result<(ThreadRecord, ChannelRecord)> {
+        let thread = self.inner.store.thread(id).await?.ok_or_else(|| ServiceError::not_found("thread", id))?;
+        let channel =
+            self.visible_channel(caller, &thread.channel).await.map_err(|_| ServiceError::not_found("thread", id))?;
+        Ok((thread, channel))
+    }
+
+    pub(super) async fn visible_message(&self, caller: &Caller, id: &MessageId) -> Result<MessageRecord> {
+        let message = self.inner.store.message(id).await?.ok_or_else(|| ServiceError::not_found("message", id))?;
+        self.visible_channel(caller, &message.channel).await.map_err(|_| ServiceError::not_found("message", id))?;
+        Ok(message)
+    }
+
+    async fn recipients(
+        &self,
+        caller: &Caller,
+        channel: &ChannelRecord,
+        thread: Option<&ThreadRecord>,
+        to: Option<&[PersonId]>,
+    ) -> Result<Vec<PersonId>> {
+        let readers: BTreeSet<&PersonId> =
+            channel.members.iter().filter(|m| m.rights.contains(Right::Read)).map(|m| &m.person).collect();
+        if let Some(to) = to {
+            if to.is_empty() {
+                return Err(ServiceError::invalid("`to` is empty; omit it to address every other member"));
+            }
+            let mut out = BTreeSet::new();
+            for p in to {
+                if p == caller.id() {
+                    return Err(ServiceError::invalid("`to` cannot include yourself"));
+                }
+                if !readers.contains(p) {
+                    return Err(ServiceError::invalid(format!("{p} is not a member of channel {}", channel.name)));
+                }
+                out.insert(p.clone());
+            }
+            return Ok(out.into_iter().collect());
+        }
+        let mut out: BTreeSet<PersonId> = match thread {
+            // In a thread: its participants (the opener's author and recipients) who can still read.
+            Some(t) => {
+                let opener = self.inner.store.thread_messages(&t.id, 0, 1).await?;
+                let mut people: BTreeSet<PersonId> = opener.iter().flat_map(|m| m.recipients.iter().cloned()).collect();
+                people.insert(t.opened_by.clone());
+                people.into_iter().filter(|p| readers.contains(p)).collect()
+            }
+            None => readers.into_iter().cloned().collect(),
+        };
+        out.remove(caller.id());
+        Ok(out.into_iter().collect())
+    }
+}
+
+/// Checks the fields that depend only on the request itself.
+fn check_fields(kind: Kind, req: &PostRequest) -> Result<()> {
+    match (kind, req.impact) {
+        (Kind::Request, None) => {
+            return Err(ServiceError::invalid("a request needs an impact: none, code, database or production"));
+        }
+        (Kind::Request, Some(_)) | (_, None) => {}
+        (other, Some(_)) => return Err(ServiceError::invalid(format!("impact is only for requests, not for a {other}"))),
+    }
+    if req.outcome.is_some() && kind != Kind::Close {
+        return Err(ServiceError::invalid(format!("outcome is only for close, not for a {kind}")));
+    }
+    if req.body.len() > MAX_BODY_BYTES {
+        return Err(ServiceError::invalid(format!(
+            "body is {} bytes; the limit is {MAX_BODY_BYTES} (1 MiB): put large content in an attachment or split it",
+            req.body.len()
+        )));
+    }
+    if req.body.trim().is_empty() && req.attachments.is_empty() && kind != Kind::Close {
+        return Err(ServiceError::invalid("body is empty: say something, or attach something"));
+    }
+    if req.attachments.len() > MAX_ATTACHMENTS {
+        return Err(ServiceError::invalid(format!("at most {MAX_ATTACHMENTS} attachments per message")));
+    }
+    for (i, a) in req.attachments.iter().enumerate() {
+        a.validate(i)?;
+    }
+    if let Some(subject) = &req.subject {
+        if req.thread.is_some() {
+            return Err(ServiceError::invalid("subject is only for the first message of a thread"));
+        }
+        if subject.chars().count() > MAX_SUBJECT_CHARS || subject.contains(['\n', '\r']) {
+            return Err(ServiceError::invalid(format!("subject must be one line of at most {MAX_SUBJECT_CHARS} characters")));
+        }
+    }
+    if let Some(key) = &req.idempotency_key
+        && (key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY || key.chars().any(char::is_control))
+    {
+        return Err(ServiceError::invalid(format!("idempotency_key must be 1-{MAX_IDEMPOTENCY_KEY} printable characters")));
+    }
+    Ok(())
+}
+
+/// The subject given, or the first line of the body (up to 80 characters).
+fn subject_of(req: &PostRequest) -> String {
+    match &req.subject {
+        Some(s) if !s.trim().is_empty() => s.trim().to_owned(),
+        _ => {
+            let first = req.body.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("(no subject)");
+            first.chars().take(80).collect()
+        }
+    }
+}
+
+/// SHA-256 of what the client asked for, to recognise a retry with the same idempotency key.
+fn request_hash(req: &PostRequest) -> String {
+    let bytes = serde_json::to_vec(req).unwrap_or_default();
+    let digest = ring::digest::digest(&ring::digest::SHA256, &bytes);
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A page size: 1–100, default 50.
+pub(super) fn page_limit(limit: Option<i64>) -> Result<i64> {
+    match limit {
+        None => Ok(50),
+        Some(l) if (1..=100).contains(&l) => Ok(l),
+        Some(l) => Err(ServiceError::invalid(format!("limit {l} is out of range: use 1-100"))),
+    }
+}

@@ -1,0 +1,142 @@
+//! The service: every operation of liaison, once, whatever front calls it.
+//!
+//! A front authenticates the bearer token with [`Service::authenticate`], gets a [`Caller`], and calls
+//! one method per operation. All rules (scopes, rights, kinds, limits, visibility, the exactly-once
+//! drain, claims, leases) live here; the store only persists, the fronts only translate. Nothing here
+//! knows about HTTP, MCP or A2A.
+
+mod admin;
+mod auth;
+mod coordination;
+mod error;
+mod inbox;
+mod messages;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio_util::sync::CancellationToken;
+
+pub use admin::{ChannelSpec, IssuedToken, MemberChange, TokenSpec};
+pub use coordination::{ClaimAction, ClaimTarget, LeaseSpec, PresenceSpec};
+pub use error::{ErrorCode, Result, ServiceError};
+pub use inbox::{InboxItem, InboxPage, InboxRequest};
+pub use messages::{DeliveredMessage, MessageSlice, PostReceipt, PostRequest, ThreadView};
+
+use crate::bus::WakeBus;
+use crate::clock::Clock;
+use crate::domain::{AgentIdentity, LabelLanguage, PersonId, Scope, Scopes};
+use crate::store::{PersonRecord, Store};
+
+/// Tunables of the service, resolved from the configuration.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub label_language: LabelLanguage,
+    /// Longest inbox long-poll, in seconds (the spec's maximum is 50).
+    pub max_wait_s: u64,
+    /// Most long-polls waiting for one person at once.
+    pub max_waiters_per_person: usize,
+    /// Default claim lease, in seconds.
+    pub claim_lease_s: u64,
+    /// Default presence TTL, in seconds.
+    pub presence_ttl_s: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            label_language: LabelLanguage::En,
+            max_wait_s: 50,
+            max_waiters_per_person: 32,
+            claim_lease_s: 600,
+            presence_ttl_s: 120,
+        }
+    }
+}
+
+/// Who is calling: the authenticated person, the token's scopes, and the agent identity the client
+/// declared (never trusted, never used to authorise).
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub person: PersonRecord,
+    pub scopes: Scopes,
+    pub token_id: String,
+    pub agent: Option<AgentIdentity>,
+}
+
+impl Caller {
+    pub fn id(&self) -> &PersonId {
+        &self.person.id
+    }
+
+    /// Attaches the self-declared agent identity of this request.
+    pub fn declaring(mut self, agent: Option<AgentIdentity>) -> Self {
+        self.agent = agent;
+        self
+    }
+
+    fn require(&self, scope: Scope) -> Result<()> {
+        if self.scopes.contains(scope) {
+            Ok(())
+        } else {
+            Err(ServiceError::forbidden(format!("this needs a token with scope `{scope}`; yours has `{}`", self.scopes)))
+        }
+    }
+
+    /// Agents and humans may act in channels; an admin-only token may not.
+    fn require_participant(&self) -> Result<()> {
+        if self.scopes.contains(Scope::Agent) || self.scopes.contains(Scope::Human) {
+            Ok(())
+        } else {
+            Err(ServiceError::forbidden("this needs a token with scope `agent` or `human`"))
+        }
+    }
+
+    /// The declared agent session, required where sessions must be told apart (claims, presence, leases).
+    fn session(&self) -> Result<&AgentIdentity> {
+        self.agent.as_ref().ok_or_else(|| {
+            ServiceError::invalid("declare your agent identity (agent_id@host:session) to claim, lease or report presence")
+        })
+    }
+}
+
+/// The service. Cheap to clone.
+#[derive(Clone)]
+pub struct Service {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Arc<Store>,
+    bus: Arc<dyn WakeBus>,
+    clock: Arc<dyn Clock>,
+    settings: Settings,
+    /// Cancelled at shutdown: long-polls return their current (empty) answer.
+    shutdown: CancellationToken,
+    /// Long-polls waiting per person, to enforce `max_waiters_per_person`.
+    waiters: Mutex<HashMap<PersonId, usize>>,
+}
+
+impl Service {
+    pub fn new(
+        store: Arc<Store>,
+        bus: Arc<dyn WakeBus>,
+        clock: Arc<dyn Clock>,
+        settings: Settings,
+        shutdown: CancellationToken,
+    ) -> Self {
+        Self { inner: Arc::new(Inner { store, bus, clock, settings, shutdown, waiters: Mutex::default() }) }
+    }
+
+    pub fn store(&self) -> &Arc<Store> {
+        &self.inner.store
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    fn now(&self) -> crate::domain::Timestamp {
+        self.inner.clock.now()
+    }
+}

@@ -1,0 +1,318 @@
+//! Claims on threads, presence and advisory leases: the coordination between agent sessions.
+//! Expiry is always "expires_at <= now" at read time, so nothing needs a cleanup job to be correct.
+
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, Row as _};
+
+use super::messages::append_entry;
+use super::{Backend, ClaimRecord, EntryContent, LeaseRecord, PresenceRecord, Result, Store};
+use crate::domain::{AgentIdentity, LeaseMode, PersonId, ThreadId, Timestamp, Transition};
+
+/// The result of trying to claim a thread.
+#[derive(Debug, Clone)]
+pub enum ClaimAttempt {
+    /// The caller holds the claim (new, taken over after expiry, or renewed).
+    Claimed(ClaimRecord),
+    /// Someone else holds a live claim.
+    Held(ClaimRecord),
+    /// The thread is closed (or gone) and cannot be claimed.
+    Closed,
+}
+
+/// The result of trying to acquire a lease.
+#[derive(Debug, Clone)]
+pub enum LeaseAttempt {
+    /// Acquired (or renewed); `displaced` lists holders removed by `force`.
+    Acquired { lease: LeaseRecord, displaced: Vec<LeaseRecord> },
+    /// Refused: these live holders are incompatible with the requested mode.
+    Held(Vec<LeaseRecord>),
+}
+
+fn claim(row: &AnyRow) -> Result<ClaimRecord> {
+    Ok(ClaimRecord {
+        thread: ThreadId::parse(row.try_get::<String, _>("thread_id")?)?,
+        person: PersonId::parse(row.try_get::<String, _>("person_id")?)?,
+        session: AgentIdentity::parse(row.try_get::<String, _>("session")?)?,
+        claimed_at: Timestamp(row.try_get("claimed_at")?),
+        expires_at: Timestamp(row.try_get("expires_at")?),
+    })
+}
+
+fn presence(row: &AnyRow) -> Result<PresenceRecord> {
+    Ok(PresenceRecord {
+        person: PersonId::parse(row.try_get::<String, _>("person_id")?)?,
+        agent: AgentIdentity::parse(row.try_get::<String, _>("agent")?)?,
+        transition: row.try_get::<String, _>("transition")?.parse::<Transition>()?,
+        task: row.try_get("task")?,
+        updated_at: Timestamp(row.try_get("updated_at")?),
+        expires_at: Timestamp(row.try_get("expires_at")?),
+    })
+}
+
+fn lease(row: &AnyRow) -> Result<LeaseRecord> {
+    Ok(LeaseRecord {
+        resource: row.try_get("resource")?,
+        person: PersonId::parse(row.try_get::<String, _>("person_id")?)?,
+        agent: AgentIdentity::parse(row.try_get::<String, _>("agent")?)?,
+        mode: row.try_get::<String, _>("mode")?.parse::<LeaseMode>()?,
+        acquired_at: Timestamp(row.try_get("acquired_at")?),
+        expires_at: Timestamp(row.try_get("expires_at")?),
+    })
+}
+
+/// People who share at least one channel with `$1`, and `$1` itself.
+const FLEET_SCOPE: &str = "(SELECT m2.person_id FROM channel_members m1 JOIN channel_members m2 \
+     ON m1.channel = m2.channel WHERE m1.person_id = $1 UNION SELECT $1)";
+
+impl Store {
+    /// Claims `thread` for `session` of `person` until `expires_at`, atomically. The same session
+    /// claiming again renews its lease; an expired claim is taken over.
+    pub async fn claim(
+        &self,
+        thread: ThreadId,
+        person: PersonId,
+        session: AgentIdentity,
+        now: Timestamp,
+        expires_at: Timestamp,
+    ) -> Result<ClaimAttempt> {
+        let lock = self.for_update();
+        self.write(move |tx| {
+            Box::pin(async move {
+                let sql = format!("SELECT state FROM threads WHERE id = $1{lock}");
+                let state: Option<String> = sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(thread.as_str().to_owned())
+                    .fetch_optional(&mut *tx)
+                    .await?
+                    .map(|r| r.try_get("state"))
+                    .transpose()?;
+                if state.as_deref().is_none_or(|s| s == "closed") {
+                    return Ok(ClaimAttempt::Closed);
+                }
+                let won = sqlx::query(
+                    "INSERT INTO claims (thread_id, person_id, session, claimed_at, expires_at) \
+                     VALUES ($1, $2, $3, $4, $5) \
+                     ON CONFLICT (thread_id) DO UPDATE SET \
+                     claimed_at = CASE WHEN claims.expires_at > $4 THEN claims.claimed_at ELSE excluded.claimed_at END, \
+                     person_id = excluded.person_id, session = excluded.session, expires_at = excluded.expires_at \
+                     WHERE claims.expires_at <= $4 \
+                     OR (claims.person_id = excluded.person_id AND claims.session = excluded.session) \
+                     RETURNING thread_id, person_id, session, claimed_at, expires_at",
+                )
+                .bind(thread.as_str().to_owned())
+                .bind(person.as_str().to_owned())
+                .bind(session.as_str().to_owned())
+                .bind(now.0)
+                .bind(expires_at.0)
+                .fetch_optional(&mut *tx)
+                .await?;
+                if let Some(row) = won {
+                    return Ok(ClaimAttempt::Claimed(claim(&row)?));
+                }
+                let row = sqlx::query(
+                    "SELECT thread_id, person_id, session, claimed_at, expires_at FROM claims WHERE thread_id = $1",
+                )
+                .bind(thread.as_str().to_owned())
+                .fetch_one(&mut *tx)
+                .await?;
+                Ok(ClaimAttempt::Held(claim(&row)?))
+            })
+        })
+        .await
+    }
+
+    /// Releases a claim held by this session; false when it held none.
+    pub async fn release_claim(&self, thread: ThreadId, person: PersonId, session: AgentIdentity) -> Result<bool> {
+        self.write(move |tx| {
+            Box::pin(async move {
+                let done = sqlx::query("DELETE FROM claims WHERE thread_id = $1 AND person_id = $2 AND session = $3")
+                    .bind(thread.as_str().to_owned())
+                    .bind(person.as_str().to_owned())
+                    .bind(session.as_str().to_owned())
+                    .execute(tx)
+                    .await?;
+                Ok(done.rows_affected() > 0)
+            })
+        })
+        .await
+    }
+
+    /// The live claim on a thread, if any.
+    pub async fn live_claim(&self, thread: &ThreadId, now: Timestamp) -> Result<Option<ClaimRecord>> {
+        let row = sqlx::query(
+            "SELECT thread_id, person_id, session, claimed_at, expires_at FROM claims \
+             WHERE thread_id = $1 AND expires_at > $2",
+        )
+        .bind(thread.as_str().to_owned())
+        .bind(now.0)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(claim).transpose()
+    }
+
+    /// Open request and handoff threads addressed to `person` with no live claim, oldest first.
+    pub async fn claimable_threads(&self, person: &PersonId, now: Timestamp, limit: i64) -> Result<Vec<ThreadId>> {
+        let rows = sqlx::query(
+            "SELECT t.id FROM threads t WHERE t.state = 'open' AND t.opener_kind IN ('request', 'handoff') \
+             AND t.opened_by <> $1 \
+             AND EXISTS (SELECT 1 FROM inbox_entries e WHERE e.person_id = $1 AND e.thread_id = t.id) \
+             AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.thread_id = t.id AND c.expires_at > $2) \
+             ORDER BY t.created_at, t.id LIMIT $3",
+        )
+        .bind(person.as_str().to_owned())
+        .bind(now.0)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(|r| Ok(ThreadId::parse(r.try_get::<String, _>("id")?)?)).collect()
+    }
+
+    pub async fn set_presence(&self, p: PresenceRecord) -> Result<()> {
+        self.write(move |tx| {
+            Box::pin(async move {
+                sqlx::query(
+                    "INSERT INTO presence (person_id, agent, transition, task, updated_at, expires_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (person_id, agent) DO UPDATE SET \
+                     transition = excluded.transition, task = excluded.task, \
+                     updated_at = excluded.updated_at, expires_at = excluded.expires_at",
+                )
+                .bind(p.person.as_str().to_owned())
+                .bind(p.agent.as_str().to_owned())
+                .bind(p.transition.as_str())
+                .bind(p.task)
+                .bind(p.updated_at.0)
+                .bind(p.expires_at.0)
+                .execute(tx)
+                .await?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    /// Live presence of everyone who shares a channel with `person` (and `person`'s own).
+    pub async fn fleet(&self, person: &PersonId, now: Timestamp) -> Result<Vec<PresenceRecord>> {
+        let sql = format!(
+            "SELECT person_id, agent, transition, task, updated_at, expires_at FROM presence \
+             WHERE expires_at > $2 AND person_id IN {FLEET_SCOPE} ORDER BY person_id, agent"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(person.as_str().to_owned())
+            .bind(now.0)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(presence).collect()
+    }
+
+    /// Acquires (or renews) a lease. With `force`, incompatible holders are removed and each is told
+    /// through an inbox notice in the same transaction.
+    pub async fn acquire_lease(&self, want: LeaseRecord, force: bool, now: Timestamp) -> Result<LeaseAttempt> {
+        let backend = self.backend();
+        self.write(move |tx| Box::pin(acquire_in(tx, backend, want, force, now))).await
+    }
+
+    /// Releases this holder's lease; false when it held none (or it had expired).
+    pub async fn release_lease(
+        &self,
+        resource: String,
+        person: PersonId,
+        agent: AgentIdentity,
+        now: Timestamp,
+    ) -> Result<bool> {
+        self.write(move |tx| {
+            Box::pin(async move {
+                let done = sqlx::query(
+                    "DELETE FROM leases WHERE resource = $1 AND person_id = $2 AND agent = $3 AND expires_at > $4",
+                )
+                .bind(resource)
+                .bind(person.as_str().to_owned())
+                .bind(agent.as_str().to_owned())
+                .bind(now.0)
+                .execute(tx)
+                .await?;
+                Ok(done.rows_affected() > 0)
+            })
+        })
+        .await
+    }
+
+    /// Live leases held by people who share a channel with `person` (and `person`'s own), by resource.
+    pub async fn leases(&self, person: &PersonId, now: Timestamp) -> Result<Vec<LeaseRecord>> {
+        let sql = format!(
+            "SELECT resource, person_id, agent, mode, acquired_at, expires_at FROM leases \
+             WHERE expires_at > $2 AND person_id IN {FLEET_SCOPE} ORDER BY resource, acquired_at"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(person.as_str().to_owned())
+            .bind(now.0)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(lease).collect()
+    }
+}
+
+async fn acquire_in(
+    tx: &mut AnyConnection,
+    backend: Backend,
+    want: LeaseRecord,
+    force: bool,
+    now: Timestamp,
+) -> Result<LeaseAttempt> {
+    if backend == Backend::Postgres {
+        // Serialises acquirers of one resource, including when no row exists yet.
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))::text AS locked")
+            .bind(want.resource.clone())
+            .fetch_one(&mut *tx)
+            .await?;
+    }
+    sqlx::query("DELETE FROM leases WHERE resource = $1 AND expires_at <= $2")
+        .bind(want.resource.clone())
+        .bind(now.0)
+        .execute(&mut *tx)
+        .await?;
+    let rows = sqlx::query(
+        "SELECT resource, person_id, agent, mode, acquired_at, expires_at FROM leases WHERE resource = $1",
+    )
+    .bind(want.resource.clone())
+    .fetch_all(&mut *tx)
+    .await?;
+    let holders = rows.iter().map(lease).collect::<Result<Vec<_>>>()?;
+    let mine = |l: &LeaseRecord| l.person == want.person && l.agent == want.agent;
+    let conflicts: Vec<LeaseRecord> =
+        holders.iter().filter(|l| !mine(l) && !want.mode.compatible_with(l.mode)).cloned().collect();
+    if !conflicts.is_empty() && !force {
+        return Ok(LeaseAttempt::Held(conflicts));
+    }
+    for old in &conflicts {
+        sqlx::query("DELETE FROM leases WHERE resource = $1 AND person_id = $2 AND agent = $3")
+            .bind(old.resource.clone())
+            .bind(old.person.as_str().to_owned())
+            .bind(old.agent.as_str().to_owned())
+            .execute(&mut *tx)
+            .await?;
+        let notice = serde_json::json!({
+            "type": "lease_taken",
+            "resource": old.resource,
+            "your_agent": old.agent,
+            "taken_by": want.person,
+            "taken_by_agent": want.agent,
+            "mode": want.mode,
+        });
+        append_entry(tx, &old.person, &EntryContent::Notice { notice }, now).await?;
+    }
+    let acquired_at = holders.iter().find(|l| mine(l)).map_or(now, |l| l.acquired_at);
+    sqlx::query(
+        "INSERT INTO leases (resource, person_id, agent, mode, acquired_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6) \
+         ON CONFLICT (resource, person_id, agent) DO UPDATE SET mode = excluded.mode, expires_at = excluded.expires_at",
+    )
+    .bind(want.resource.clone())
+    .bind(want.person.as_str().to_owned())
+    .bind(want.agent.as_str().to_owned())
+    .bind(want.mode.as_str())
+    .bind(acquired_at.0)
+    .bind(want.expires_at.0)
+    .execute(&mut *tx)
+    .await?;
+    let lease = LeaseRecord { acquired_at, ..want };
+    Ok(LeaseAttempt::Acquired { lease, displaced: conflicts })
+}
+

@@ -1,0 +1,394 @@
+//! Threads, messages and inboxes: the posting transaction and the exactly-once drain.
+
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, Row as _};
+
+use super::{EntryContent, InboxEntry, InboxPosition, MessageRecord, Result, Store, StoreError, ThreadRecord};
+use crate::domain::{
+    AgentIdentity, Attachment, ChannelName, Impact, Kind, MessageId, Outcome, PersonId, ThreadId, ThreadState,
+    Timestamp,
+};
+
+/// A message the service has validated and is ready to store.
+#[derive(Debug, Clone)]
+pub struct NewMessage {
+    pub id: MessageId,
+    pub thread: ThreadId,
+    /// True when this message opens `thread`.
+    pub opens_thread: bool,
+    pub channel: ChannelName,
+    pub kind: Kind,
+    pub author: PersonId,
+    pub agent: Option<AgentIdentity>,
+    pub recipients: Vec<PersonId>,
+    pub subject: Option<String>,
+    pub body: String,
+    pub attachments: Vec<Attachment>,
+    pub impact: Option<Impact>,
+    pub outcome: Option<Outcome>,
+    pub refers_to: Option<MessageId>,
+    pub idempotency_key: Option<String>,
+    /// Hash of what the client asked for; a retry with the same key must match it.
+    pub request_hash: String,
+    pub created_at: Timestamp,
+}
+
+/// The result of a post.
+#[derive(Debug, Clone)]
+pub struct PostOutcome {
+    pub message: MessageRecord,
+    pub thread: ThreadRecord,
+    /// True when an earlier post with the same idempotency key was returned and nothing was created.
+    pub replayed: bool,
+}
+
+const MESSAGE_COLUMNS: &str = "id, thread_id, channel, position, kind, author, agent, recipients, subject, body, \
+     attachments, impact, outcome, refers_to, idempotency_key, created_at";
+const THREAD_COLUMNS: &str =
+    "id, channel, subject, opener_kind, opened_by, state, asker, outcome, message_count, created_at, updated_at";
+
+fn json_err(e: serde_json::Error) -> StoreError {
+    StoreError::Corrupt(e.to_string())
+}
+
+fn opt_parse<T: std::str::FromStr<Err = crate::domain::ParseError>>(v: Option<String>) -> Result<Option<T>> {
+    Ok(v.map(|s| s.parse()).transpose()?)
+}
+
+fn message(row: &AnyRow) -> Result<MessageRecord> {
+    let recipients: Vec<PersonId> =
+        serde_json::from_str(&row.try_get::<String, _>("recipients")?).map_err(json_err)?;
+    Ok(MessageRecord {
+        id: MessageId::parse(row.try_get::<String, _>("id")?)?,
+        thread: ThreadId::parse(row.try_get::<String, _>("thread_id")?)?,
+        channel: ChannelName::parse(row.try_get::<String, _>("channel")?)?,
+        position: row.try_get("position")?,
+        kind: row.try_get::<String, _>("kind")?.parse()?,
+        author: PersonId::parse(row.try_get::<String, _>("author")?)?,
+        agent: row.try_get::<Option<String>, _>("agent")?.map(AgentIdentity::parse).transpose()?,
+        recipients,
+        subject: row.try_get("subject")?,
+        body: row.try_get("body")?,
+        attachments: serde_json::from_str(&row.try_get::<String, _>("attachments")?).map_err(json_err)?,
+        impact: opt_parse(row.try_get("impact")?)?,
+        outcome: opt_parse(row.try_get("outcome")?)?,
+        refers_to: row.try_get::<Option<String>, _>("refers_to")?.map(MessageId::parse).transpose()?,
+        idempotency_key: row.try_get("idempotency_key")?,
+        created_at: Timestamp(row.try_get("created_at")?),
+    })
+}
+
+fn thread(row: &AnyRow) -> Result<ThreadRecord> {
+    let name: String = row.try_get("state")?;
+    let asker = row.try_get::<Option<String>, _>("asker")?.map(PersonId::parse).transpose()?;
+    let outcome = opt_parse(row.try_get("outcome")?)?;
+    let state = ThreadState::from_parts(&name, asker, outcome)
+        .ok_or_else(|| StoreError::Corrupt(format!("thread state {name:?}")))?;
+    Ok(ThreadRecord {
+        id: ThreadId::parse(row.try_get::<String, _>("id")?)?,
+        channel: ChannelName::parse(row.try_get::<String, _>("channel")?)?,
+        subject: row.try_get("subject")?,
+        opener_kind: row.try_get::<String, _>("opener_kind")?.parse()?,
+        opened_by: PersonId::parse(row.try_get::<String, _>("opened_by")?)?,
+        state,
+        message_count: row.try_get("message_count")?,
+        created_at: Timestamp(row.try_get("created_at")?),
+        updated_at: Timestamp(row.try_get("updated_at")?),
+    })
+}
+
+fn entry(row: &AnyRow) -> Result<InboxEntry> {
+    let kind: String = row.try_get("entry_kind")?;
+    let content = match kind.as_str() {
+        "message" => EntryContent::Message {
+            message: MessageId::parse(row.try_get::<String, _>("message_id")?)?,
+            thread: ThreadId::parse(row.try_get::<String, _>("thread_id")?)?,
+            channel: ChannelName::parse(row.try_get::<String, _>("channel")?)?,
+        },
+        "notice" => EntryContent::Notice {
+            notice: serde_json::from_str(&row.try_get::<String, _>("notice")?).map_err(json_err)?,
+        },
+        other => return Err(StoreError::Corrupt(format!("inbox entry kind {other:?}"))),
+    };
+    Ok(InboxEntry { seq: row.try_get("seq")?, content, created_at: Timestamp(row.try_get("created_at")?) })
+}
+
+impl Store {
+    /// Stores a message atomically: idempotency, thread state transition, the message, the release of
+    /// a claim on reply or close, and one inbox entry per recipient.
+    pub async fn post(&self, m: NewMessage) -> Result<PostOutcome> {
+        let lock = self.for_update();
+        self.write(move |tx| Box::pin(post_in(tx, m, lock))).await
+    }
+
+    pub async fn message(&self, id: &MessageId) -> Result<Option<MessageRecord>> {
+        let sql = format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id.as_str().to_owned()).fetch_optional(&self.pool).await?;
+        row.as_ref().map(message).transpose()
+    }
+
+    pub async fn thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
+        let sql = format!("SELECT {THREAD_COLUMNS} FROM threads WHERE id = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id.as_str().to_owned()).fetch_optional(&self.pool).await?;
+        row.as_ref().map(thread).transpose()
+    }
+
+    /// Messages of a thread with `position > after`, in order, at most `limit`.
+    pub async fn thread_messages(&self, id: &ThreadId, after: i64, limit: i64) -> Result<Vec<MessageRecord>> {
+        let sql = format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = $1 AND position > $2 ORDER BY position LIMIT $3"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id.as_str().to_owned())
+            .bind(after)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(message).collect()
+    }
+
+    /// Where `consumer` stands in `person`'s inbox (a consumer never seen has acknowledged nothing).
+    pub async fn inbox_position(&self, person: &PersonId, consumer: &str) -> Result<InboxPosition> {
+        let row = sqlx::query(
+            "SELECT p.inbox_seq AS last, COALESCE((SELECT c.acked FROM consumers c \
+             WHERE c.person_id = p.id AND c.name = $2), 0) AS acked FROM persons p WHERE p.id = $1",
+        )
+        .bind(person.as_str().to_owned())
+        .bind(consumer.to_owned())
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or(StoreError::NotFound("person"))?;
+        Ok(InboxPosition { acked: row.try_get("acked")?, last: row.try_get("last")? })
+    }
+
+    /// Acknowledges everything up to `after` for `consumer`; never moves a cursor back. Refuses a
+    /// cursor beyond the last entry, changing nothing.
+    pub async fn acknowledge(
+        &self,
+        person: PersonId,
+        consumer: String,
+        after: i64,
+        now: Timestamp,
+    ) -> Result<InboxPosition> {
+        self.write(move |tx| {
+            Box::pin(async move {
+                let last: i64 = sqlx::query("SELECT inbox_seq FROM persons WHERE id = $1")
+                    .bind(person.as_str().to_owned())
+                    .fetch_optional(&mut *tx)
+                    .await?
+                    .ok_or(StoreError::NotFound("person"))?
+                    .try_get("inbox_seq")?;
+                if after > last {
+                    return Err(StoreError::CursorAhead { after, last });
+                }
+                let row = sqlx::query(
+                    "INSERT INTO consumers (person_id, name, acked, updated_at) VALUES ($1, $2, $3, $4) \
+                     ON CONFLICT (person_id, name) DO UPDATE SET \
+                     acked = CASE WHEN excluded.acked > consumers.acked THEN excluded.acked ELSE consumers.acked END, \
+                     updated_at = excluded.updated_at RETURNING acked",
+                )
+                .bind(person.as_str().to_owned())
+                .bind(consumer)
+                .bind(after)
+                .bind(now.0)
+                .fetch_one(&mut *tx)
+                .await?;
+                Ok(InboxPosition { acked: row.try_get("acked")?, last })
+            })
+        })
+        .await
+    }
+
+    /// Entries of `person`'s inbox with `seq > after`, oldest first, at most `limit`.
+    pub async fn inbox_entries(&self, person: &PersonId, after: i64, limit: i64) -> Result<Vec<InboxEntry>> {
+        let rows = sqlx::query(
+            "SELECT seq, entry_kind, message_id, thread_id, channel, notice, created_at FROM inbox_entries \
+             WHERE person_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+        )
+        .bind(person.as_str().to_owned())
+        .bind(after)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(entry).collect()
+    }
+}
+
+async fn post_in(tx: &mut AnyConnection, m: NewMessage, lock: &'static str) -> Result<PostOutcome> {
+    if let Some(key) = &m.idempotency_key {
+        let sql = format!("SELECT {MESSAGE_COLUMNS}, request_hash FROM messages WHERE author = $1 AND idempotency_key = $2");
+        let earlier = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(m.author.as_str().to_owned())
+            .bind(key.clone())
+            .fetch_optional(&mut *tx)
+            .await?;
+        if let Some(row) = earlier {
+            if row.try_get::<String, _>("request_hash")? != m.request_hash {
+                return Err(StoreError::IdempotencyMismatch);
+            }
+            let message = message(&row)?;
+            let sql = format!("SELECT {THREAD_COLUMNS} FROM threads WHERE id = $1");
+            let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(message.thread.as_str().to_owned())
+                .fetch_one(&mut *tx)
+                .await?;
+            return Ok(PostOutcome { message, thread: thread(&row)?, replayed: true });
+        }
+    }
+
+    let (thread_record, position) = if m.opens_thread {
+        let state = ThreadState::start(m.kind, &m.author)?;
+        let (name, asker, outcome) = state.parts();
+        sqlx::query(
+            "INSERT INTO threads (id, channel, subject, opener_kind, opened_by, state, asker, outcome, \
+             message_count, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1, $9, $9)",
+        )
+        .bind(m.thread.as_str().to_owned())
+        .bind(m.channel.as_str().to_owned())
+        .bind(m.subject.clone().unwrap_or_default())
+        .bind(m.kind.as_str())
+        .bind(m.author.as_str().to_owned())
+        .bind(name)
+        .bind(asker.map(|a| a.as_str().to_owned()))
+        .bind(outcome.map(Outcome::as_str))
+        .bind(m.created_at.0)
+        .execute(&mut *tx)
+        .await?;
+        let record = ThreadRecord {
+            id: m.thread.clone(),
+            channel: m.channel.clone(),
+            subject: m.subject.clone().unwrap_or_default(),
+            opener_kind: m.kind,
+            opened_by: m.author.clone(),
+            state,
+            message_count: 1,
+            created_at: m.created_at,
+            updated_at: m.created_at,
+        };
+        (record, 1)
+    } else {
+        let sql = format!("SELECT {THREAD_COLUMNS} FROM threads WHERE id = $1{lock}");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(m.thread.as_str().to_owned())
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or(StoreError::NotFound("thread"))?;
+        let mut record = thread(&row)?;
+        record.state = record.state.apply(m.kind, &m.author, m.outcome)?;
+        record.message_count += 1;
+        record.updated_at = m.created_at;
+        let (name, asker, outcome) = record.state.parts();
+        sqlx::query(
+            "UPDATE threads SET state = $1, asker = $2, outcome = $3, message_count = $4, updated_at = $5 WHERE id = $6",
+        )
+        .bind(name)
+        .bind(asker.map(|a| a.as_str().to_owned()))
+        .bind(outcome.map(Outcome::as_str))
+        .bind(record.message_count)
+        .bind(m.created_at.0)
+        .bind(m.thread.as_str().to_owned())
+        .execute(&mut *tx)
+        .await?;
+        let position = record.message_count;
+        (record, position)
+    };
+
+    let recipients = serde_json::to_string(&m.recipients).map_err(json_err)?;
+    let attachments = serde_json::to_string(&m.attachments).map_err(json_err)?;
+    sqlx::query(
+        "INSERT INTO messages (id, thread_id, channel, position, kind, author, agent, recipients, subject, body, \
+         attachments, impact, outcome, refers_to, idempotency_key, request_hash, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+    )
+    .bind(m.id.as_str().to_owned())
+    .bind(m.thread.as_str().to_owned())
+    .bind(m.channel.as_str().to_owned())
+    .bind(position)
+    .bind(m.kind.as_str())
+    .bind(m.author.as_str().to_owned())
+    .bind(m.agent.as_ref().map(|a| a.as_str().to_owned()))
+    .bind(recipients)
+    .bind(m.subject.clone())
+    .bind(m.body.clone())
+    .bind(attachments)
+    .bind(m.impact.map(Impact::as_str))
+    .bind(m.outcome.map(Outcome::as_str))
+    .bind(m.refers_to.as_ref().map(|r| r.as_str().to_owned()))
+    .bind(m.idempotency_key.clone())
+    .bind(m.request_hash.clone())
+    .bind(m.created_at.0)
+    .execute(&mut *tx)
+    .await?;
+
+    if matches!(m.kind, Kind::Reply | Kind::Close) {
+        sqlx::query("DELETE FROM claims WHERE thread_id = $1").bind(m.thread.as_str().to_owned()).execute(&mut *tx).await?;
+    }
+
+    // Lock recipients' counters in one order so concurrent posts cannot deadlock (PostgreSQL).
+    let mut recipients = m.recipients.clone();
+    recipients.sort();
+    for person in &recipients {
+        let content = EntryContent::Message { message: m.id.clone(), thread: m.thread.clone(), channel: m.channel.clone() };
+        append_entry(tx, person, &content, m.created_at).await?;
+    }
+
+    let message = MessageRecord {
+        id: m.id,
+        thread: m.thread,
+        channel: m.channel,
+        position,
+        kind: m.kind,
+        author: m.author,
+        agent: m.agent,
+        recipients: m.recipients,
+        subject: m.subject,
+        body: m.body,
+        attachments: m.attachments,
+        impact: m.impact,
+        outcome: m.outcome,
+        refers_to: m.refers_to,
+        idempotency_key: m.idempotency_key,
+        created_at: m.created_at,
+    };
+    Ok(PostOutcome { message, thread: thread_record, replayed: false })
+}
+
+/// Appends one entry to a person's inbox with the next sequence number; returns it.
+pub(super) async fn append_entry(
+    tx: &mut AnyConnection,
+    person: &PersonId,
+    content: &EntryContent,
+    now: Timestamp,
+) -> Result<i64> {
+    let seq: i64 = sqlx::query("UPDATE persons SET inbox_seq = inbox_seq + 1 WHERE id = $1 RETURNING inbox_seq")
+        .bind(person.as_str().to_owned())
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(StoreError::NotFound("recipient"))?
+        .try_get("inbox_seq")?;
+    let (kind, message, thread, channel, notice) = match content {
+        EntryContent::Message { message, thread, channel } => (
+            "message",
+            Some(message.as_str().to_owned()),
+            Some(thread.as_str().to_owned()),
+            Some(channel.as_str().to_owned()),
+            None,
+        ),
+        EntryContent::Notice { notice } => ("notice", None, None, None, Some(notice.to_string())),
+    };
+    sqlx::query(
+        "INSERT INTO inbox_entries (person_id, seq, entry_kind, message_id, thread_id, channel, notice, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind(person.as_str().to_owned())
+    .bind(seq)
+    .bind(kind)
+    .bind(message)
+    .bind(thread)
+    .bind(channel)
+    .bind(notice)
+    .bind(now.0)
+    .execute(&mut *tx)
+    .await?;
+    Ok(seq)
+}

@@ -1,0 +1,173 @@
+//! Storage: one `Store` over sqlx's `Any` driver, for SQLite (default) and PostgreSQL.
+//!
+//! The SQL is written once (`$1` placeholders work on both backends); what differs per backend lives
+//! in [`sqlite`] (file, pragmas, the group-commit writer) and [`postgres`] (pool). Every write runs
+//! as one transaction through [`Store::write`]: on SQLite all writes go through a single writer task
+//! that commits many concurrent operations together (each in its own savepoint, one fsync per batch);
+//! on PostgreSQL each write is its own transaction and the server groups WAL flushes of concurrent
+//! commits. Either way a write is acknowledged only after its commit is durable.
+//!
+//! The store knows tables and transactions, not rules: validation and permissions are the service's.
+//! It does apply the pure thread state machine inside the posting transaction, so that the state
+//! check and the insert are atomic. It must not depend on the service or any front.
+
+mod coordination;
+mod messages;
+mod people;
+mod postgres;
+mod records;
+mod sqlite;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use sqlx::AnyConnection;
+use sqlx::AnyPool;
+
+pub use coordination::{ClaimAttempt, LeaseAttempt};
+pub use messages::{NewMessage, PostOutcome};
+pub use records::*;
+
+/// What can go wrong in the store. Cloneable, because one failed group commit fails many callers.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// A row with this key exists (the named constraint says which).
+    #[error("conflict on {0}")]
+    Conflict(String),
+    /// The thread state machine refused the message.
+    #[error(transparent)]
+    Transition(#[from] crate::domain::TransitionError),
+    /// An idempotency key was reused for a different message.
+    #[error("idempotency key reused with a different message")]
+    IdempotencyMismatch,
+    /// `after` is beyond the last entry of the inbox.
+    #[error("cursor {after} is ahead of the inbox (last entry {last})")]
+    CursorAhead { after: i64, last: i64 },
+    /// A row the operation relies on is gone (e.g. the thread of a post).
+    #[error("not found: {0}")]
+    NotFound(&'static str),
+    /// A stored value does not parse: the database was changed outside liaison.
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+    #[error("database error: {0}")]
+    Database(String),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        if let sqlx::Error::Database(db) = &e
+            && db.is_unique_violation()
+        {
+            // SQLite names the columns, PostgreSQL the constraint; keep whichever we get.
+            return StoreError::Conflict(db.constraint().map(str::to_owned).unwrap_or_else(|| db.message().to_owned()));
+        }
+        StoreError::Database(e.to_string())
+    }
+}
+
+impl From<crate::domain::ParseError> for StoreError {
+    fn from(e: crate::domain::ParseError) -> Self {
+        StoreError::Corrupt(e.0)
+    }
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// A future borrowing the transaction's connection.
+pub(crate) type BoxFut<'c, T> = Pin<Box<dyn Future<Output = T> + Send + 'c>>;
+
+/// Which database the store talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+enum Writer {
+    /// SQLite: the one writer task, fed by a channel.
+    Batched(sqlite::BatchWriter),
+    /// PostgreSQL: a transaction per write from the pool.
+    Pool,
+}
+
+/// The database, opened and migrated. Cheap to share behind an `Arc`.
+pub struct Store {
+    backend: Backend,
+    /// Reads (and on PostgreSQL, writes).
+    pool: AnyPool,
+    writer: Writer,
+}
+
+impl Store {
+    /// Opens `url` (`sqlite://…` or `postgres://…`), applies the migrations and returns the store.
+    pub async fn open(url: &str) -> Result<Store> {
+        sqlx::any::install_default_drivers();
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let pool = postgres::open(url).await?;
+            Ok(Store { backend: Backend::Postgres, pool, writer: Writer::Pool })
+        } else if url.starts_with("sqlite:") {
+            let (pool, writer) = sqlite::open(url).await?;
+            Ok(Store { backend: Backend::Sqlite, pool, writer: Writer::Batched(writer) })
+        } else {
+            Err(StoreError::Database(format!(
+                "unsupported database URL {url:?}: use sqlite://PATH or postgres://…"
+            )))
+        }
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Runs `op` in one transaction and returns once it is durably committed.
+    pub(crate) async fn write<T, F>(&self, op: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut AnyConnection) -> BoxFut<'c, Result<T>> + Send + 'static,
+    {
+        match &self.writer {
+            Writer::Batched(w) => w.run(op).await,
+            Writer::Pool => {
+                let mut tx = self.pool.begin().await?;
+                let value = op(&mut *tx).await?;
+                tx.commit().await?;
+                Ok(value)
+            }
+        }
+    }
+
+    /// ` FOR UPDATE` on PostgreSQL; SQLite's writer is alone, so it needs no row locks.
+    pub(crate) fn for_update(&self) -> &'static str {
+        match self.backend {
+            Backend::Postgres => " FOR UPDATE",
+            Backend::Sqlite => "",
+        }
+    }
+
+    /// Checks the database answers; for `/readyz`.
+    pub async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Closes connections after in-flight writes finish.
+    pub async fn close(&self) {
+        if let Writer::Batched(w) = &self.writer {
+            w.close().await;
+        }
+        self.pool.close().await;
+    }
+}
+
+/// The embedded migrations of one backend.
+fn migrator(migrations: &[(i64, &'static str, &'static str)]) -> sqlx::migrate::Migrator {
+    use sqlx::migrate::{Migration, MigrationType, Migrator};
+    Migrator::with_migrations(
+        migrations
+            .iter()
+            .map(|(version, name, sql)| {
+                Migration::new(*version, (*name).into(), MigrationType::Simple, sqlx::SqlSafeStr::into_sql_str(*sql), false)
+            })
+            .collect(),
+    )
+}

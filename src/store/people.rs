@@ -1,0 +1,286 @@
+//! Persons, tokens and channels.
+
+use sqlx::Row as _;
+use sqlx::any::AnyRow;
+
+use super::{PersonRecord, Result, Store, StoreError, TokenRecord};
+use crate::domain::{ApprovalPolicy, ChannelName, PersonId, Rights, Scopes, Timestamp};
+use crate::store::{ChannelRecord, MemberRecord};
+
+fn person(row: &AnyRow) -> Result<PersonRecord> {
+    Ok(PersonRecord {
+        id: PersonId::parse(row.try_get::<String, _>("id")?)?,
+        kind: row.try_get::<String, _>("kind")?.parse()?,
+        display_name: row.try_get("display_name")?,
+        created_at: Timestamp(row.try_get("created_at")?),
+    })
+}
+
+fn token(row: &AnyRow) -> Result<TokenRecord> {
+    Ok(TokenRecord {
+        id: row.try_get("id")?,
+        person: PersonId::parse(row.try_get::<String, _>("person_id")?)?,
+        scopes: Scopes::parse(&row.try_get::<String, _>("scopes")?)?,
+        description: row.try_get("description")?,
+        created_at: Timestamp(row.try_get("created_at")?),
+        expires_at: row.try_get::<Option<i64>, _>("expires_at")?.map(Timestamp),
+        revoked_at: row.try_get::<Option<i64>, _>("revoked_at")?.map(Timestamp),
+    })
+}
+
+const TOKEN_COLUMNS: &str = "id, person_id, scopes, description, created_at, expires_at, revoked_at";
+
+impl Store {
+    pub async fn insert_person(&self, p: PersonRecord) -> Result<()> {
+        self.write(move |tx| {
+            Box::pin(async move {
+                sqlx::query("INSERT INTO persons (id, kind, display_name, created_at) VALUES ($1, $2, $3, $4)")
+                    .bind(p.id.as_str().to_owned())
+                    .bind(p.kind.as_str())
+                    .bind(p.display_name)
+                    .bind(p.created_at.0)
+                    .execute(tx)
+                    .await?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    /// A person who has not been removed.
+    pub async fn person(&self, id: &PersonId) -> Result<Option<PersonRecord>> {
+        let row = sqlx::query(
+            "SELECT id, kind, display_name, created_at FROM persons WHERE id = $1 AND removed_at IS NULL",
+        )
+        .bind(id.as_str().to_owned())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(person).transpose()
+    }
+
+    pub async fn persons(&self) -> Result<Vec<PersonRecord>> {
+        let rows = sqlx::query(
+            "SELECT id, kind, display_name, created_at FROM persons WHERE removed_at IS NULL ORDER BY id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(person).collect()
+    }
+
+    /// Marks a person removed, revokes their tokens and takes them out of every channel. Their
+    /// messages stay; the id is never reused. Returns false when there was no such person.
+    pub async fn remove_person(&self, id: PersonId, now: Timestamp) -> Result<bool> {
+        self.write(move |tx| {
+            Box::pin(async move {
+                let id = id.as_str().to_owned();
+                let done = sqlx::query("UPDATE persons SET removed_at = $1 WHERE id = $2 AND removed_at IS NULL")
+                    .bind(now.0)
+                    .bind(id.clone())
+                    .execute(&mut *tx)
+                    .await?;
+                if done.rows_affected() == 0 {
+                    return Ok(false);
+                }
+                sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE person_id = $2 AND revoked_at IS NULL")
+                    .bind(now.0)
+                    .bind(id.clone())
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query("DELETE FROM channel_members WHERE person_id = $1").bind(id).execute(&mut *tx).await?;
+                Ok(true)
+            })
+        })
+        .await
+    }
+
+    pub async fn insert_token(&self, t: TokenRecord, secret_hash: String) -> Result<()> {
+        self.write(move |tx| {
+            Box::pin(async move {
+                sqlx::query(
+                    "INSERT INTO tokens (id, person_id, secret_hash, scopes, description, created_at, expires_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                )
+                .bind(t.id)
+                .bind(t.person.as_str().to_owned())
+                .bind(secret_hash)
+                .bind(t.scopes.to_string())
+                .bind(t.description)
+                .bind(t.created_at.0)
+                .bind(t.expires_at.map(|e| e.0))
+                .execute(tx)
+                .await?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    /// The token with this secret hash, whatever its state (the service decides).
+    pub async fn token_by_hash(&self, secret_hash: &str) -> Result<Option<TokenRecord>> {
+        let sql = format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE secret_hash = $1");
+        let row =
+            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(secret_hash.to_owned()).fetch_optional(&self.pool).await?;
+        row.as_ref().map(token).transpose()
+    }
+
+    pub async fn tokens(&self, person: Option<&PersonId>) -> Result<Vec<TokenRecord>> {
+        let sql = format!(
+            "SELECT {TOKEN_COLUMNS} FROM tokens WHERE ($1 IS NULL OR person_id = $1) ORDER BY created_at, id"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(person.map(|p| p.as_str().to_owned()))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(token).collect()
+    }
+
+    /// Revokes a token now; false when unknown or already revoked.
+    pub async fn revoke_token(&self, id: String, now: Timestamp) -> Result<bool> {
+        self.write(move |tx| {
+            Box::pin(async move {
+                let done = sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
+                    .bind(now.0)
+                    .bind(id)
+                    .execute(tx)
+                    .await?;
+                Ok(done.rows_affected() > 0)
+            })
+        })
+        .await
+    }
+
+    pub async fn insert_channel(&self, c: ChannelRecord) -> Result<()> {
+        self.write(move |tx| {
+            Box::pin(async move {
+                let policy = serde_json::to_string(&c.policy).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                sqlx::query("INSERT INTO channels (name, description, policy, created_at) VALUES ($1, $2, $3, $4)")
+                    .bind(c.name.as_str().to_owned())
+                    .bind(c.description)
+                    .bind(policy)
+                    .bind(c.created_at.0)
+                    .execute(&mut *tx)
+                    .await?;
+                for m in c.members {
+                    upsert_member(tx, &c.name, &m).await?;
+                }
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    /// Adds or updates members and removes others, in one transaction. False when the channel is unknown.
+    pub async fn change_members(
+        &self,
+        channel: ChannelName,
+        upsert: Vec<MemberRecord>,
+        remove: Vec<PersonId>,
+    ) -> Result<bool> {
+        self.write(move |tx| {
+            Box::pin(async move {
+                let exists = sqlx::query("SELECT name FROM channels WHERE name = $1")
+                    .bind(channel.as_str().to_owned())
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                if exists.is_none() {
+                    return Ok(false);
+                }
+                for m in &upsert {
+                    upsert_member(tx, &channel, m).await?;
+                }
+                for p in remove {
+                    sqlx::query("DELETE FROM channel_members WHERE channel = $1 AND person_id = $2")
+                        .bind(channel.as_str().to_owned())
+                        .bind(p.as_str().to_owned())
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                Ok(true)
+            })
+        })
+        .await
+    }
+
+    /// Replaces a channel's policy; false when the channel is unknown.
+    pub async fn set_policy(&self, channel: ChannelName, policy: ApprovalPolicy) -> Result<bool> {
+        self.write(move |tx| {
+            Box::pin(async move {
+                let policy = serde_json::to_string(&policy).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                let done = sqlx::query("UPDATE channels SET policy = $1 WHERE name = $2")
+                    .bind(policy)
+                    .bind(channel.as_str().to_owned())
+                    .execute(tx)
+                    .await?;
+                Ok(done.rows_affected() > 0)
+            })
+        })
+        .await
+    }
+
+    pub async fn channel(&self, name: &ChannelName) -> Result<Option<ChannelRecord>> {
+        let row = sqlx::query("SELECT name, description, policy, created_at FROM channels WHERE name = $1")
+            .bind(name.as_str().to_owned())
+            .fetch_optional(&self.pool)
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        let members = self.members(name).await?;
+        Ok(Some(channel(&row, members)?))
+    }
+
+    /// Every channel, or those `person` is a member of; with members, ordered by name.
+    pub async fn channels(&self, person: Option<&PersonId>) -> Result<Vec<ChannelRecord>> {
+        let rows = sqlx::query(
+            "SELECT name, description, policy, created_at FROM channels c WHERE $1 IS NULL OR EXISTS \
+             (SELECT 1 FROM channel_members m WHERE m.channel = c.name AND m.person_id = $1) ORDER BY name",
+        )
+        .bind(person.map(|p| p.as_str().to_owned()))
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let name = ChannelName::parse(row.try_get::<String, _>("name")?)?;
+            let members = self.members(&name).await?;
+            out.push(channel(row, members)?);
+        }
+        Ok(out)
+    }
+
+    async fn members(&self, channel: &ChannelName) -> Result<Vec<MemberRecord>> {
+        let rows = sqlx::query("SELECT person_id, rights FROM channel_members WHERE channel = $1 ORDER BY person_id")
+            .bind(channel.as_str().to_owned())
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(MemberRecord {
+                    person: PersonId::parse(r.try_get::<String, _>("person_id")?)?,
+                    rights: Rights::parse(&r.try_get::<String, _>("rights")?)?,
+                })
+            })
+            .collect()
+    }
+}
+
+fn channel(row: &AnyRow, members: Vec<MemberRecord>) -> Result<ChannelRecord> {
+    let policy: String = row.try_get("policy")?;
+    Ok(ChannelRecord {
+        name: ChannelName::parse(row.try_get::<String, _>("name")?)?,
+        description: row.try_get("description")?,
+        policy: serde_json::from_str(&policy).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        created_at: Timestamp(row.try_get("created_at")?),
+        members,
+    })
+}
+
+async fn upsert_member(tx: &mut sqlx::AnyConnection, channel: &ChannelName, m: &MemberRecord) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO channel_members (channel, person_id, rights) VALUES ($1, $2, $3) \
+         ON CONFLICT (channel, person_id) DO UPDATE SET rights = excluded.rights",
+    )
+    .bind(channel.as_str().to_owned())
+    .bind(m.person.as_str().to_owned())
+    .bind(m.rights.to_string())
+    .execute(tx)
+    .await?;
+    Ok(())
+}
