@@ -71,6 +71,7 @@ impl App {
             .route("/readyz", get(readyz))
             .with_state(service.clone())
             .merge(crate::admin::router(service.clone()))
+            .merge(crate::mcp::router(service.clone(), &config.mcp, &public_url, shutdown.clone()))
             .layer(tower_http::trace::TraceLayer::new_for_http());
         Ok(App { listener, router, service, public_url, data_dir: config.data_dir, bootstrap_token, shutdown })
     }

@@ -23,6 +23,7 @@ struct Raw {
     inbox: RawInbox,
     claims: RawClaims,
     presence: RawPresence,
+    mcp: RawMcp,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -44,6 +45,40 @@ struct RawPresence {
     ttl_s: u64,
 }
 
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMcp {
+    #[serde(deserialize_with = "string_list")]
+    allowed_hosts: Vec<String>,
+    #[serde(deserialize_with = "string_list")]
+    allowed_origins: Vec<String>,
+}
+
+/// The MCP front's settings.
+#[derive(Debug, Clone, Default)]
+pub struct McpSettings {
+    /// `Host` values `/mcp` accepts (DNS-rebinding guard). Empty: loopback names plus the host of
+    /// the public URL. `*` alone: any host.
+    pub allowed_hosts: Vec<String>,
+    /// Browser `Origin` values `/mcp` accepts (with scheme); empty: requests with an `Origin` are
+    /// accepted only when it is the public URL's origin or a loopback one.
+    pub allowed_origins: Vec<String>,
+}
+
+/// A list of strings, from a TOML array or (as environment variables give) a comma-separated string.
+fn string_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum List {
+        Many(Vec<String>),
+        One(String),
+    }
+    Ok(match List::deserialize(d)? {
+        List::Many(v) => v,
+        List::One(s) => s.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect(),
+    })
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
@@ -63,6 +98,9 @@ max_waiters_per_person = 32
 lease_s = 600
 [presence]
 ttl_s = 120
+[mcp]
+allowed_hosts = []
+allowed_origins = []
 "#;
 
 /// The resolved configuration.
@@ -75,6 +113,7 @@ pub struct Config {
     pub database_url: String,
     pub log_format: LogFormat,
     pub settings: Settings,
+    pub mcp: McpSettings,
 }
 
 /// Values given on the command line; each overrides the file and the environment.
@@ -145,6 +184,7 @@ impl Config {
                 claim_lease_s: raw.claims.lease_s,
                 presence_ttl_s: raw.presence.ttl_s,
             },
+            mcp: McpSettings { allowed_hosts: raw.mcp.allowed_hosts, allowed_origins: raw.mcp.allowed_origins },
         })
     }
 

@@ -9,6 +9,7 @@
 //! - [`clock`]: time as the service sees it; tests move it by hand.
 //! - [`service`]: every operation and every business rule, once, transport-neutral.
 //! - [`admin`]: the admin HTTP API under `/admin/v1`.
+//! - [`mcp`]: the MCP front for internal agents (`/mcp`, tools, bearer check).
 //! - [`cli`]: the command line (serve, and the admin commands calling the admin API).
 //! - [`config`]: layered configuration (file, `LIAISON_*` environment, flags).
 //! - [`app`]: wiring: `App::build` binds listeners, `App::run_until_stopped` serves.
@@ -20,5 +21,6 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod domain;
+pub mod mcp;
 pub mod service;
 pub mod store;

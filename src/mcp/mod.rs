@@ -1,0 +1,177 @@
+//! The MCP front for internal agents: Streamable HTTP at `/mcp` (rmcp; legacy sessions and the
+//! stateless 2026-07-28 revision on one endpoint), the bearer check in front of it, and the
+//! protected-resource metadata document.
+//!
+//! Decode, call the service, encode: no rule lives here. The bearer middleware authenticates every
+//! request before rmcp sees it (so no session exists for an unauthenticated client) and puts the
+//! [`Caller`] in the request extensions, which rmcp hands to tools inside `http::request::Parts`.
+//! Depends on `service`, `domain` and `admin`'s header parsing; nothing depends on it but `app`.
+//! Protocol decisions are written down in `README.md` next to this file.
+
+mod args;
+mod render;
+mod tools;
+
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use crate::admin::{ApiError, authenticate};
+use crate::config::McpSettings;
+use crate::domain::Scope;
+use crate::service::{Caller, ErrorCode, Service, ServiceError};
+
+pub use tools::Tools;
+
+/// Where the protected-resource metadata lives (RFC 9728), relative to the public URL.
+pub const PRM_PATH: &str = "/.well-known/oauth-protected-resource";
+
+/// Idle time after which a legacy MCP session is dropped; well above the longest long-poll (50 s).
+const SESSION_KEEP_ALIVE: Duration = Duration::from_secs(600);
+
+/// What the middleware needs to answer 401s consistently with the metadata document.
+#[derive(Clone)]
+struct Front {
+    service: Service,
+    /// Absolute URL of the protected-resource metadata, for `WWW-Authenticate`.
+    metadata_url: String,
+    /// Absolute URL of the MCP endpoint: the `resource` the metadata describes.
+    resource: String,
+}
+
+/// The `/mcp` endpoint and the metadata document. `public_url` is what clients reach this server at;
+/// `shutdown` ends every MCP session when it fires.
+pub fn router(service: Service, settings: &McpSettings, public_url: &str, shutdown: CancellationToken) -> Router {
+    let front = Front {
+        service: service.clone(),
+        metadata_url: format!("{public_url}{PRM_PATH}"),
+        resource: format!("{public_url}/mcp"),
+    };
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(SESSION_KEEP_ALIVE);
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(allowed_hosts(settings, public_url))
+        .with_allowed_origins(allowed_origins(settings, public_url))
+        .enforce_origin_validation()
+        .with_cancellation_token(shutdown.child_token());
+    let config = if settings.allowed_hosts.iter().any(|h| h == "*") { config.disable_allowed_hosts() } else { config };
+    let tools = Tools::new(service);
+    let mcp = StreamableHttpService::new(move || Ok(tools.clone()), sessions.into(), config);
+    Router::new()
+        .route(PRM_PATH, get(metadata))
+        .route(&format!("{PRM_PATH}/mcp"), get(metadata))
+        .with_state(front.clone())
+        .merge(Router::new().nest_service("/mcp", mcp).layer(middleware::from_fn_with_state(front, bearer)))
+}
+
+/// Loopback names plus the public URL's host, unless the configuration lists hosts.
+fn allowed_hosts(settings: &McpSettings, public_url: &str) -> Vec<String> {
+    if !settings.allowed_hosts.is_empty() {
+        return settings.allowed_hosts.clone();
+    }
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).into();
+    if let Some(host) = url_host(public_url)
+        && !hosts.contains(&host)
+    {
+        hosts.push(host);
+    }
+    hosts
+}
+
+/// Loopback origins plus the public URL's origin, unless the configuration lists origins.
+fn allowed_origins(settings: &McpSettings, public_url: &str) -> Vec<String> {
+    if !settings.allowed_origins.is_empty() {
+        return settings.allowed_origins.clone();
+    }
+    let mut origins: Vec<String> =
+        ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"].map(String::from).into();
+    origins.push(public_url.trim_end_matches('/').to_owned());
+    origins
+}
+
+/// The host part of an `http(s)://host[:port]/…` URL, without brackets for IPv6.
+fn url_host(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+    let host =
+        if let Some(v6) = authority.strip_prefix('[') { v6.split(']').next()? } else { authority.split(':').next()? };
+    (!host.is_empty()).then(|| host.to_ascii_lowercase())
+}
+
+/// RFC 9728 metadata. liaison issues static bearer tokens (an admin gives each person theirs), so
+/// no authorization server is advertised: a client that finds none uses the token it was given.
+async fn metadata(State(front): State<Front>) -> Response {
+    let doc = serde_json::json!({
+        "resource": front.resource,
+        "resource_name": "liaison MCP",
+        "bearer_methods_supported": ["header"],
+        "scopes_supported": ["agent"],
+        "resource_documentation": "Ask a liaison admin for an agent token and send it as `Authorization: Bearer <token>`.",
+    });
+    let mut response = Json(doc).into_response();
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=3600"));
+    response
+}
+
+/// Authenticates every request to `/mcp` before rmcp sees it; the caller travels in the extensions.
+async fn bearer(State(front): State<Front>, mut req: Request, next: Next) -> Response {
+    let caller = match authenticate(&front.service, req.headers()).await {
+        Ok(caller) => caller,
+        Err(e) => return refuse(&front, e),
+    };
+    if !(caller.scopes.contains(Scope::Agent) || caller.scopes.contains(Scope::Human)) {
+        let e = ServiceError::forbidden("MCP needs a token with scope `agent`; ask an admin for one");
+        return refuse(&front, e);
+    }
+    req.extensions_mut().insert::<Caller>(caller);
+    next.run(req).await
+}
+
+/// The service's error as JSON, with a `WWW-Authenticate` challenge pointing at the metadata.
+fn refuse(front: &Front, e: ServiceError) -> Response {
+    let challenge = match e.code {
+        ErrorCode::Unauthenticated => format!("Bearer resource_metadata=\"{}\"", front.metadata_url),
+        ErrorCode::TokenExpired | ErrorCode::TokenRevoked => format!(
+            "Bearer error=\"invalid_token\", error_description=\"{}\", resource_metadata=\"{}\"",
+            e.code, front.metadata_url
+        ),
+        ErrorCode::Forbidden => format!(
+            "Bearer error=\"insufficient_scope\", scope=\"agent\", resource_metadata=\"{}\"",
+            front.metadata_url
+        ),
+        _ => return ApiError(e).into_response(),
+    };
+    let mut response = ApiError(e).into_response();
+    if let Ok(value) = HeaderValue::from_str(&challenge) {
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
+    }
+    if response.status() == StatusCode::FORBIDDEN {
+        tracing::debug!("MCP request refused: token lacks scope agent.");
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_default_to_loopback_and_the_public_host() {
+        let s = McpSettings::default();
+        assert_eq!(url_host("https://Liaison.example.com:8443/x"), Some("liaison.example.com".into()));
+        assert_eq!(url_host("http://[::1]:8080"), Some("::1".into()));
+        let hosts = allowed_hosts(&s, "https://liaison.example.com");
+        assert!(hosts.contains(&"liaison.example.com".to_owned()) && hosts.contains(&"localhost".to_owned()));
+        let s = McpSettings { allowed_hosts: vec!["gw.internal".into()], allowed_origins: vec![] };
+        assert_eq!(allowed_hosts(&s, "http://127.0.0.1:1"), vec!["gw.internal".to_owned()]);
+    }
+}

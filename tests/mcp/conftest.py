@@ -1,0 +1,191 @@
+"""Fixtures for the MCP interop tests: the real `liaison` binary on a fresh data directory (and, when
+LIAISON_TEST_DATABASE_URL names a PostgreSQL server, a fresh database on it), people and tokens set
+up through the admin HTTP API, and MCP clients from the official Python SDK (`mcp` on PyPI).
+
+Environment:
+  LIAISON_BIN                 the binary (default: $CARGO_TARGET_DIR/debug/liaison, else target/debug/liaison)
+  LIAISON_TEST_DATABASE_URL   unset or sqlite: SQLite in the data directory; postgres://…: a new
+                              database named liaison_mcp_<random> is created on that server per run
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+ROOT = Path(__file__).resolve().parents[2]
+# The protocol eras the tests run in: the legacy handshake (what Claude Code 2.1 speaks) and the
+# stateless 2026-07-28 revision.
+MODES = ["legacy", "2026-07-28"]
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def binary() -> Path:
+    if os.environ.get("LIAISON_BIN"):
+        return Path(os.environ["LIAISON_BIN"])
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    return target / "debug" / "liaison"
+
+
+def postgres_base(url: str) -> str:
+    """postgres://user@host:port/db?x -> postgres://user@host:port"""
+    scheme, rest = url.split("://", 1)
+    return f"{scheme}://{rest.split('/', 1)[0]}"
+
+
+def fresh_database() -> tuple[str | None, str | None]:
+    """The database URL to serve from, and the name of a database to drop afterwards."""
+    url = os.environ.get("LIAISON_TEST_DATABASE_URL", "")
+    if not url.startswith("postgres"):
+        return None, None
+    name = f"liaison_mcp_{uuid.uuid4().hex[:12]}"
+    base = postgres_base(url)
+    subprocess.run(["psql", f"{base}/postgres", "-qc", f"CREATE DATABASE {name}"], check=True)
+    return f"{base}/{name}", name
+
+
+@dataclass
+class Server:
+    url: str
+    data_dir: Path
+    process: subprocess.Popen
+    admin_token: str
+    output: list[str] = field(default_factory=list)
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.url}/mcp"
+
+    def admin(self, method: str, path: str, body: dict | None = None, token: str | None = None) -> dict:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(
+            f"{self.url}{path}",
+            data=data,
+            method=method,
+            headers={"Authorization": f"Bearer {token or self.admin_token}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read())
+
+    def person(self, pid: str, name: str) -> None:
+        self.admin("POST", "/admin/v1/persons", {"id": pid, "display_name": name})
+
+    def token(self, pid: str, scopes=("agent",), expires_in_s: int | None = None) -> dict:
+        body = {"person": pid, "scopes": list(scopes)}
+        if expires_in_s is not None:
+            body["expires_in_s"] = expires_in_s
+        return self.admin("POST", "/admin/v1/tokens", body)["token"]
+
+    def channel(self, name: str, members: list[str]) -> None:
+        self.admin("POST", "/admin/v1/channels", {"name": name, "members": members})
+
+
+def start_server() -> tuple[Server, str | None]:
+    exe = binary()
+    if not exe.exists():
+        pytest.exit(f"{exe} does not exist: run `cargo build` first (or set LIAISON_BIN)", returncode=2)
+    data_dir = Path(tempfile.mkdtemp(prefix="liaison-mcp-"))
+    database_url, dbname = fresh_database()
+    cmd = [str(exe), "serve", "--data-dir", str(data_dir), "--listen", "127.0.0.1:0"]
+    if database_url:
+        cmd += ["--database-url", database_url]
+    env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    output: list[str] = []
+    url = None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        output.append(line)
+        m = re.search(r"serving at (http://\S+)", line)
+        if m:
+            url = m.group(1)
+            break
+    if url is None:
+        process.kill()
+        raise RuntimeError("liaison did not start:\n" + "".join(output))
+    # Keep draining the output so the server never blocks on a full pipe.
+    threading.Thread(target=lambda: [output.append(l) for l in process.stdout], daemon=True).start()
+    admin_token = (data_dir / "admin.token").read_text().strip()
+    return Server(url, data_dir, process, admin_token, output), dbname
+
+
+@pytest.fixture(scope="session")
+def server():
+    srv, dbname = start_server()
+    srv.person("alice", "Alice Martin")
+    srv.person("bob", "Bob Chen")
+    srv.person("carol", "Carol Outsider")
+    srv.channel("demo", ["alice", "bob"])
+    yield srv
+    srv.process.terminate()
+    try:
+        srv.process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        srv.process.kill()
+    shutil.rmtree(srv.data_dir, ignore_errors=True)
+    if dbname:
+        admin_url = postgres_base(os.environ["LIAISON_TEST_DATABASE_URL"]) + "/postgres"
+        subprocess.run(["psql", admin_url, "-qc", f"DROP DATABASE IF EXISTS {dbname} WITH (FORCE)"], check=False)
+
+
+@pytest.fixture(scope="session")
+def tokens(server):
+    """One agent token per person, issued once."""
+    return {p: server.token(p)["secret"] for p in ("alice", "bob", "carol")}
+
+
+@contextlib.asynccontextmanager
+async def connect(server: Server, token: str | None, mode: str = "legacy", agent: str | None = None):
+    headers = {}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    if agent:
+        headers["Liaison-Agent"] = agent
+    http = create_mcp_http_client(headers=headers)
+    async with http:
+        async with Client(streamable_http_client(server.mcp_url, http_client=http), mode=mode) as client:
+            yield client
+
+
+async def call(client, tool: str, **arguments):
+    """Calls a tool and returns its structured content; fails the test on a tool error."""
+    result = await client.call_tool(tool, arguments)
+    text = "\n".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+    assert not result.is_error, f"{tool} failed: {text}"
+    return result.structured_content
+
+
+async def call_error(client, tool: str, **arguments):
+    """Calls a tool that must fail; returns (error structure, text)."""
+    result = await client.call_tool(tool, arguments)
+    text = "\n".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+    assert result.is_error, f"{tool} should have failed: {text}"
+    return result.structured_content["error"], text
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
