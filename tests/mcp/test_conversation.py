@@ -102,3 +102,19 @@ async def test_two_agents_hold_a_whole_conversation(server, tokens, mode):
         assert r["thread_state"] == "open"
         r = await call(bob, "post", kind="reply", thread=req["thread"], body="Taken over.")
         assert r["thread_state"] == "answered"
+
+
+async def test_bad_arguments_get_tool_errors_that_say_what_to_do(server, tokens):
+    async with connect(server, tokens["alice"]) as alice:
+        bad_kind = await alice.call_tool("post", {"kind": "order", "channel": "demo", "body": "x"})
+        assert bad_kind.is_error and "announce" in bad_kind.content[0].text
+        unknown = await alice.call_tool("post", {"kind": "announce", "channel": "demo", "body": "x", "bogus": 1})
+        assert unknown.is_error and "bogus" in unknown.content[0].text
+        err, text = await call_error(alice, "post", kind="request", channel="demo", body="do it")
+        assert err["code"] == "invalid_input" and "impact" in text
+        err, text = await call_error(alice, "post", kind="reply", body="to what?")
+        assert err["code"] == "thread_required" and "thread" in text
+        err, text = await call_error(alice, "thread", thread="thr_nope")
+        assert err["code"] == "invalid_input" and "thr_" in text
+        err, _ = await call_error(alice, "claim", thread="thr_" + "0" * 32)
+        assert err["code"] == "not_found"

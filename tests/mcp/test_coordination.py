@@ -1,0 +1,109 @@
+"""Claims, presence, fleet and leases through MCP."""
+
+import anyio
+import pytest
+
+from conftest import MODES, call, call_error, connect, unique
+from test_conversation import drain
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_two_sessions_race_to_claim_and_exactly_one_wins(server, tokens, mode):
+    async with connect(server, tokens["alice"], mode) as alice, \
+            connect(server, tokens["bob"], mode, agent="claude@bobmac:1") as one, \
+            connect(server, tokens["bob"], mode, agent="codex@bobmac:2") as two:
+        req = await call(alice, "post", kind="request", channel="demo", impact="none", body="Rotate the logs.")
+        results = {}
+
+        async def race(name, client):
+            results[name] = await client.call_tool("claim", {"thread": req["thread"]})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(race, "one", one)
+            tg.start_soon(race, "two", two)
+        winners = [n for n, r in results.items() if not r.is_error]
+        assert len(winners) == 1, results
+        loser = results["two" if winners == ["one"] else "one"]
+        error = loser.structured_content["error"]
+        assert error["code"] == "already_claimed"
+        holder = error["details"]["holder"]
+        assert holder["person"] == "bob"
+        assert holder["session"] == ("claude@bobmac:1" if winners == ["one"] else "codex@bobmac:2")
+        assert holder["session"] in loser.content[0].text
+
+        # The winner renews and releases; then the other session can claim.
+        winner = one if winners == ["one"] else two
+        other = two if winner is one else one
+        await call(winner, "claim", thread=req["thread"], action="renew", lease_s=60)
+        released = await call(winner, "claim", thread=req["thread"], action="release")
+        assert released["claim"] is None
+        got = await call(other, "claim", thread=req["thread"])
+        assert got["claim"]["thread"] == req["thread"]
+
+
+async def test_sessions_without_a_declared_identity_are_told_apart(server, tokens):
+    async with connect(server, tokens["alice"]) as alice, connect(server, tokens["bob"]) as one, \
+            connect(server, tokens["bob"]) as two:
+        me = await call(one, "whoami")
+        assert me["agent"]["source"] == "derived" and me["agent"]["self_declared"] is True
+        req = await call(alice, "post", kind="handoff", channel="demo", body="Take the migration.")
+        first = await call(one, "claim", thread=req["thread"])
+        err, _ = await call_error(two, "claim", thread=req["thread"])
+        assert err["code"] == "already_claimed"
+        assert err["details"]["holder"]["session"] == first["claim"]["session"]
+
+
+async def test_claim_next_takes_the_oldest_waiting_request(server, tokens):
+    async with connect(server, tokens["alice"]) as alice, connect(server, tokens["bob"], agent="claude@b:9") as bob:
+        # Earlier tests may have left claimable threads: take them all first.
+        while not (await bob.call_tool("claim", {"thread": "next"})).is_error:
+            pass
+        req = await call(alice, "post", kind="request", channel="demo", impact="none", body="Next one.")
+        got = await call(bob, "claim", thread="next")
+        assert got["claim"]["thread"] == req["thread"]
+        err, text = await call_error(bob, "claim", thread="next")
+        assert err["code"] == "not_found" and "no open request" in text
+
+
+async def test_presence_fleet_and_leases_with_force(server, tokens):
+    resource = f"repo:{unique('bridge')}"
+    async with connect(server, tokens["alice"], agent="claude@alicemac:1") as alice, \
+            connect(server, tokens["bob"], agent="codex@bobmac:7") as bob:
+        p = await call(alice, "presence_set", transition="working", task="Fixing the bridge", ttl_s=60)
+        assert p["presence"]["agent"] == "claude@alicemac:1"
+        fleet = await call(bob, "fleet")
+        assert any(e["person"] == "alice" and e["task"] == "Fixing the bridge" for e in fleet["fleet"])
+
+        await call(alice, "lease_acquire", resource=resource, ttl_s=300)
+        err, text = await call_error(bob, "lease_acquire", resource=resource)
+        assert err["code"] == "lease_held" and "alice" in text and "force" in text
+        alice_cursor = await drain(alice, "leases")
+        taken = await call(bob, "lease_acquire", resource=resource, force=True)
+        assert taken["lease"]["person"] == "bob"
+        page = await call(alice, "inbox", consumer="leases", after=alice_cursor, wait_s=5)
+        assert page["entries"] and page["entries"][0]["type"] == "notice"
+        leases = await call(alice, "leases")
+        held = [l for l in leases["leases"] if l["resource"] == resource]
+        assert [l["person"] for l in held] == ["bob"]
+        await call(bob, "lease_release", resource=resource)
+        err, _ = await call_error(bob, "lease_release", resource=resource)
+        assert err["code"] == "invalid_input"
+
+
+async def test_list_tools_paginate_with_cursors(server, tokens):
+    for i in range(3):
+        server.channel(unique("page"), ["alice", "bob"])
+    async with connect(server, tokens["alice"]) as alice:
+        seen, cursor = [], None
+        while True:
+            args = {"limit": 2} if cursor is None else {"limit": 2, "cursor": cursor}
+            page = await call(alice, "channels", **args)
+            seen += [c["name"] for c in page["channels"]]
+            cursor = page.get("next_cursor")
+            if cursor is None:
+                break
+        assert len(seen) == len(set(seen)) >= 4
+        err, _ = await call_error(alice, "channels", cursor="bogus")
+        assert err["code"] == "invalid_input"
