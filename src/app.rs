@@ -41,12 +41,19 @@ pub struct App {
 impl App {
     /// Initialises (if needed) and binds everything; serves nothing yet.
     pub async fn build(config: Config, shutdown: CancellationToken) -> anyhow::Result<App> {
-        std::fs::create_dir_all(&config.data_dir)
-            .with_context(|| format!("Could not create the data directory {}", config.data_dir.display()))?;
+        std::fs::create_dir_all(&config.data_dir).with_context(|| {
+            format!(
+                "Could not create the data directory {}",
+                config.data_dir.display()
+            )
+        })?;
         ensure_master_key(&config.data_dir)?;
-        let store = Store::open(&config.database_url)
-            .await
-            .with_context(|| format!("Could not open the database {}", redact(&config.database_url)))?;
+        let store = Store::open(&config.database_url).await.with_context(|| {
+            format!(
+                "Could not open the database {}",
+                redact(&config.database_url)
+            )
+        })?;
         let service = Service::new(
             Arc::new(store),
             Arc::new(LocalBus::default()),
@@ -65,19 +72,37 @@ impl App {
             .await
             .with_context(|| format!("Could not listen on {}", config.listen))?;
         let addr = listener.local_addr()?;
-        let public_url = config.public_url.clone().unwrap_or_else(|| format!("http://{addr}"));
+        let public_url = config
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{addr}"));
         let router = Router::new()
             .route("/healthz", get(|| async { "ok" }))
             .route("/readyz", get(readyz))
             .with_state(service.clone())
             .merge(crate::admin::router(service.clone()))
-            .merge(crate::mcp::router(service.clone(), &config.mcp, &public_url, shutdown.clone()))
+            .merge(crate::mcp::router(
+                service.clone(),
+                &config.mcp,
+                &public_url,
+                shutdown.clone(),
+            ))
             .layer(tower_http::trace::TraceLayer::new_for_http());
-        Ok(App { listener, router, service, public_url, data_dir: config.data_dir, bootstrap_token, shutdown })
+        Ok(App {
+            listener,
+            router,
+            service,
+            public_url,
+            data_dir: config.data_dir,
+            bootstrap_token,
+            shutdown,
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
-        self.listener.local_addr().expect("a bound listener has an address")
+        self.listener
+            .local_addr()
+            .expect("a bound listener has an address")
     }
 
     pub fn public_url(&self) -> &str {
@@ -125,7 +150,9 @@ fn ensure_master_key(dir: &Path) -> anyhow::Result<()> {
     }
     use ring::rand::SecureRandom as _;
     let mut key = [0u8; 32];
-    ring::rand::SystemRandom::new().fill(&mut key).map_err(|_| anyhow::anyhow!("No system randomness"))?;
+    ring::rand::SystemRandom::new()
+        .fill(&mut key)
+        .map_err(|_| anyhow::anyhow!("No system randomness"))?;
     let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
     write_secret_file(&path, &hex)
 }
@@ -140,7 +167,9 @@ pub fn write_secret_file(path: &Path, secret: &str) -> anyhow::Result<()> {
         use std::os::unix::fs::OpenOptionsExt as _;
         options.mode(0o600);
     }
-    let mut file = options.open(path).with_context(|| format!("Could not write {}", path.display()))?;
+    let mut file = options
+        .open(path)
+        .with_context(|| format!("Could not write {}", path.display()))?;
     file.write_all(secret.as_bytes())?;
     file.write_all(b"\n")?;
     file.sync_all()?;

@@ -66,7 +66,9 @@ impl WakeBus for LocalBus {
 
     fn subscribe(&self, topic: &Topic) -> Subscription {
         let mut topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
-        let tx = topics.entry(topic.clone()).or_insert_with(|| watch::channel(0).0);
+        let tx = topics
+            .entry(topic.clone())
+            .or_insert_with(|| watch::channel(0).0);
         Subscription(tx.subscribe())
     }
 }
@@ -86,7 +88,13 @@ mod tests {
         let mut a = bus.subscribe(&alice);
         let mut b = bus.subscribe(&bob);
         bus.publish(&alice);
-        tokio::time::timeout(Duration::from_secs(1), a.woken()).await.unwrap();
-        assert!(tokio::time::timeout(Duration::from_millis(20), b.woken()).await.is_err());
+        tokio::time::timeout(Duration::from_secs(1), a.woken())
+            .await
+            .unwrap();
+        assert!(
+            tokio::time::timeout(Duration::from_millis(20), b.woken())
+                .await
+                .is_err()
+        );
     }
 }

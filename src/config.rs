@@ -75,7 +75,12 @@ fn string_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D:
     }
     Ok(match List::deserialize(d)? {
         List::Many(v) => v,
-        List::One(s) => s.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect(),
+        List::One(s) => s
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect(),
     })
 }
 
@@ -103,6 +108,9 @@ allowed_hosts = []
 allowed_origins = []
 "#;
 
+/// Top-level fields without a default, which the environment may still set.
+const OPTIONAL_FIELDS: &[&str] = &["public_url", "database_url"];
+
 /// The resolved configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -128,25 +136,45 @@ pub struct Overrides {
 
 impl Config {
     /// Loads the layers. `env` is the process environment (passed in, so tests need no `set_var`).
-    pub fn load(overrides: &Overrides, env: impl IntoIterator<Item = (String, String)>) -> anyhow::Result<Config> {
+    pub fn load(
+        overrides: &Overrides,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> anyhow::Result<Config> {
         let mut value: toml::Table = DEFAULTS.parse().expect("the embedded defaults parse");
-        let env: Vec<(String, String)> = env.into_iter().filter(|(k, _)| k.starts_with("LIAISON_")).collect();
-        let file = overrides.config.clone().or_else(|| env.iter().find(|(k, _)| k == "LIAISON_CONFIG").map(|(_, v)| v.into()));
+        let env: Vec<(String, String)> = env
+            .into_iter()
+            .filter(|(k, _)| k.starts_with("LIAISON_"))
+            .collect();
+        let file = overrides.config.clone().or_else(|| {
+            env.iter()
+                .find(|(k, _)| k == "LIAISON_CONFIG")
+                .map(|(_, v)| v.into())
+        });
         if let Some(path) = &file {
-            let text = std::fs::read_to_string(path).with_context(|| format!("Could not read config file {}", path.display()))?;
-            let table: toml::Table = text.parse().with_context(|| format!("Invalid TOML in {}", path.display()))?;
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("Could not read config file {}", path.display()))?;
+            let table: toml::Table = text
+                .parse()
+                .with_context(|| format!("Invalid TOML in {}", path.display()))?;
             merge(&mut value, table);
         }
         for (key, raw) in &env {
             let name = key.trim_start_matches("LIAISON_").to_lowercase();
-            if matches!(name.as_str(), "config" | "admin_token" | "server" | "token" | "url") {
-                continue; // Used by the CLI, not configuration.
-            }
             let path: Vec<&str> = name.split("__").collect();
+            // Only variables naming a configuration field or section count; others (LIAISON_CONFIG,
+            // LIAISON_ADMIN_TOKEN, LIAISON_MASTER_KEY, …) belong to the CLI or to secrets.
+            if !(value.contains_key(path[0]) || OPTIONAL_FIELDS.contains(&path[0]))
+                || name == "config"
+            {
+                continue;
+            }
             set_path(&mut value, &path, parse_scalar(raw));
         }
         let flags = [
-            ("data_dir", overrides.data_dir.as_ref().map(|p| p.display().to_string())),
+            (
+                "data_dir",
+                overrides.data_dir.as_ref().map(|p| p.display().to_string()),
+            ),
             ("listen", overrides.listen.clone()),
             ("public_url", overrides.public_url.clone()),
             ("database_url", overrides.database_url.clone()),
@@ -156,12 +184,17 @@ impl Config {
                 value.insert(key.into(), toml::Value::String(v));
             }
         }
-        let raw: Raw = toml::Value::Table(value).try_into().context("Invalid configuration")?;
+        let raw: Raw = toml::Value::Table(value)
+            .try_into()
+            .context("Invalid configuration")?;
         Self::resolve(raw)
     }
 
     fn resolve(raw: Raw) -> anyhow::Result<Config> {
-        let listen: SocketAddr = raw.listen.parse().with_context(|| format!("listen {:?} is not host:port", raw.listen))?;
+        let listen: SocketAddr = raw
+            .listen
+            .parse()
+            .with_context(|| format!("listen {:?} is not host:port", raw.listen))?;
         if raw.inbox.max_wait_s > 50 {
             anyhow::bail!("inbox.max_wait_s must be at most 50");
         }
@@ -170,7 +203,10 @@ impl Config {
         {
             anyhow::bail!("public_url {url:?} must start with http:// or https://");
         }
-        let database_url = raw.database_url.clone().unwrap_or_else(|| sqlite_url(&raw.data_dir));
+        let database_url = raw
+            .database_url
+            .clone()
+            .unwrap_or_else(|| sqlite_url(&raw.data_dir));
         Ok(Config {
             data_dir: raw.data_dir,
             listen,
@@ -184,7 +220,10 @@ impl Config {
                 claim_lease_s: raw.claims.lease_s,
                 presence_ttl_s: raw.presence.ttl_s,
             },
-            mcp: McpSettings { allowed_hosts: raw.mcp.allowed_hosts, allowed_origins: raw.mcp.allowed_origins },
+            mcp: McpSettings {
+                allowed_hosts: raw.mcp.allowed_hosts,
+                allowed_origins: raw.mcp.allowed_origins,
+            },
         })
     }
 
@@ -215,7 +254,9 @@ fn set_path(table: &mut toml::Table, path: &[&str], v: toml::Value) {
             table.insert((*last).to_owned(), v);
         }
         [first, rest @ ..] => {
-            let entry = table.entry((*first).to_owned()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            let entry = table
+                .entry((*first).to_owned())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
             if let toml::Value::Table(t) = entry {
                 set_path(t, rest, v);
             }
@@ -248,7 +289,10 @@ mod tests {
             ("LIAISON_INBOX__MAX_WAIT_S".to_owned(), "30".to_owned()),
             ("LIAISON_LABEL_LANGUAGE".to_owned(), "fr".to_owned()),
         ];
-        let flags = Overrides { listen: Some("127.0.0.1:9100".into()), ..Default::default() };
+        let flags = Overrides {
+            listen: Some("127.0.0.1:9100".into()),
+            ..Default::default()
+        };
         let c = Config::load(&flags, env).unwrap();
         assert_eq!(c.listen.port(), 9100);
         assert_eq!(c.settings.max_wait_s, 30);
@@ -257,7 +301,12 @@ mod tests {
 
     #[test]
     fn the_example_file_is_valid_and_unknown_fields_are_refused() {
-        let example = Overrides { config: Some(concat!(env!("CARGO_MANIFEST_DIR"), "/config/liaison.example.toml").into()), ..Default::default() };
+        let example = Overrides {
+            config: Some(
+                concat!(env!("CARGO_MANIFEST_DIR"), "/config/liaison.example.toml").into(),
+            ),
+            ..Default::default()
+        };
         Config::load(&example, []).unwrap();
         let env = [("LIAISON_INBOX__NO_SUCH_FIELD".to_owned(), "1".to_owned())];
         assert!(Config::load(&Overrides::default(), env).is_err());

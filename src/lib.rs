@@ -20,6 +20,7 @@ pub mod bus;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod demo;
 pub mod domain;
 pub mod mcp;
 pub mod service;

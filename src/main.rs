@@ -1,1 +1,17 @@
-fn main() {}
+//! The `liaison` binary: parse the command line, run, map the outcome to an exit code.
+
+use std::process::ExitCode;
+
+use clap::Parser as _;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = liaison::cli::Cli::parse();
+    match liaison::cli::run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

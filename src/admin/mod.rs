@@ -12,7 +12,9 @@ use axum::{Json, Router};
 use serde::Deserialize;
 
 use crate::domain::{AgentIdentity, ApprovalPolicy, ChannelName, PersonId, PersonKind};
-use crate::service::{Caller, ChannelSpec, ErrorCode, MemberChange, Service, ServiceError, TokenSpec};
+use crate::service::{
+    Caller, ChannelSpec, ErrorCode, MemberChange, Service, ServiceError, TokenSpec,
+};
 
 /// The header an agent may use to declare its identity (`agent_id@host:session`); never trusted.
 pub const AGENT_HEADER: &str = "liaison-agent";
@@ -28,10 +30,14 @@ impl From<ServiceError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.0.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let status = StatusCode::from_u16(self.0.code.http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let mut response = (status, Json(serde_json::json!({ "error": self.0 }))).into_response();
         if status == StatusCode::UNAUTHORIZED {
-            response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
         }
         response
     }
@@ -42,14 +48,26 @@ pub async fn authenticate(service: &Service, headers: &HeaderMap) -> Result<Call
     let secret = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
         .map(str::trim)
-        .ok_or_else(|| ServiceError::new(ErrorCode::Unauthenticated, "send Authorization: Bearer <token>"))?;
+        .ok_or_else(|| {
+            ServiceError::new(
+                ErrorCode::Unauthenticated,
+                "send Authorization: Bearer <token>",
+            )
+        })?;
     let caller = service.authenticate(secret).await?;
     let agent = match headers.get(AGENT_HEADER).map(|v| v.to_str()) {
         None => None,
         Some(Ok(v)) => Some(AgentIdentity::parse(v)?),
-        Some(Err(_)) => return Err(ServiceError::invalid("the Liaison-Agent header is not visible ASCII")),
+        Some(Err(_)) => {
+            return Err(ServiceError::invalid(
+                "the Liaison-Agent header is not visible ASCII",
+            ));
+        }
     };
     Ok(caller.declaring(agent))
 }
@@ -60,7 +78,10 @@ pub struct Authed(pub Caller);
 impl FromRequestParts<Service> for Authed {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, service: &Service) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(
+        parts: &mut Parts,
+        service: &Service,
+    ) -> Result<Self, Self::Rejection> {
         Ok(Authed(authenticate(service, &parts.headers).await?))
     }
 }
@@ -107,23 +128,42 @@ fn member() -> PersonKind {
     PersonKind::Member
 }
 
-async fn add_person(State(s): State<Service>, Authed(c): Authed, body: Body<NewPerson>) -> ApiResult<serde_json::Value> {
-    let p = s.add_person(&c, body.0.id, body.0.kind, body.0.display_name).await?;
+async fn add_person(
+    State(s): State<Service>,
+    Authed(c): Authed,
+    body: Body<NewPerson>,
+) -> ApiResult<serde_json::Value> {
+    let p = s
+        .add_person(&c, body.0.id, body.0.kind, body.0.display_name)
+        .await?;
     Ok(Json(serde_json::json!({ "person": p })))
 }
 
 async fn list_persons(State(s): State<Service>, Authed(c): Authed) -> ApiResult<serde_json::Value> {
-    Ok(Json(serde_json::json!({ "persons": s.list_persons(&c).await? })))
+    Ok(Json(
+        serde_json::json!({ "persons": s.list_persons(&c).await? }),
+    ))
 }
 
-async fn remove_person(State(s): State<Service>, Authed(c): Authed, Path(id): Path<String>) -> ApiResult<serde_json::Value> {
-    let id = PersonId::parse(id).map_err(|_| ServiceError::new(ErrorCode::NotFound, "no such person"))?;
+async fn remove_person(
+    State(s): State<Service>,
+    Authed(c): Authed,
+    Path(id): Path<String>,
+) -> ApiResult<serde_json::Value> {
+    let id = PersonId::parse(id)
+        .map_err(|_| ServiceError::new(ErrorCode::NotFound, "no such person"))?;
     s.remove_person(&c, &id).await?;
     Ok(Json(serde_json::json!({ "removed": id })))
 }
 
-async fn issue_token(State(s): State<Service>, Authed(c): Authed, body: Body<TokenSpec>) -> ApiResult<serde_json::Value> {
-    Ok(Json(serde_json::json!({ "token": s.issue_token(&c, body.0).await? })))
+async fn issue_token(
+    State(s): State<Service>,
+    Authed(c): Authed,
+    body: Body<TokenSpec>,
+) -> ApiResult<serde_json::Value> {
+    Ok(Json(
+        serde_json::json!({ "token": s.issue_token(&c, body.0).await? }),
+    ))
 }
 
 #[derive(Deserialize)]
@@ -131,21 +171,42 @@ struct TokenFilter {
     person: Option<PersonId>,
 }
 
-async fn list_tokens(State(s): State<Service>, Authed(c): Authed, q: Query<TokenFilter>) -> ApiResult<serde_json::Value> {
-    Ok(Json(serde_json::json!({ "tokens": s.list_tokens(&c, q.0.person.as_ref()).await? })))
+async fn list_tokens(
+    State(s): State<Service>,
+    Authed(c): Authed,
+    q: Query<TokenFilter>,
+) -> ApiResult<serde_json::Value> {
+    Ok(Json(
+        serde_json::json!({ "tokens": s.list_tokens(&c, q.0.person.as_ref()).await? }),
+    ))
 }
 
-async fn revoke_token(State(s): State<Service>, Authed(c): Authed, Path(id): Path<String>) -> ApiResult<serde_json::Value> {
+async fn revoke_token(
+    State(s): State<Service>,
+    Authed(c): Authed,
+    Path(id): Path<String>,
+) -> ApiResult<serde_json::Value> {
     s.revoke_token(&c, &id).await?;
     Ok(Json(serde_json::json!({ "revoked": id })))
 }
 
-async fn add_channel(State(s): State<Service>, Authed(c): Authed, body: Body<ChannelSpec>) -> ApiResult<serde_json::Value> {
-    Ok(Json(serde_json::json!({ "channel": s.add_channel(&c, body.0).await? })))
+async fn add_channel(
+    State(s): State<Service>,
+    Authed(c): Authed,
+    body: Body<ChannelSpec>,
+) -> ApiResult<serde_json::Value> {
+    Ok(Json(
+        serde_json::json!({ "channel": s.add_channel(&c, body.0).await? }),
+    ))
 }
 
-async fn list_channels(State(s): State<Service>, Authed(c): Authed) -> ApiResult<serde_json::Value> {
-    Ok(Json(serde_json::json!({ "channels": s.list_all_channels(&c).await? })))
+async fn list_channels(
+    State(s): State<Service>,
+    Authed(c): Authed,
+) -> ApiResult<serde_json::Value> {
+    Ok(Json(
+        serde_json::json!({ "channels": s.list_all_channels(&c).await? }),
+    ))
 }
 
 fn channel_name(name: String) -> Result<ChannelName, ServiceError> {
@@ -158,7 +219,9 @@ async fn change_members(
     Path(name): Path<String>,
     body: Body<MemberChange>,
 ) -> ApiResult<serde_json::Value> {
-    Ok(Json(serde_json::json!({ "channel": s.change_members(&c, &channel_name(name)?, body.0).await? })))
+    Ok(Json(
+        serde_json::json!({ "channel": s.change_members(&c, &channel_name(name)?, body.0).await? }),
+    ))
 }
 
 async fn set_policy(
@@ -167,5 +230,7 @@ async fn set_policy(
     Path(name): Path<String>,
     body: Body<ApprovalPolicy>,
 ) -> ApiResult<serde_json::Value> {
-    Ok(Json(serde_json::json!({ "channel": s.set_policy(&c, &channel_name(name)?, body.0).await? })))
+    Ok(Json(
+        serde_json::json!({ "channel": s.set_policy(&c, &channel_name(name)?, body.0).await? }),
+    ))
 }

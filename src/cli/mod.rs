@@ -1,1 +1,87 @@
-//! CLI.
+//! The command line: `serve`, and the admin commands, which call the admin HTTP API of a running
+//! server (`--server`, token from `LIAISON_ADMIN_TOKEN` or the bootstrap token file in the data
+//! directory). `anyhow` is fine here: errors end the process with a message.
+
+mod admin;
+mod serve;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "liaison",
+    version,
+    about = "A gateway through which people's AI agents talk to each other, with a human's approval before anything with an effect happens."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Initialise the data directory if empty, then serve.
+    Serve(serve::ServeArgs),
+    /// Manage people (members and external parties).
+    #[command(subcommand)]
+    Person(admin::PersonCommand),
+    /// Issue, list and revoke tokens.
+    #[command(subcommand)]
+    Token(admin::TokenCommand),
+    /// Manage channels, their members and approval policy.
+    #[command(subcommand)]
+    Channel(admin::ChannelCommand),
+    /// Exit 0 when the server at URL answers /readyz, else 1 (for container health checks).
+    Healthcheck {
+        /// Base URL of the server, e.g. http://127.0.0.1:8080
+        #[arg(default_value = "http://127.0.0.1:8080")]
+        url: String,
+    },
+}
+
+/// How admin commands reach the server.
+#[derive(Debug, Clone, Args)]
+pub struct ServerArgs {
+    /// Base URL of the liaison server.
+    #[arg(
+        long,
+        global = true,
+        env = "LIAISON_SERVER",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    pub server: String,
+    /// Data directory whose bootstrap admin token to use when LIAISON_ADMIN_TOKEN is not set.
+    #[arg(
+        long,
+        global = true,
+        env = "LIAISON_DATA_DIR",
+        default_value = "./liaison-data"
+    )]
+    pub data_dir: PathBuf,
+}
+
+/// Runs the command; the result becomes the exit code in `main`.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve(args) => serve::run(args).await,
+        Command::Person(c) => admin::person(c).await,
+        Command::Token(c) => admin::token(c).await,
+        Command::Channel(c) => admin::channel(c).await,
+        Command::Healthcheck { url } => {
+            let url = format!("{}/readyz", url.trim_end_matches('/'));
+            let response = reqwest::Client::new()
+                .get(&url)
+                .timeout(std::time::Duration::from_secs(5))
+                .send()
+                .await?;
+            anyhow::ensure!(
+                response.status().is_success(),
+                "{url} answered {}",
+                response.status()
+            );
+            Ok(())
+        }
+    }
+}

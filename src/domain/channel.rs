@@ -41,7 +41,12 @@ fn approve() -> PolicyDecision {
 
 impl Default for ApprovalPolicy {
     fn default() -> Self {
-        Self { none: auto(), code: approve(), database: approve(), production: approve() }
+        Self {
+            none: auto(),
+            code: approve(),
+            database: approve(),
+            production: approve(),
+        }
     }
 }
 

@@ -11,7 +11,8 @@ use super::ParseError;
 fn check_slug(what: &str, s: &str) -> Result<(), ParseError> {
     let valid = !s.is_empty()
         && s.len() <= 64
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
         && s.as_bytes()[0].is_ascii_alphanumeric();
     if valid {
         Ok(())

@@ -92,21 +92,29 @@ impl Attachment {
     pub fn validate(&self, index: usize) -> Result<(), ParseError> {
         let fail = |why: String| Err(ParseError::new(format!("attachment {index}: {why}")));
         match self {
-            Attachment::Inline { filename, media_type, data_base64 } => {
+            Attachment::Inline {
+                filename,
+                media_type,
+                data_base64,
+            } => {
                 if filename.trim().is_empty() || filename.len() > 255 {
                     return fail("filename must be 1-255 bytes".into());
                 }
                 if !media_type.contains('/') || media_type.len() > 255 {
-                    return fail(format!("media_type {media_type:?} is not a media type such as text/plain"));
+                    return fail(format!(
+                        "media_type {media_type:?} is not a media type such as text/plain"
+                    ));
                 }
                 // Decoded size is 3/4 of the encoded size; refuse before decoding anything large.
                 if data_base64.len() / 4 * 3 > MAX_ATTACHMENT_BYTES + 3 {
-                    return fail(format!("inline data is larger than {MAX_ATTACHMENT_BYTES} bytes"));
+                    return fail(format!(
+                        "inline data is larger than {MAX_ATTACHMENT_BYTES} bytes"
+                    ));
                 }
                 match base64::engine::general_purpose::STANDARD.decode(data_base64) {
-                    Ok(bytes) if bytes.len() > MAX_ATTACHMENT_BYTES => {
-                        fail(format!("inline data is larger than {MAX_ATTACHMENT_BYTES} bytes"))
-                    }
+                    Ok(bytes) if bytes.len() > MAX_ATTACHMENT_BYTES => fail(format!(
+                        "inline data is larger than {MAX_ATTACHMENT_BYTES} bytes"
+                    )),
                     Ok(_) => Ok(()),
                     Err(e) => fail(format!("data_base64 is not standard base64: {e}")),
                 }
@@ -119,9 +127,13 @@ impl Attachment {
                 Ok(())
             }
             Attachment::Data { data } => {
-                let size = serde_json::to_vec(data).map(|v| v.len()).unwrap_or(usize::MAX);
+                let size = serde_json::to_vec(data)
+                    .map(|v| v.len())
+                    .unwrap_or(usize::MAX);
                 if size > MAX_ATTACHMENT_BYTES {
-                    return fail(format!("data is larger than {MAX_ATTACHMENT_BYTES} bytes once encoded"));
+                    return fail(format!(
+                        "data is larger than {MAX_ATTACHMENT_BYTES} bytes once encoded"
+                    ));
                 }
                 Ok(())
             }
@@ -154,7 +166,11 @@ mod tests {
             data_base64: "not base64!".into(),
         };
         assert!(bad.validate(1).unwrap_err().0.starts_with("attachment 1"));
-        let ok = Attachment::Url { url: "https://example.com/x".into(), filename: None, media_type: None };
+        let ok = Attachment::Url {
+            url: "https://example.com/x".into(),
+            filename: None,
+            media_type: None,
+        };
         assert!(ok.validate(0).is_ok());
     }
 }

@@ -17,8 +17,8 @@ pub use channel::{ApprovalPolicy, PolicyDecision};
 pub use ids::{ChannelName, MessageId, PersonId, ThreadId};
 pub use label::{Label, LabelLanguage, render_for_agent};
 pub use message::{
-    Attachment, Impact, Kind, MAX_ATTACHMENT_BYTES, MAX_ATTACHMENTS, MAX_BODY_BYTES, MAX_SUBJECT_CHARS,
-    Outcome,
+    Attachment, Impact, Kind, MAX_ATTACHMENT_BYTES, MAX_ATTACHMENTS, MAX_BODY_BYTES,
+    MAX_SUBJECT_CHARS, Outcome,
 };
 pub use person::{AgentIdentity, PersonKind, Right, Rights, Scope, Scopes};
 pub use presence::{LeaseMode, Transition};

@@ -125,7 +125,9 @@ pub struct AgentIdentity(String);
 impl AgentIdentity {
     pub fn parse(s: impl Into<String>) -> Result<Self, ParseError> {
         let s = s.into();
-        let valid = !s.is_empty() && s.len() <= 200 && s.chars().all(|c| !c.is_control() && !c.is_whitespace());
+        let valid = !s.is_empty()
+            && s.len() <= 200
+            && s.chars().all(|c| !c.is_control() && !c.is_whitespace());
         if !valid {
             return Err(ParseError::new(
                 "invalid agent identity: expected agent_id@host:session, 1-200 characters without spaces",

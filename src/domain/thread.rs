@@ -35,18 +35,29 @@ impl ThreadState {
         match kind {
             Kind::Reply | Kind::Close => Err(TransitionError::NeedsThread(kind)),
             Kind::Announce => Ok(ThreadState::Answered),
-            Kind::Question | Kind::Request | Kind::Handoff => Ok(ThreadState::Open { asker: author.clone() }),
+            Kind::Question | Kind::Request | Kind::Handoff => Ok(ThreadState::Open {
+                asker: author.clone(),
+            }),
         }
     }
 
     /// The state after one more message. `outcome` only matters for a close (default `done`).
-    pub fn apply(&self, kind: Kind, author: &PersonId, outcome: Option<Outcome>) -> Result<Self, TransitionError> {
+    pub fn apply(
+        &self,
+        kind: Kind,
+        author: &PersonId,
+        outcome: Option<Outcome>,
+    ) -> Result<Self, TransitionError> {
         if let ThreadState::Closed { .. } = self {
             return Err(TransitionError::Closed);
         }
         Ok(match kind {
-            Kind::Close => ThreadState::Closed { outcome: outcome.unwrap_or(Outcome::Done) },
-            Kind::Question | Kind::Request | Kind::Handoff => ThreadState::Open { asker: author.clone() },
+            Kind::Close => ThreadState::Closed {
+                outcome: outcome.unwrap_or(Outcome::Done),
+            },
+            Kind::Question | Kind::Request | Kind::Handoff => ThreadState::Open {
+                asker: author.clone(),
+            },
             Kind::Reply => match self {
                 ThreadState::Open { asker } if asker != author => ThreadState::Answered,
                 other => other.clone(),
@@ -65,7 +76,11 @@ impl ThreadState {
     }
 
     /// Rebuilds a state from its stored columns.
-    pub fn from_parts(name: &str, asker: Option<PersonId>, outcome: Option<Outcome>) -> Option<Self> {
+    pub fn from_parts(
+        name: &str,
+        asker: Option<PersonId>,
+        outcome: Option<Outcome>,
+    ) -> Option<Self> {
         match (name, asker, outcome) {
             ("open", Some(asker), _) => Some(ThreadState::Open { asker }),
             ("answered", _, _) => Some(ThreadState::Answered),
@@ -98,14 +113,20 @@ mod tests {
             return Err(());
         }
         if let Some(close) = history.iter().position(|(k, _)| *k == Kind::Close) {
-            return if close == history.len() - 1 { Ok("closed") } else { Err(()) };
+            return if close == history.len() - 1 {
+                Ok("closed")
+            } else {
+                Err(())
+            };
         }
         let last_ask = history.iter().rposition(|(k, _)| k.awaits_reply());
         Ok(match last_ask {
             None => "answered",
             Some(i) => {
                 let asker = history[i].1;
-                let replied = history[i + 1..].iter().any(|(k, a)| *k == Kind::Reply && *a != asker);
+                let replied = history[i + 1..]
+                    .iter()
+                    .any(|(k, a)| *k == Kind::Reply && *a != asker);
                 if replied { "answered" } else { "open" }
             }
         })
@@ -152,9 +173,22 @@ mod tests {
         assert_eq!(s.apply(Kind::Reply, &alice, None).unwrap().name(), "open");
         let answered = s.apply(Kind::Reply, &bob, None).unwrap();
         assert_eq!(answered, ThreadState::Answered);
-        assert_eq!(answered.apply(Kind::Request, &bob, None).unwrap().name(), "open");
-        let closed = answered.apply(Kind::Close, &bob, Some(Outcome::Failed)).unwrap();
-        assert_eq!(closed, ThreadState::Closed { outcome: Outcome::Failed });
-        assert_eq!(closed.apply(Kind::Announce, &alice, None), Err(TransitionError::Closed));
+        assert_eq!(
+            answered.apply(Kind::Request, &bob, None).unwrap().name(),
+            "open"
+        );
+        let closed = answered
+            .apply(Kind::Close, &bob, Some(Outcome::Failed))
+            .unwrap();
+        assert_eq!(
+            closed,
+            ThreadState::Closed {
+                outcome: Outcome::Failed
+            }
+        );
+        assert_eq!(
+            closed.apply(Kind::Announce, &alice, None),
+            Err(TransitionError::Closed)
+        );
     }
 }

@@ -14,7 +14,10 @@ impl Timestamp {
     }
 
     pub fn plus_secs(self, secs: u64) -> Timestamp {
-        Timestamp(self.0.saturating_add(i64::try_from(secs).unwrap_or(i64::MAX).saturating_mul(1000)))
+        Timestamp(
+            self.0
+                .saturating_add(i64::try_from(secs).unwrap_or(i64::MAX).saturating_mul(1000)),
+        )
     }
 
     /// RFC 3339 in UTC with millisecond precision, e.g. `2026-11-29T21:00:00.000Z`.

@@ -61,7 +61,8 @@ const MAX_DISPLAY_NAME: usize = 100;
 const MAX_DESCRIPTION: usize = 500;
 
 fn conflict_as(what: &str, id: &impl std::fmt::Display) -> impl FnOnce(StoreError) -> ServiceError {
-    let message = format!("a {what} named {id} already exists (ids are never reused, even after removal)");
+    let message =
+        format!("a {what} named {id} already exists (ids are never reused, even after removal)");
     move |e| match e {
         StoreError::Conflict(_) => ServiceError::new(ErrorCode::AlreadyExists, message),
         other => other.into(),
@@ -101,13 +102,25 @@ impl Service {
     ) -> Result<PersonRecord> {
         caller.require(Scope::Admin)?;
         let display_name = display_name.trim().to_owned();
-        if display_name.is_empty() || display_name.chars().count() > MAX_DISPLAY_NAME || display_name.contains(['\n', '\r']) {
+        if display_name.is_empty()
+            || display_name.chars().count() > MAX_DISPLAY_NAME
+            || display_name.contains(['\n', '\r'])
+        {
             return Err(ServiceError::invalid(format!(
                 "display_name must be one line of 1-{MAX_DISPLAY_NAME} characters"
             )));
         }
-        let person = PersonRecord { id: id.clone(), kind, display_name, created_at: self.now() };
-        self.inner.store.insert_person(person.clone()).await.map_err(conflict_as("person", &id))?;
+        let person = PersonRecord {
+            id: id.clone(),
+            kind,
+            display_name,
+            created_at: self.now(),
+        };
+        self.inner
+            .store
+            .insert_person(person.clone())
+            .await
+            .map_err(conflict_as("person", &id))?;
         tracing::info!(person = %id, kind = %kind, "Person added.");
         Ok(person)
     }
@@ -122,7 +135,12 @@ impl Service {
         if id == caller.id() {
             return Err(ServiceError::invalid("you cannot remove yourself"));
         }
-        if !self.inner.store.remove_person(id.clone(), self.now()).await? {
+        if !self
+            .inner
+            .store
+            .remove_person(id.clone(), self.now())
+            .await?
+        {
             return Err(ServiceError::not_found("person", id));
         }
         tracing::info!(person = %id, "Person removed.");
@@ -136,10 +154,14 @@ impl Service {
 
     async fn issue_token_unchecked(&self, spec: TokenSpec) -> Result<IssuedToken> {
         if spec.scopes.is_empty() {
-            return Err(ServiceError::invalid("a token needs at least one scope: agent, human or admin"));
+            return Err(ServiceError::invalid(
+                "a token needs at least one scope: agent, human or admin",
+            ));
         }
         if spec.description.chars().count() > MAX_DESCRIPTION {
-            return Err(ServiceError::invalid(format!("description is longer than {MAX_DESCRIPTION} characters")));
+            return Err(ServiceError::invalid(format!(
+                "description is longer than {MAX_DESCRIPTION} characters"
+            )));
         }
         let person = self
             .inner
@@ -147,8 +169,12 @@ impl Service {
             .person(&spec.person)
             .await?
             .ok_or_else(|| ServiceError::not_found("person", &spec.person))?;
-        if person.kind == PersonKind::External && spec.scopes != Scopes::default().with(Scope::Agent) {
-            return Err(ServiceError::invalid("external parties get `agent` tokens only"));
+        if person.kind == PersonKind::External
+            && spec.scopes != Scopes::default().with(Scope::Agent)
+        {
+            return Err(ServiceError::invalid(
+                "external parties get `agent` tokens only",
+            ));
         }
         let now = self.now();
         let expires_at = match spec.expires_in_s {
@@ -166,12 +192,19 @@ impl Service {
             expires_at,
             revoked_at: None,
         };
-        self.inner.store.insert_token(token.clone(), hash_secret(&secret)).await?;
+        self.inner
+            .store
+            .insert_token(token.clone(), hash_secret(&secret))
+            .await?;
         tracing::info!(token = %token.id, person = %token.person, scopes = %token.scopes, "Token issued.");
         Ok(IssuedToken { token, secret })
     }
 
-    pub async fn list_tokens(&self, caller: &Caller, person: Option<&PersonId>) -> Result<Vec<TokenRecord>> {
+    pub async fn list_tokens(
+        &self,
+        caller: &Caller,
+        person: Option<&PersonId>,
+    ) -> Result<Vec<TokenRecord>> {
         caller.require(Scope::Admin)?;
         Ok(self.inner.store.tokens(person).await?)
     }
@@ -179,8 +212,16 @@ impl Service {
     /// Revokes at once: the next request with this token is refused.
     pub async fn revoke_token(&self, caller: &Caller, id: &str) -> Result<()> {
         caller.require(Scope::Admin)?;
-        if !self.inner.store.revoke_token(id.to_owned(), self.now()).await? {
-            return Err(ServiceError::not_found("token (or it is already revoked)", id));
+        if !self
+            .inner
+            .store
+            .revoke_token(id.to_owned(), self.now())
+            .await?
+        {
+            return Err(ServiceError::not_found(
+                "token (or it is already revoked)",
+                id,
+            ));
         }
         tracing::info!(token = %id, "Token revoked.");
         Ok(())
@@ -189,7 +230,9 @@ impl Service {
     pub async fn add_channel(&self, caller: &Caller, spec: ChannelSpec) -> Result<ChannelRecord> {
         caller.require(Scope::Admin)?;
         if spec.description.chars().count() > MAX_DESCRIPTION {
-            return Err(ServiceError::invalid(format!("description is longer than {MAX_DESCRIPTION} characters")));
+            return Err(ServiceError::invalid(format!(
+                "description is longer than {MAX_DESCRIPTION} characters"
+            )));
         }
         let rights = spec.rights.unwrap_or_else(Rights::all);
         let members = self.members_of(&spec.members, rights).await?;
@@ -200,24 +243,47 @@ impl Service {
             created_at: self.now(),
             members,
         };
-        self.inner.store.insert_channel(channel.clone()).await.map_err(conflict_as("channel", &spec.name))?;
+        self.inner
+            .store
+            .insert_channel(channel.clone())
+            .await
+            .map_err(conflict_as("channel", &spec.name))?;
         tracing::info!(channel = %channel.name, members = channel.members.len(), "Channel added.");
         Ok(channel)
     }
 
-    pub async fn change_members(&self, caller: &Caller, name: &ChannelName, change: MemberChange) -> Result<ChannelRecord> {
+    pub async fn change_members(
+        &self,
+        caller: &Caller,
+        name: &ChannelName,
+        change: MemberChange,
+    ) -> Result<ChannelRecord> {
         caller.require(Scope::Admin)?;
         if change.add.iter().any(|p| change.remove.contains(p)) {
-            return Err(ServiceError::invalid("a person cannot be both added and removed"));
+            return Err(ServiceError::invalid(
+                "a person cannot be both added and removed",
+            ));
         }
-        let members = self.members_of(&change.add, change.rights.unwrap_or_else(Rights::all)).await?;
-        if !self.inner.store.change_members(name.clone(), members, change.remove).await? {
+        let members = self
+            .members_of(&change.add, change.rights.unwrap_or_else(Rights::all))
+            .await?;
+        if !self
+            .inner
+            .store
+            .change_members(name.clone(), members, change.remove)
+            .await?
+        {
             return Err(ServiceError::not_found("channel", name));
         }
         self.channel_for_admin(name).await
     }
 
-    pub async fn set_policy(&self, caller: &Caller, name: &ChannelName, policy: ApprovalPolicy) -> Result<ChannelRecord> {
+    pub async fn set_policy(
+        &self,
+        caller: &Caller,
+        name: &ChannelName,
+        policy: ApprovalPolicy,
+    ) -> Result<ChannelRecord> {
         caller.require(Scope::Admin)?;
         if !self.inner.store.set_policy(name.clone(), policy).await? {
             return Err(ServiceError::not_found("channel", name));
@@ -231,7 +297,11 @@ impl Service {
     }
 
     async fn channel_for_admin(&self, name: &ChannelName) -> Result<ChannelRecord> {
-        self.inner.store.channel(name).await?.ok_or_else(|| ServiceError::not_found("channel", name))
+        self.inner
+            .store
+            .channel(name)
+            .await?
+            .ok_or_else(|| ServiceError::not_found("channel", name))
     }
 
     async fn members_of(&self, people: &[PersonId], rights: Rights) -> Result<Vec<MemberRecord>> {
@@ -246,9 +316,11 @@ impl Service {
             if members.iter().any(|m: &MemberRecord| &m.person == person) {
                 return Err(ServiceError::invalid(format!("{person} is listed twice")));
             }
-            members.push(MemberRecord { person: person.clone(), rights });
+            members.push(MemberRecord {
+                person: person.clone(),
+                rights,
+            });
         }
         Ok(members)
     }
 }
-

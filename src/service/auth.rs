@@ -13,10 +13,17 @@ pub(super) fn new_secret() -> (String, String) {
     let rng = ring::rand::SystemRandom::new();
     let mut secret = [0u8; 32];
     let mut id = [0u8; 6];
-    rng.fill(&mut secret).expect("the system random source works");
+    rng.fill(&mut secret)
+        .expect("the system random source works");
     rng.fill(&mut id).expect("the system random source works");
-    let secret = format!("{SECRET_PREFIX}{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(secret));
-    let id = format!("tok_{}", id.iter().map(|b| format!("{b:02x}")).collect::<String>());
+    let secret = format!(
+        "{SECRET_PREFIX}{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(secret)
+    );
+    let id = format!(
+        "tok_{}",
+        id.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    );
     (id, secret)
 }
 
@@ -29,21 +36,47 @@ impl Service {
     /// Resolves a bearer secret to its caller. Unknown tokens, expired tokens and revoked tokens
     /// (including those of removed persons) each get their own code.
     pub async fn authenticate(&self, secret: &str) -> Result<Caller> {
-        let unknown = || ServiceError::new(ErrorCode::Unauthenticated, "missing or unknown bearer token");
+        let unknown = || {
+            ServiceError::new(
+                ErrorCode::Unauthenticated,
+                "missing or unknown bearer token",
+            )
+        };
         if !secret.starts_with(SECRET_PREFIX) || secret.len() > 200 {
             return Err(unknown());
         }
-        let token = self.inner.store.token_by_hash(&hash_secret(secret)).await?.ok_or_else(unknown)?;
+        let token = self
+            .inner
+            .store
+            .token_by_hash(&hash_secret(secret))
+            .await?
+            .ok_or_else(unknown)?;
         if token.revoked_at.is_some() {
-            return Err(ServiceError::new(ErrorCode::TokenRevoked, "this token was revoked; ask an admin for a new one"));
+            return Err(ServiceError::new(
+                ErrorCode::TokenRevoked,
+                "this token was revoked; ask an admin for a new one",
+            ));
         }
         if token.expires_at.is_some_and(|e| e <= self.now()) {
-            return Err(ServiceError::new(ErrorCode::TokenExpired, "this token has expired; ask an admin for a new one"));
+            return Err(ServiceError::new(
+                ErrorCode::TokenExpired,
+                "this token has expired; ask an admin for a new one",
+            ));
         }
-        let person = self.inner.store.person(&token.person).await?.ok_or_else(|| {
-            ServiceError::new(ErrorCode::TokenRevoked, "this token's person was removed")
-        })?;
-        Ok(Caller { person, scopes: token.scopes, token_id: token.id, agent: None })
+        let person = self
+            .inner
+            .store
+            .person(&token.person)
+            .await?
+            .ok_or_else(|| {
+                ServiceError::new(ErrorCode::TokenRevoked, "this token's person was removed")
+            })?;
+        Ok(Caller {
+            person,
+            scopes: token.scopes,
+            token_id: token.id,
+            agent: None,
+        })
     }
 }
 

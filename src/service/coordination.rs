@@ -48,14 +48,18 @@ fn ttl(value: Option<u64>, default: u64, what: &str) -> Result<u64> {
     match value {
         None => Ok(default),
         Some(s) if (1..=MAX_TTL_S).contains(&s) => Ok(s),
-        Some(s) => Err(ServiceError::invalid(format!("{what} {s} is out of range: use 1-{MAX_TTL_S} seconds"))),
+        Some(s) => Err(ServiceError::invalid(format!(
+            "{what} {s} is out of range: use 1-{MAX_TTL_S} seconds"
+        ))),
     }
 }
 
 fn check_resource(resource: &str) -> Result<()> {
     let ok = !resource.is_empty()
         && resource.len() <= 200
-        && resource.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b':' | b'.' | b'_' | b'-' | b'/' | b'@'));
+        && resource.bytes().all(|b| {
+            b.is_ascii_alphanumeric() || matches!(b, b':' | b'.' | b'_' | b'-' | b'/' | b'@')
+        });
     if ok {
         Ok(())
     } else {
@@ -86,20 +90,42 @@ impl Service {
             }
             ClaimTarget::Next => {
                 // Try the candidates in order; another session may win any one of them.
-                for id in self.inner.store.claimable_threads(caller.id(), now, 20).await? {
+                for id in self
+                    .inner
+                    .store
+                    .claimable_threads(caller.id(), now, 20)
+                    .await?
+                {
                     match self.claim_thread(caller, &session, id, lease_s).await {
                         Ok(claim) => return Ok(claim),
-                        Err(e) if matches!(e.code, ErrorCode::AlreadyClaimed | ErrorCode::NotClaimable) => continue,
+                        Err(e)
+                            if matches!(
+                                e.code,
+                                ErrorCode::AlreadyClaimed | ErrorCode::NotClaimable
+                            ) =>
+                        {
+                            continue;
+                        }
                         Err(e) => return Err(e),
                     }
                 }
-                return Err(ServiceError::new(ErrorCode::NotFound, "no open request or handoff is waiting to be claimed"));
+                return Err(ServiceError::new(
+                    ErrorCode::NotFound,
+                    "no open request or handoff is waiting to be claimed",
+                ));
             }
         };
         if action == ClaimAction::Release {
             self.visible_thread(caller, &thread).await?;
-            if !self.inner.store.release_claim(thread.clone(), caller.id().clone(), session).await? {
-                return Err(ServiceError::invalid(format!("your session holds no claim on thread {thread}")));
+            if !self
+                .inner
+                .store
+                .release_claim(thread.clone(), caller.id().clone(), session)
+                .await?
+            {
+                return Err(ServiceError::invalid(format!(
+                    "your session holds no claim on thread {thread}"
+                )));
             }
             return Ok(None);
         }
@@ -118,14 +144,33 @@ impl Service {
         if !record.opener_kind.claimable() {
             return Err(ServiceError::new(
                 ErrorCode::NotClaimable,
-                format!("thread {thread} was opened by a {}; only requests and handoffs are claimed", record.opener_kind),
+                format!(
+                    "thread {thread} was opened by a {}; only requests and handoffs are claimed",
+                    record.opener_kind
+                ),
             ));
         }
         let opener = self.inner.store.thread_messages(&thread, 0, 1).await?;
-        if !opener.first().is_some_and(|m| m.recipients.contains(caller.id())) {
-            return Err(ServiceError::new(ErrorCode::NotClaimable, format!("thread {thread} is not addressed to you")));
+        if !opener
+            .first()
+            .is_some_and(|m| m.recipients.contains(caller.id()))
+        {
+            return Err(ServiceError::new(
+                ErrorCode::NotClaimable,
+                format!("thread {thread} is not addressed to you"),
+            ));
         }
-        let attempt = self.inner.store.claim(thread.clone(), caller.id().clone(), session.clone(), now, now.plus_secs(lease_s)).await?;
+        let attempt = self
+            .inner
+            .store
+            .claim(
+                thread.clone(),
+                caller.id().clone(),
+                session.clone(),
+                now,
+                now.plus_secs(lease_s),
+            )
+            .await?;
         match attempt {
             ClaimAttempt::Claimed(claim) => {
                 tracing::debug!(thread = %thread, session = %claim.session, "Thread claimed.");
@@ -147,14 +192,20 @@ impl Service {
     }
 
     /// Reports the caller's agent's state for `ttl_s` (default 120 s); it expires silently.
-    pub async fn presence_set(&self, caller: &Caller, spec: PresenceSpec) -> Result<PresenceRecord> {
+    pub async fn presence_set(
+        &self,
+        caller: &Caller,
+        spec: PresenceSpec,
+    ) -> Result<PresenceRecord> {
         caller.require_participant()?;
         let agent = caller.session()?.clone();
         let ttl_s = ttl(spec.ttl_s, self.inner.settings.presence_ttl_s, "ttl_s")?;
         if let Some(task) = &spec.task
             && (task.chars().count() > 500 || task.contains(['\n', '\r']))
         {
-            return Err(ServiceError::invalid("task must be one line of at most 500 characters"));
+            return Err(ServiceError::invalid(
+                "task must be one line of at most 500 characters",
+            ));
         }
         let now = self.now();
         let record = PresenceRecord {
@@ -191,7 +242,12 @@ impl Service {
             acquired_at: now,
             expires_at: now.plus_secs(ttl_s),
         };
-        match self.inner.store.acquire_lease(want, spec.force, now).await? {
+        match self
+            .inner
+            .store
+            .acquire_lease(want, spec.force, now)
+            .await?
+        {
             LeaseAttempt::Acquired { lease, displaced } => {
                 for old in &displaced {
                     tracing::info!(resource = %lease.resource, from = %old.person, to = %lease.person, "Lease taken with force.");
@@ -200,11 +256,22 @@ impl Service {
                 Ok(lease)
             }
             LeaseAttempt::Held(holders) => {
-                let names: Vec<String> =
-                    holders.iter().map(|h| format!("{} ({}, {} until {})", h.person, h.agent, h.mode, h.expires_at)).collect();
+                let names: Vec<String> = holders
+                    .iter()
+                    .map(|h| {
+                        format!(
+                            "{} ({}, {} until {})",
+                            h.person, h.agent, h.mode, h.expires_at
+                        )
+                    })
+                    .collect();
                 Err(ServiceError::new(
                     ErrorCode::LeaseHeld,
-                    format!("{} is held by {}; wait for expiry, or pass force to take it", spec.resource, names.join(", ")),
+                    format!(
+                        "{} is held by {}; wait for expiry, or pass force to take it",
+                        spec.resource,
+                        names.join(", ")
+                    ),
                 )
                 .with_details(serde_json::json!({ "holders": holders })))
             }
@@ -215,8 +282,15 @@ impl Service {
         caller.require_participant()?;
         let agent = caller.session()?.clone();
         check_resource(resource)?;
-        if !self.inner.store.release_lease(resource.to_owned(), caller.id().clone(), agent, self.now()).await? {
-            return Err(ServiceError::invalid(format!("your session holds no lease on {resource}")));
+        if !self
+            .inner
+            .store
+            .release_lease(resource.to_owned(), caller.id().clone(), agent, self.now())
+            .await?
+        {
+            return Err(ServiceError::invalid(format!(
+                "your session holds no lease on {resource}"
+            )));
         }
         Ok(())
     }

@@ -84,7 +84,11 @@ pub struct ServiceError {
 
 impl ServiceError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), details: None }
+        Self {
+            code,
+            message: message.into(),
+            details: None,
+        }
     }
 
     pub fn with_details(mut self, details: serde_json::Value) -> Self {
@@ -98,7 +102,10 @@ impl ServiceError {
 
     /// The one message for unknown and foreign ids alike.
     pub fn not_found(what: &str, id: impl std::fmt::Display) -> Self {
-        Self::new(ErrorCode::NotFound, format!("no {what} {id} (unknown, or not visible to you)"))
+        Self::new(
+            ErrorCode::NotFound,
+            format!("no {what} {id} (unknown, or not visible to you)"),
+        )
     }
 
     pub fn forbidden(message: impl Into<String>) -> Self {
@@ -128,15 +135,22 @@ impl From<StoreError> for ServiceError {
             ),
             StoreError::CursorAhead { after, last } => ServiceError::new(
                 ErrorCode::CursorAhead,
-                format!("after={after} is ahead of the inbox, whose last entry is {last}; pass a cursor you received"),
+                format!(
+                    "after={after} is ahead of the inbox, whose last entry is {last}; pass a cursor you received"
+                ),
             ),
             StoreError::Conflict(what) => {
                 ServiceError::new(ErrorCode::AlreadyExists, format!("already exists ({what})"))
             }
-            StoreError::NotFound(what) => ServiceError::new(ErrorCode::NotFound, format!("no such {what}")),
+            StoreError::NotFound(what) => {
+                ServiceError::new(ErrorCode::NotFound, format!("no such {what}"))
+            }
             e @ (StoreError::Database(_) | StoreError::Corrupt(_)) => {
                 tracing::error!(error = %e, "Store operation failed.");
-                ServiceError::new(ErrorCode::Unavailable, "the database is unavailable; retry later")
+                ServiceError::new(
+                    ErrorCode::Unavailable,
+                    "the database is unavailable; retry later",
+                )
             }
         }
     }

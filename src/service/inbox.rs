@@ -77,7 +77,12 @@ struct WaiterGuard<'a> {
 
 impl Drop for WaiterGuard<'_> {
     fn drop(&mut self) {
-        let mut waiters = self.service.inner.waiters.lock().unwrap_or_else(|e| e.into_inner());
+        let mut waiters = self
+            .service
+            .inner
+            .waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if let Some(n) = waiters.get_mut(&self.person) {
             *n -= 1;
             if *n == 0 {
@@ -90,8 +95,16 @@ impl Drop for WaiterGuard<'_> {
 pub(super) fn check_consumer(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 64
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'@' | b':'));
-    if ok { Ok(()) } else { Err(ServiceError::invalid("consumer must be 1-64 characters of letters, digits, - _ . @ :")) }
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'@' | b':'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ServiceError::invalid(
+            "consumer must be 1-64 characters of letters, digits, - _ . @ :",
+        ))
+    }
 }
 
 impl Service {
@@ -103,15 +116,23 @@ impl Service {
         let limit = match req.limit {
             None => 20,
             Some(l) if (1..=100).contains(&l) => l,
-            Some(l) => return Err(ServiceError::invalid(format!("limit {l} is out of range: use 1-100"))),
+            Some(l) => {
+                return Err(ServiceError::invalid(format!(
+                    "limit {l} is out of range: use 1-100"
+                )));
+            }
         };
         let max_wait = self.inner.settings.max_wait_s;
         let wait_s = req.wait_s.unwrap_or(0);
         if wait_s > max_wait {
-            return Err(ServiceError::invalid(format!("wait_s {wait_s} is out of range: use 0-{max_wait}")));
+            return Err(ServiceError::invalid(format!(
+                "wait_s {wait_s} is out of range: use 0-{max_wait}"
+            )));
         }
         if req.after.is_some_and(|a| a < 0) {
-            return Err(ServiceError::invalid("after must be 0 or a cursor you received"));
+            return Err(ServiceError::invalid(
+                "after must be 0 or a cursor you received",
+            ));
         }
         let store = &self.inner.store;
         let person = caller.id().clone();
@@ -120,10 +141,16 @@ impl Service {
         if let Some(after) = req.after {
             if after > position.last {
                 // Re-check in the writer, which is authoritative, but refuse without writing.
-                return Err(crate::store::StoreError::CursorAhead { after, last: position.last }.into());
+                return Err(crate::store::StoreError::CursorAhead {
+                    after,
+                    last: position.last,
+                }
+                .into());
             }
             if after > position.acked {
-                position = store.acknowledge(person.clone(), req.consumer.clone(), after, self.now()).await?;
+                position = store
+                    .acknowledge(person.clone(), req.consumer.clone(), after, self.now())
+                    .await?;
             }
         }
 
@@ -135,13 +162,25 @@ impl Service {
         }
         let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_s);
         loop {
-            let mut entries = store.inbox_entries(&person, position.acked, limit + 1).await?;
+            let mut entries = store
+                .inbox_entries(&person, position.acked, limit + 1)
+                .await?;
             let more = entries.len() as i64 > limit;
             entries.truncate(limit as usize);
-            let timed_out = entries.is_empty() && wait_s > 0 && tokio::time::Instant::now() >= deadline;
-            let Some(sub) = subscription.as_mut().filter(|_| entries.is_empty() && !timed_out) else {
-                let last = entries.last().map(|e| e.seq).unwrap_or(position.acked).max(position.last);
-                return self.page(req.consumer, entries, position.acked, last, more, timed_out).await;
+            let timed_out =
+                entries.is_empty() && wait_s > 0 && tokio::time::Instant::now() >= deadline;
+            let Some(sub) = subscription
+                .as_mut()
+                .filter(|_| entries.is_empty() && !timed_out)
+            else {
+                let last = entries
+                    .last()
+                    .map(|e| e.seq)
+                    .unwrap_or(position.acked)
+                    .max(position.last);
+                return self
+                    .page(req.consumer, entries, position.acked, last, more, timed_out)
+                    .await;
             };
             tokio::select! {
                 () = sub.woken() => {}
@@ -157,7 +196,11 @@ impl Service {
     pub async fn unread(&self, caller: &Caller, consumer: &str) -> Result<i64> {
         caller.require_participant()?;
         check_consumer(consumer)?;
-        let p = self.inner.store.inbox_position(caller.id(), consumer).await?;
+        let p = self
+            .inner
+            .store
+            .inbox_position(caller.id(), consumer)
+            .await?;
         Ok(p.last - p.acked)
     }
 
@@ -167,11 +210,17 @@ impl Service {
         if *n >= self.inner.settings.max_waiters_per_person {
             return Err(ServiceError::new(
                 ErrorCode::TooManyWaiters,
-                format!("{} long-polls already wait for this person; end one or poll without wait_s", *n),
+                format!(
+                    "{} long-polls already wait for this person; end one or poll without wait_s",
+                    *n
+                ),
             ));
         }
         *n += 1;
-        Ok(WaiterGuard { service: self, person: person.clone() })
+        Ok(WaiterGuard {
+            service: self,
+            person: person.clone(),
+        })
     }
 
     async fn page(
@@ -188,24 +237,49 @@ impl Service {
         for entry in entries {
             items.push(self.item(entry).await?);
         }
-        Ok(InboxPage { consumer, entries: items, cursor, acked, last, more, timed_out })
+        Ok(InboxPage {
+            consumer,
+            entries: items,
+            cursor,
+            acked,
+            last,
+            more,
+            timed_out,
+        })
     }
 
     async fn item(&self, entry: InboxEntry) -> Result<InboxItem> {
         let content = match entry.content {
-            EntryContent::Message { message, thread, .. } => {
+            EntryContent::Message {
+                message, thread, ..
+            } => {
                 let store = &self.inner.store;
-                let mut record = store.message(&message).await?.ok_or_else(|| ServiceError::not_found("message", &message))?;
-                let thread_state = store.thread(&thread).await?.map_or("open", |t| t.state.name());
+                let mut record = store
+                    .message(&message)
+                    .await?
+                    .ok_or_else(|| ServiceError::not_found("message", &message))?;
+                let thread_state = store
+                    .thread(&thread)
+                    .await?
+                    .map_or("open", |t| t.state.name());
                 let body_chars = record.body.chars().count();
                 let body_truncated = body_chars > PREVIEW_CHARS;
                 if body_truncated {
                     record.body = record.body.chars().take(PREVIEW_CHARS).collect();
                 }
-                ItemContent::Message { message: Box::new(self.deliver(record).await?), thread_state, body_chars, body_truncated }
+                ItemContent::Message {
+                    message: Box::new(self.deliver(record).await?),
+                    thread_state,
+                    body_chars,
+                    body_truncated,
+                }
             }
             EntryContent::Notice { notice } => ItemContent::Notice { notice },
         };
-        Ok(InboxItem { seq: entry.seq, created_at: entry.created_at, content })
+        Ok(InboxItem {
+            seq: entry.seq,
+            created_at: entry.created_at,
+            content,
+        })
     }
 }

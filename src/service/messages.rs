@@ -8,10 +8,12 @@ use serde::Serialize;
 use super::{Caller, ErrorCode, Result, Service, ServiceError};
 use crate::bus::Topic;
 use crate::domain::{
-    Attachment, ChannelName, Impact, Kind, Label, MAX_ATTACHMENTS, MAX_BODY_BYTES, MAX_SUBJECT_CHARS, MessageId,
-    Outcome, PersonId, Right, ThreadId,
+    Attachment, ChannelName, Impact, Kind, Label, MAX_ATTACHMENTS, MAX_BODY_BYTES,
+    MAX_SUBJECT_CHARS, MessageId, Outcome, PersonId, Right, ThreadId,
 };
-use crate::store::{ChannelRecord, ClaimRecord, MessageRecord, NewMessage, StoreError, ThreadRecord};
+use crate::store::{
+    ChannelRecord, ClaimRecord, MessageRecord, NewMessage, StoreError, ThreadRecord,
+};
 
 /// Most characters of body one read returns.
 pub const MAX_SLICE_CHARS: usize = 20_000;
@@ -94,29 +96,53 @@ impl Service {
     /// Posts a message. See SPEC §3 for the rules enforced here.
     pub async fn post(&self, caller: &Caller, req: PostRequest) -> Result<PostReceipt> {
         caller.require_participant()?;
-        let kind = req.kind.ok_or_else(|| ServiceError::invalid("kind is required: announce, question, request, handoff, reply or close"))?;
+        let kind = req.kind.ok_or_else(|| {
+            ServiceError::invalid(
+                "kind is required: announce, question, request, handoff, reply or close",
+            )
+        })?;
         check_fields(kind, &req)?;
 
         // Resolve the thread (if any) and the channel; unknown and invisible look the same.
         let existing = match &req.thread {
             Some(id) => Some(self.visible_thread(caller, id).await?.0),
             None if kind.opens_thread() => None,
-            None => return Err(ServiceError::new(ErrorCode::ThreadRequired, format!("a {kind} must be posted in an existing thread (give `thread`)"))),
+            None => {
+                return Err(ServiceError::new(
+                    ErrorCode::ThreadRequired,
+                    format!("a {kind} must be posted in an existing thread (give `thread`)"),
+                ));
+            }
         };
         let channel_name = match (&existing, &req.channel) {
             (Some(t), Some(c)) if &t.channel != c => {
-                return Err(ServiceError::invalid(format!("thread {} is in channel {}, not {c}", t.id, t.channel)));
+                return Err(ServiceError::invalid(format!(
+                    "thread {} is in channel {}, not {c}",
+                    t.id, t.channel
+                )));
             }
             (Some(t), _) => t.channel.clone(),
             (None, Some(c)) => c.clone(),
-            (None, None) => return Err(ServiceError::invalid("channel is required to open a thread")),
+            (None, None) => {
+                return Err(ServiceError::invalid(
+                    "channel is required to open a thread",
+                ));
+            }
         };
         let channel = self.visible_channel(caller, &channel_name).await?;
-        let rights = channel.member(caller.id()).map(|m| m.rights).unwrap_or_default();
+        let rights = channel
+            .member(caller.id())
+            .map(|m| m.rights)
+            .unwrap_or_default();
         if !rights.contains(Right::Post) {
-            return Err(ServiceError::forbidden(format!("you may not post in channel {channel_name}")));
+            return Err(ServiceError::forbidden(format!(
+                "you may not post in channel {channel_name}"
+            )));
         }
-        if kind == Kind::Request && req.impact.is_some_and(|i| i != Impact::None) && !rights.contains(Right::Request) {
+        if kind == Kind::Request
+            && req.impact.is_some_and(|i| i != Impact::None)
+            && !rights.contains(Right::Request)
+        {
             return Err(ServiceError::forbidden(format!(
                 "you may not send requests with an effect in channel {channel_name}"
             )));
@@ -124,7 +150,10 @@ impl Service {
         if let Some(t) = &existing
             && let crate::domain::ThreadState::Closed { .. } = t.state
         {
-            return Err(ServiceError::new(ErrorCode::ThreadClosed, "the thread is closed; start a new thread that refers_to it"));
+            return Err(ServiceError::new(
+                ErrorCode::ThreadClosed,
+                "the thread is closed; start a new thread that refers_to it",
+            ));
         }
         if let Some(r) = &req.refers_to {
             let target = self.inner.store.message(r).await?;
@@ -136,14 +165,18 @@ impl Service {
                 return Err(ServiceError::not_found("message", r));
             }
         }
-        let recipients = self.recipients(caller, &channel, existing.as_ref(), req.to.as_deref()).await?;
+        let recipients = self
+            .recipients(caller, &channel, existing.as_ref(), req.to.as_deref())
+            .await?;
 
         let request_hash = request_hash(&req);
         let opens = existing.is_none();
         let subject = if opens { Some(subject_of(&req)) } else { None };
         let new = NewMessage {
             id: MessageId::generate(),
-            thread: existing.as_ref().map_or_else(ThreadId::generate, |t| t.id.clone()),
+            thread: existing
+                .as_ref()
+                .map_or_else(ThreadId::generate, |t| t.id.clone()),
             opens_thread: opens,
             channel: channel_name,
             kind,
@@ -165,7 +198,9 @@ impl Service {
         };
         let outcome = match self.inner.store.post(new.clone()).await {
             // Two posts with one key raced on PostgreSQL: the loser finds the winner's message.
-            Err(StoreError::Conflict(c)) if c.contains("idempotency") => self.inner.store.post(new).await?,
+            Err(StoreError::Conflict(c)) if c.contains("idempotency") => {
+                self.inner.store.post(new).await?
+            }
             other => other?,
         };
         if !outcome.replayed {
@@ -185,12 +220,22 @@ impl Service {
     }
 
     /// One thread with a page of its messages (positions after `after`, at most `limit`, 1–100).
-    pub async fn thread(&self, caller: &Caller, id: &ThreadId, after: Option<i64>, limit: Option<i64>) -> Result<ThreadView> {
+    pub async fn thread(
+        &self,
+        caller: &Caller,
+        id: &ThreadId,
+        after: Option<i64>,
+        limit: Option<i64>,
+    ) -> Result<ThreadView> {
         caller.require_participant()?;
         let limit = page_limit(limit)?;
         let (thread, _) = self.visible_thread(caller, id).await?;
         let after = after.unwrap_or(0).max(0);
-        let mut messages = self.inner.store.thread_messages(id, after, limit + 1).await?;
+        let mut messages = self
+            .inner
+            .store
+            .thread_messages(id, after, limit + 1)
+            .await?;
         let next_cursor = if messages.len() as i64 > limit {
             messages.truncate(limit as usize);
             messages.last().map(|m| m.position)
@@ -202,7 +247,12 @@ impl Service {
         for m in messages {
             delivered.push(self.deliver(m).await?);
         }
-        Ok(ThreadView { thread, claim, messages: delivered, next_cursor })
+        Ok(ThreadView {
+            thread,
+            claim,
+            messages: delivered,
+            next_cursor,
+        })
     }
 
     /// A slice of a message body: `max_chars` (1–20,000, default 20,000) characters from `offset`.
@@ -216,13 +266,17 @@ impl Service {
         caller.require_participant()?;
         let max = max_chars.unwrap_or(MAX_SLICE_CHARS);
         if max == 0 || max > MAX_SLICE_CHARS {
-            return Err(ServiceError::invalid(format!("max_chars must be between 1 and {MAX_SLICE_CHARS}")));
+            return Err(ServiceError::invalid(format!(
+                "max_chars must be between 1 and {MAX_SLICE_CHARS}"
+            )));
         }
         let message = self.visible_message(caller, id).await?;
         let offset = offset.unwrap_or(0);
         let total_chars = message.body.chars().count();
         if offset > total_chars {
-            return Err(ServiceError::invalid(format!("offset {offset} is beyond the body's {total_chars} characters")));
+            return Err(ServiceError::invalid(format!(
+                "offset {offset} is beyond the body's {total_chars} characters"
+            )));
         }
         let body: String = message.body.chars().skip(offset).take(max).collect();
         let end = offset + body.chars().count();
@@ -254,31 +308,66 @@ impl Service {
             Some(p) => p.display_name,
             None => message.author.to_string(),
         };
-        let effect = if message.kind == Kind::Request { message.impact } else { None };
+        let effect = if message.kind == Kind::Request {
+            message.impact
+        } else {
+            None
+        };
         let label = Label::new(&name, effect, self.inner.settings.label_language);
         Ok(DeliveredMessage { label, message })
     }
 
     /// A channel the caller is a member of (with the read right); anything else is "not found".
-    pub(super) async fn visible_channel(&self, caller: &Caller, name: &ChannelName) -> Result<ChannelRecord> {
+    pub(super) async fn visible_channel(
+        &self,
+        caller: &Caller,
+        name: &ChannelName,
+    ) -> Result<ChannelRecord> {
         let channel = self.inner.store.channel(name).await?;
         match channel {
-            Some(c) if c.member(caller.id()).is_some_and(|m| m.rights.contains(Right::Read)) => Ok(c),
+            Some(c)
+                if c.member(caller.id())
+                    .is_some_and(|m| m.rights.contains(Right::Read)) =>
+            {
+                Ok(c)
+            }
             _ => Err(ServiceError::not_found("channel", name)),
         }
     }
 
     /// A thread in a channel the caller can read, with that channel.
-    pub(super) async fn visible_thread(&self, caller: &Caller, id: &ThreadId) -> Result<(ThreadRecord, ChannelRecord)> {
-        let thread = self.inner.store.thread(id).await?.ok_or_else(|| ServiceError::not_found("thread", id))?;
-        let channel =
-            self.visible_channel(caller, &thread.channel).await.map_err(|_| ServiceError::not_found("thread", id))?;
+    pub(super) async fn visible_thread(
+        &self,
+        caller: &Caller,
+        id: &ThreadId,
+    ) -> Result<(ThreadRecord, ChannelRecord)> {
+        let thread = self
+            .inner
+            .store
+            .thread(id)
+            .await?
+            .ok_or_else(|| ServiceError::not_found("thread", id))?;
+        let channel = self
+            .visible_channel(caller, &thread.channel)
+            .await
+            .map_err(|_| ServiceError::not_found("thread", id))?;
         Ok((thread, channel))
     }
 
-    pub(super) async fn visible_message(&self, caller: &Caller, id: &MessageId) -> Result<MessageRecord> {
-        let message = self.inner.store.message(id).await?.ok_or_else(|| ServiceError::not_found("message", id))?;
-        self.visible_channel(caller, &message.channel).await.map_err(|_| ServiceError::not_found("message", id))?;
+    pub(super) async fn visible_message(
+        &self,
+        caller: &Caller,
+        id: &MessageId,
+    ) -> Result<MessageRecord> {
+        let message = self
+            .inner
+            .store
+            .message(id)
+            .await?
+            .ok_or_else(|| ServiceError::not_found("message", id))?;
+        self.visible_channel(caller, &message.channel)
+            .await
+            .map_err(|_| ServiceError::not_found("message", id))?;
         Ok(message)
     }
 
@@ -289,11 +378,17 @@ impl Service {
         thread: Option<&ThreadRecord>,
         to: Option<&[PersonId]>,
     ) -> Result<Vec<PersonId>> {
-        let readers: BTreeSet<&PersonId> =
-            channel.members.iter().filter(|m| m.rights.contains(Right::Read)).map(|m| &m.person).collect();
+        let readers: BTreeSet<&PersonId> = channel
+            .members
+            .iter()
+            .filter(|m| m.rights.contains(Right::Read))
+            .map(|m| &m.person)
+            .collect();
         if let Some(to) = to {
             if to.is_empty() {
-                return Err(ServiceError::invalid("`to` is empty; omit it to address every other member"));
+                return Err(ServiceError::invalid(
+                    "`to` is empty; omit it to address every other member",
+                ));
             }
             let mut out = BTreeSet::new();
             for p in to {
@@ -301,7 +396,10 @@ impl Service {
                     return Err(ServiceError::invalid("`to` cannot include yourself"));
                 }
                 if !readers.contains(p) {
-                    return Err(ServiceError::invalid(format!("{p} is not a member of channel {}", channel.name)));
+                    return Err(ServiceError::invalid(format!(
+                        "{p} is not a member of channel {}",
+                        channel.name
+                    )));
                 }
                 out.insert(p.clone());
             }
@@ -311,7 +409,10 @@ impl Service {
             // In a thread: its participants (the opener's author and recipients) who can still read.
             Some(t) => {
                 let opener = self.inner.store.thread_messages(&t.id, 0, 1).await?;
-                let mut people: BTreeSet<PersonId> = opener.iter().flat_map(|m| m.recipients.iter().cloned()).collect();
+                let mut people: BTreeSet<PersonId> = opener
+                    .iter()
+                    .flat_map(|m| m.recipients.iter().cloned())
+                    .collect();
                 people.insert(t.opened_by.clone());
                 people.into_iter().filter(|p| readers.contains(p)).collect()
             }
@@ -326,13 +427,21 @@ impl Service {
 fn check_fields(kind: Kind, req: &PostRequest) -> Result<()> {
     match (kind, req.impact) {
         (Kind::Request, None) => {
-            return Err(ServiceError::invalid("a request needs an impact: none, code, database or production"));
+            return Err(ServiceError::invalid(
+                "a request needs an impact: none, code, database or production",
+            ));
         }
         (Kind::Request, Some(_)) | (_, None) => {}
-        (other, Some(_)) => return Err(ServiceError::invalid(format!("impact is only for requests, not for a {other}"))),
+        (other, Some(_)) => {
+            return Err(ServiceError::invalid(format!(
+                "impact is only for requests, not for a {other}"
+            )));
+        }
     }
     if req.outcome.is_some() && kind != Kind::Close {
-        return Err(ServiceError::invalid(format!("outcome is only for close, not for a {kind}")));
+        return Err(ServiceError::invalid(format!(
+            "outcome is only for close, not for a {kind}"
+        )));
     }
     if req.body.len() > MAX_BODY_BYTES {
         return Err(ServiceError::invalid(format!(
@@ -341,26 +450,36 @@ fn check_fields(kind: Kind, req: &PostRequest) -> Result<()> {
         )));
     }
     if req.body.trim().is_empty() && req.attachments.is_empty() && kind != Kind::Close {
-        return Err(ServiceError::invalid("body is empty: say something, or attach something"));
+        return Err(ServiceError::invalid(
+            "body is empty: say something, or attach something",
+        ));
     }
     if req.attachments.len() > MAX_ATTACHMENTS {
-        return Err(ServiceError::invalid(format!("at most {MAX_ATTACHMENTS} attachments per message")));
+        return Err(ServiceError::invalid(format!(
+            "at most {MAX_ATTACHMENTS} attachments per message"
+        )));
     }
     for (i, a) in req.attachments.iter().enumerate() {
         a.validate(i)?;
     }
     if let Some(subject) = &req.subject {
         if req.thread.is_some() {
-            return Err(ServiceError::invalid("subject is only for the first message of a thread"));
+            return Err(ServiceError::invalid(
+                "subject is only for the first message of a thread",
+            ));
         }
         if subject.chars().count() > MAX_SUBJECT_CHARS || subject.contains(['\n', '\r']) {
-            return Err(ServiceError::invalid(format!("subject must be one line of at most {MAX_SUBJECT_CHARS} characters")));
+            return Err(ServiceError::invalid(format!(
+                "subject must be one line of at most {MAX_SUBJECT_CHARS} characters"
+            )));
         }
     }
     if let Some(key) = &req.idempotency_key
         && (key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY || key.chars().any(char::is_control))
     {
-        return Err(ServiceError::invalid(format!("idempotency_key must be 1-{MAX_IDEMPOTENCY_KEY} printable characters")));
+        return Err(ServiceError::invalid(format!(
+            "idempotency_key must be 1-{MAX_IDEMPOTENCY_KEY} printable characters"
+        )));
     }
     Ok(())
 }
@@ -370,7 +489,12 @@ fn subject_of(req: &PostRequest) -> String {
     match &req.subject {
         Some(s) if !s.trim().is_empty() => s.trim().to_owned(),
         _ => {
-            let first = req.body.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("(no subject)");
+            let first = req
+                .body
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .unwrap_or("(no subject)");
             first.chars().take(80).collect()
         }
     }
@@ -388,6 +512,8 @@ pub(super) fn page_limit(limit: Option<i64>) -> Result<i64> {
     match limit {
         None => Ok(50),
         Some(l) if (1..=100).contains(&l) => Ok(l),
-        Some(l) => Err(ServiceError::invalid(format!("limit {l} is out of range: use 1-100"))),
+        Some(l) => Err(ServiceError::invalid(format!(
+            "limit {l} is out of range: use 1-100"
+        ))),
     }
 }

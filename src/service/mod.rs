@@ -79,7 +79,10 @@ impl Caller {
         if self.scopes.contains(scope) {
             Ok(())
         } else {
-            Err(ServiceError::forbidden(format!("this needs a token with scope `{scope}`; yours has `{}`", self.scopes)))
+            Err(ServiceError::forbidden(format!(
+                "this needs a token with scope `{scope}`; yours has `{}`",
+                self.scopes
+            )))
         }
     }
 
@@ -88,7 +91,9 @@ impl Caller {
         if self.scopes.contains(Scope::Agent) || self.scopes.contains(Scope::Human) {
             Ok(())
         } else {
-            Err(ServiceError::forbidden("this needs a token with scope `agent` or `human`"))
+            Err(ServiceError::forbidden(
+                "this needs a token with scope `agent` or `human`",
+            ))
         }
     }
 
@@ -125,7 +130,16 @@ impl Service {
         settings: Settings,
         shutdown: CancellationToken,
     ) -> Self {
-        Self { inner: Arc::new(Inner { store, bus, clock, settings, shutdown, waiters: Mutex::default() }) }
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                bus,
+                clock,
+                settings,
+                shutdown,
+                waiters: Mutex::default(),
+            }),
+        }
     }
 
     pub fn store(&self) -> &Arc<Store> {
@@ -134,6 +148,23 @@ impl Service {
 
     pub fn settings(&self) -> &Settings {
         &self.inner.settings
+    }
+
+    /// The bootstrap admin as a caller, for start-up tasks such as `--demo`; never for a front.
+    pub async fn system_admin(&self) -> Result<Caller> {
+        let id = PersonId::parse("admin").expect("a valid slug");
+        let person = self
+            .inner
+            .store
+            .person(&id)
+            .await?
+            .ok_or_else(|| ServiceError::not_found("person", &id))?;
+        Ok(Caller {
+            person,
+            scopes: Scopes::default().with(Scope::Admin),
+            token_id: "system".into(),
+            agent: None,
+        })
     }
 
     fn now(&self) -> crate::domain::Timestamp {

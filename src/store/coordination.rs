@@ -23,7 +23,10 @@ pub enum ClaimAttempt {
 #[derive(Debug, Clone)]
 pub enum LeaseAttempt {
     /// Acquired (or renewed); `displaced` lists holders removed by `force`.
-    Acquired { lease: LeaseRecord, displaced: Vec<LeaseRecord> },
+    Acquired {
+        lease: LeaseRecord,
+        displaced: Vec<LeaseRecord>,
+    },
     /// Refused: these live holders are incompatible with the requested mode.
     Held(Vec<LeaseRecord>),
 }
@@ -42,7 +45,9 @@ fn presence(row: &AnyRow) -> Result<PresenceRecord> {
     Ok(PresenceRecord {
         person: PersonId::parse(row.try_get::<String, _>("person_id")?)?,
         agent: AgentIdentity::parse(row.try_get::<String, _>("agent")?)?,
-        transition: row.try_get::<String, _>("transition")?.parse::<Transition>()?,
+        transition: row
+            .try_get::<String, _>("transition")?
+            .parse::<Transition>()?,
         task: row.try_get("task")?,
         updated_at: Timestamp(row.try_get("updated_at")?),
         expires_at: Timestamp(row.try_get("expires_at")?),
@@ -121,15 +126,22 @@ impl Store {
     }
 
     /// Releases a claim held by this session; false when it held none.
-    pub async fn release_claim(&self, thread: ThreadId, person: PersonId, session: AgentIdentity) -> Result<bool> {
+    pub async fn release_claim(
+        &self,
+        thread: ThreadId,
+        person: PersonId,
+        session: AgentIdentity,
+    ) -> Result<bool> {
         self.write(move |tx| {
             Box::pin(async move {
-                let done = sqlx::query("DELETE FROM claims WHERE thread_id = $1 AND person_id = $2 AND session = $3")
-                    .bind(thread.as_str().to_owned())
-                    .bind(person.as_str().to_owned())
-                    .bind(session.as_str().to_owned())
-                    .execute(tx)
-                    .await?;
+                let done = sqlx::query(
+                    "DELETE FROM claims WHERE thread_id = $1 AND person_id = $2 AND session = $3",
+                )
+                .bind(thread.as_str().to_owned())
+                .bind(person.as_str().to_owned())
+                .bind(session.as_str().to_owned())
+                .execute(tx)
+                .await?;
                 Ok(done.rows_affected() > 0)
             })
         })
@@ -137,7 +149,11 @@ impl Store {
     }
 
     /// The live claim on a thread, if any.
-    pub async fn live_claim(&self, thread: &ThreadId, now: Timestamp) -> Result<Option<ClaimRecord>> {
+    pub async fn live_claim(
+        &self,
+        thread: &ThreadId,
+        now: Timestamp,
+    ) -> Result<Option<ClaimRecord>> {
         let row = sqlx::query(
             "SELECT thread_id, person_id, session, claimed_at, expires_at FROM claims \
              WHERE thread_id = $1 AND expires_at > $2",
@@ -150,7 +166,12 @@ impl Store {
     }
 
     /// Open request and handoff threads addressed to `person` with no live claim, oldest first.
-    pub async fn claimable_threads(&self, person: &PersonId, now: Timestamp, limit: i64) -> Result<Vec<ThreadId>> {
+    pub async fn claimable_threads(
+        &self,
+        person: &PersonId,
+        now: Timestamp,
+        limit: i64,
+    ) -> Result<Vec<ThreadId>> {
         let rows = sqlx::query(
             "SELECT t.id FROM threads t WHERE t.state = 'open' AND t.opener_kind IN ('request', 'handoff') \
              AND t.opened_by <> $1 \
@@ -163,7 +184,9 @@ impl Store {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(|r| Ok(ThreadId::parse(r.try_get::<String, _>("id")?)?)).collect()
+        rows.iter()
+            .map(|r| Ok(ThreadId::parse(r.try_get::<String, _>("id")?)?))
+            .collect()
     }
 
     pub async fn set_presence(&self, p: PresenceRecord) -> Result<()> {
@@ -205,9 +228,15 @@ impl Store {
 
     /// Acquires (or renews) a lease. With `force`, incompatible holders are removed and each is told
     /// through an inbox notice in the same transaction.
-    pub async fn acquire_lease(&self, want: LeaseRecord, force: bool, now: Timestamp) -> Result<LeaseAttempt> {
+    pub async fn acquire_lease(
+        &self,
+        want: LeaseRecord,
+        force: bool,
+        now: Timestamp,
+    ) -> Result<LeaseAttempt> {
         let backend = self.backend();
-        self.write(move |tx| Box::pin(acquire_in(tx, backend, want, force, now))).await
+        self.write(move |tx| Box::pin(acquire_in(tx, backend, want, force, now)))
+            .await
     }
 
     /// Releases this holder's lease; false when it held none (or it had expired).
@@ -277,8 +306,11 @@ async fn acquire_in(
     .await?;
     let holders = rows.iter().map(lease).collect::<Result<Vec<_>>>()?;
     let mine = |l: &LeaseRecord| l.person == want.person && l.agent == want.agent;
-    let conflicts: Vec<LeaseRecord> =
-        holders.iter().filter(|l| !mine(l) && !want.mode.compatible_with(l.mode)).cloned().collect();
+    let conflicts: Vec<LeaseRecord> = holders
+        .iter()
+        .filter(|l| !mine(l) && !want.mode.compatible_with(l.mode))
+        .cloned()
+        .collect();
     if !conflicts.is_empty() && !force {
         return Ok(LeaseAttempt::Held(conflicts));
     }
@@ -299,7 +331,10 @@ async fn acquire_in(
         });
         append_entry(tx, &old.person, &EntryContent::Notice { notice }, now).await?;
     }
-    let acquired_at = holders.iter().find(|l| mine(l)).map_or(now, |l| l.acquired_at);
+    let acquired_at = holders
+        .iter()
+        .find(|l| mine(l))
+        .map_or(now, |l| l.acquired_at);
     sqlx::query(
         "INSERT INTO leases (resource, person_id, agent, mode, acquired_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6) \
          ON CONFLICT (resource, person_id, agent) DO UPDATE SET mode = excluded.mode, expires_at = excluded.expires_at",
@@ -312,7 +347,12 @@ async fn acquire_in(
     .bind(want.expires_at.0)
     .execute(&mut *tx)
     .await?;
-    let lease = LeaseRecord { acquired_at, ..want };
-    Ok(LeaseAttempt::Acquired { lease, displaced: conflicts })
+    let lease = LeaseRecord {
+        acquired_at,
+        ..want
+    };
+    Ok(LeaseAttempt::Acquired {
+        lease,
+        displaced: conflicts,
+    })
 }
-

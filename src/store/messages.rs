@@ -3,10 +3,12 @@
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row as _};
 
-use super::{EntryContent, InboxEntry, InboxPosition, MessageRecord, Result, Store, StoreError, ThreadRecord};
+use super::{
+    EntryContent, InboxEntry, InboxPosition, MessageRecord, Result, Store, StoreError, ThreadRecord,
+};
 use crate::domain::{
-    AgentIdentity, Attachment, ChannelName, Impact, Kind, MessageId, Outcome, PersonId, ThreadId, ThreadState,
-    Timestamp,
+    AgentIdentity, Attachment, ChannelName, Impact, Kind, MessageId, Outcome, PersonId, ThreadId,
+    ThreadState, Timestamp,
 };
 
 /// A message the service has validated and is ready to store.
@@ -44,14 +46,15 @@ pub struct PostOutcome {
 
 const MESSAGE_COLUMNS: &str = "id, thread_id, channel, position, kind, author, agent, recipients, subject, body, \
      attachments, impact, outcome, refers_to, idempotency_key, created_at";
-const THREAD_COLUMNS: &str =
-    "id, channel, subject, opener_kind, opened_by, state, asker, outcome, message_count, created_at, updated_at";
+const THREAD_COLUMNS: &str = "id, channel, subject, opener_kind, opened_by, state, asker, outcome, message_count, created_at, updated_at";
 
 fn json_err(e: serde_json::Error) -> StoreError {
     StoreError::Corrupt(e.to_string())
 }
 
-fn opt_parse<T: std::str::FromStr<Err = crate::domain::ParseError>>(v: Option<String>) -> Result<Option<T>> {
+fn opt_parse<T: std::str::FromStr<Err = crate::domain::ParseError>>(
+    v: Option<String>,
+) -> Result<Option<T>> {
     Ok(v.map(|s| s.parse()).transpose()?)
 }
 
@@ -65,14 +68,21 @@ fn message(row: &AnyRow) -> Result<MessageRecord> {
         position: row.try_get("position")?,
         kind: row.try_get::<String, _>("kind")?.parse()?,
         author: PersonId::parse(row.try_get::<String, _>("author")?)?,
-        agent: row.try_get::<Option<String>, _>("agent")?.map(AgentIdentity::parse).transpose()?,
+        agent: row
+            .try_get::<Option<String>, _>("agent")?
+            .map(AgentIdentity::parse)
+            .transpose()?,
         recipients,
         subject: row.try_get("subject")?,
         body: row.try_get("body")?,
-        attachments: serde_json::from_str(&row.try_get::<String, _>("attachments")?).map_err(json_err)?,
+        attachments: serde_json::from_str(&row.try_get::<String, _>("attachments")?)
+            .map_err(json_err)?,
         impact: opt_parse(row.try_get("impact")?)?,
         outcome: opt_parse(row.try_get("outcome")?)?,
-        refers_to: row.try_get::<Option<String>, _>("refers_to")?.map(MessageId::parse).transpose()?,
+        refers_to: row
+            .try_get::<Option<String>, _>("refers_to")?
+            .map(MessageId::parse)
+            .transpose()?,
         idempotency_key: row.try_get("idempotency_key")?,
         created_at: Timestamp(row.try_get("created_at")?),
     })
@@ -80,7 +90,10 @@ fn message(row: &AnyRow) -> Result<MessageRecord> {
 
 fn thread(row: &AnyRow) -> Result<ThreadRecord> {
     let name: String = row.try_get("state")?;
-    let asker = row.try_get::<Option<String>, _>("asker")?.map(PersonId::parse).transpose()?;
+    let asker = row
+        .try_get::<Option<String>, _>("asker")?
+        .map(PersonId::parse)
+        .transpose()?;
     let outcome = opt_parse(row.try_get("outcome")?)?;
     let state = ThreadState::from_parts(&name, asker, outcome)
         .ok_or_else(|| StoreError::Corrupt(format!("thread state {name:?}")))?;
@@ -110,7 +123,11 @@ fn entry(row: &AnyRow) -> Result<InboxEntry> {
         },
         other => return Err(StoreError::Corrupt(format!("inbox entry kind {other:?}"))),
     };
-    Ok(InboxEntry { seq: row.try_get("seq")?, content, created_at: Timestamp(row.try_get("created_at")?) })
+    Ok(InboxEntry {
+        seq: row.try_get("seq")?,
+        content,
+        created_at: Timestamp(row.try_get("created_at")?),
+    })
 }
 
 impl Store {
@@ -123,18 +140,29 @@ impl Store {
 
     pub async fn message(&self, id: &MessageId) -> Result<Option<MessageRecord>> {
         let sql = format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = $1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id.as_str().to_owned()).fetch_optional(&self.pool).await?;
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id.as_str().to_owned())
+            .fetch_optional(&self.pool)
+            .await?;
         row.as_ref().map(message).transpose()
     }
 
     pub async fn thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
         let sql = format!("SELECT {THREAD_COLUMNS} FROM threads WHERE id = $1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id.as_str().to_owned()).fetch_optional(&self.pool).await?;
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id.as_str().to_owned())
+            .fetch_optional(&self.pool)
+            .await?;
         row.as_ref().map(thread).transpose()
     }
 
     /// Messages of a thread with `position > after`, in order, at most `limit`.
-    pub async fn thread_messages(&self, id: &ThreadId, after: i64, limit: i64) -> Result<Vec<MessageRecord>> {
+    pub async fn thread_messages(
+        &self,
+        id: &ThreadId,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<MessageRecord>> {
         let sql = format!(
             "SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = $1 AND position > $2 ORDER BY position LIMIT $3"
         );
@@ -158,7 +186,10 @@ impl Store {
         .fetch_optional(&self.pool)
         .await?
         .ok_or(StoreError::NotFound("person"))?;
-        Ok(InboxPosition { acked: row.try_get("acked")?, last: row.try_get("last")? })
+        Ok(InboxPosition {
+            acked: row.try_get("acked")?,
+            last: row.try_get("last")?,
+        })
     }
 
     /// Acknowledges everything up to `after` for `consumer`; never moves a cursor back. Refuses a
@@ -200,7 +231,12 @@ impl Store {
     }
 
     /// Entries of `person`'s inbox with `seq > after`, oldest first, at most `limit`.
-    pub async fn inbox_entries(&self, person: &PersonId, after: i64, limit: i64) -> Result<Vec<InboxEntry>> {
+    pub async fn inbox_entries(
+        &self,
+        person: &PersonId,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<InboxEntry>> {
         let rows = sqlx::query(
             "SELECT seq, entry_kind, message_id, thread_id, channel, notice, created_at FROM inbox_entries \
              WHERE person_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
@@ -216,7 +252,9 @@ impl Store {
 
 async fn post_in(tx: &mut AnyConnection, m: NewMessage, lock: &'static str) -> Result<PostOutcome> {
     if let Some(key) = &m.idempotency_key {
-        let sql = format!("SELECT {MESSAGE_COLUMNS}, request_hash FROM messages WHERE author = $1 AND idempotency_key = $2");
+        let sql = format!(
+            "SELECT {MESSAGE_COLUMNS}, request_hash FROM messages WHERE author = $1 AND idempotency_key = $2"
+        );
         let earlier = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(m.author.as_str().to_owned())
             .bind(key.clone())
@@ -232,7 +270,11 @@ async fn post_in(tx: &mut AnyConnection, m: NewMessage, lock: &'static str) -> R
                 .bind(message.thread.as_str().to_owned())
                 .fetch_one(&mut *tx)
                 .await?;
-            return Ok(PostOutcome { message, thread: thread(&row)?, replayed: true });
+            return Ok(PostOutcome {
+                message,
+                thread: thread(&row)?,
+                replayed: true,
+            });
         }
     }
 
@@ -321,14 +363,21 @@ async fn post_in(tx: &mut AnyConnection, m: NewMessage, lock: &'static str) -> R
     .await?;
 
     if matches!(m.kind, Kind::Reply | Kind::Close) {
-        sqlx::query("DELETE FROM claims WHERE thread_id = $1").bind(m.thread.as_str().to_owned()).execute(&mut *tx).await?;
+        sqlx::query("DELETE FROM claims WHERE thread_id = $1")
+            .bind(m.thread.as_str().to_owned())
+            .execute(&mut *tx)
+            .await?;
     }
 
     // Lock recipients' counters in one order so concurrent posts cannot deadlock (PostgreSQL).
     let mut recipients = m.recipients.clone();
     recipients.sort();
     for person in &recipients {
-        let content = EntryContent::Message { message: m.id.clone(), thread: m.thread.clone(), channel: m.channel.clone() };
+        let content = EntryContent::Message {
+            message: m.id.clone(),
+            thread: m.thread.clone(),
+            channel: m.channel.clone(),
+        };
         append_entry(tx, person, &content, m.created_at).await?;
     }
 
@@ -350,7 +399,11 @@ async fn post_in(tx: &mut AnyConnection, m: NewMessage, lock: &'static str) -> R
         idempotency_key: m.idempotency_key,
         created_at: m.created_at,
     };
-    Ok(PostOutcome { message, thread: thread_record, replayed: false })
+    Ok(PostOutcome {
+        message,
+        thread: thread_record,
+        replayed: false,
+    })
 }
 
 /// Appends one entry to a person's inbox with the next sequence number; returns it.
@@ -360,14 +413,20 @@ pub(super) async fn append_entry(
     content: &EntryContent,
     now: Timestamp,
 ) -> Result<i64> {
-    let seq: i64 = sqlx::query("UPDATE persons SET inbox_seq = inbox_seq + 1 WHERE id = $1 RETURNING inbox_seq")
-        .bind(person.as_str().to_owned())
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or(StoreError::NotFound("recipient"))?
-        .try_get("inbox_seq")?;
+    let seq: i64 = sqlx::query(
+        "UPDATE persons SET inbox_seq = inbox_seq + 1 WHERE id = $1 RETURNING inbox_seq",
+    )
+    .bind(person.as_str().to_owned())
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or(StoreError::NotFound("recipient"))?
+    .try_get("inbox_seq")?;
     let (kind, message, thread, channel, notice) = match content {
-        EntryContent::Message { message, thread, channel } => (
+        EntryContent::Message {
+            message,
+            thread,
+            channel,
+        } => (
             "message",
             Some(message.as_str().to_owned()),
             Some(thread.as_str().to_owned()),

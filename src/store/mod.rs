@@ -59,7 +59,11 @@ impl From<sqlx::Error> for StoreError {
             && db.is_unique_violation()
         {
             // SQLite names the columns, PostgreSQL the constraint; keep whichever we get.
-            return StoreError::Conflict(db.constraint().map(str::to_owned).unwrap_or_else(|| db.message().to_owned()));
+            return StoreError::Conflict(
+                db.constraint()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| db.message().to_owned()),
+            );
         }
         StoreError::Database(e.to_string())
     }
@@ -104,10 +108,18 @@ impl Store {
         sqlx::any::install_default_drivers();
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let pool = postgres::open(url).await?;
-            Ok(Store { backend: Backend::Postgres, pool, writer: Writer::Pool })
+            Ok(Store {
+                backend: Backend::Postgres,
+                pool,
+                writer: Writer::Pool,
+            })
         } else if url.starts_with("sqlite:") {
             let (pool, writer) = sqlite::open(url).await?;
-            Ok(Store { backend: Backend::Sqlite, pool, writer: Writer::Batched(writer) })
+            Ok(Store {
+                backend: Backend::Sqlite,
+                pool,
+                writer: Writer::Batched(writer),
+            })
         } else {
             Err(StoreError::Database(format!(
                 "unsupported database URL {url:?}: use sqlite://PATH or postgres://…"
@@ -129,7 +141,7 @@ impl Store {
             Writer::Batched(w) => w.run(op).await,
             Writer::Pool => {
                 let mut tx = self.pool.begin().await?;
-                let value = op(&mut *tx).await?;
+                let value = op(&mut tx).await?;
                 tx.commit().await?;
                 Ok(value)
             }
@@ -166,7 +178,13 @@ fn migrator(migrations: &[(i64, &'static str, &'static str)]) -> sqlx::migrate::
         migrations
             .iter()
             .map(|(version, name, sql)| {
-                Migration::new(*version, (*name).into(), MigrationType::Simple, sqlx::SqlSafeStr::into_sql_str(*sql), false)
+                Migration::new(
+                    *version,
+                    (*name).into(),
+                    MigrationType::Simple,
+                    sqlx::SqlSafeStr::into_sql_str(*sql),
+                    false,
+                )
             })
             .collect(),
     )

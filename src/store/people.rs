@@ -28,7 +28,8 @@ fn token(row: &AnyRow) -> Result<TokenRecord> {
     })
 }
 
-const TOKEN_COLUMNS: &str = "id, person_id, scopes, description, created_at, expires_at, revoked_at";
+const TOKEN_COLUMNS: &str =
+    "id, person_id, scopes, description, created_at, expires_at, revoked_at";
 
 impl Store {
     pub async fn insert_person(&self, p: PersonRecord) -> Result<()> {
@@ -73,20 +74,27 @@ impl Store {
         self.write(move |tx| {
             Box::pin(async move {
                 let id = id.as_str().to_owned();
-                let done = sqlx::query("UPDATE persons SET removed_at = $1 WHERE id = $2 AND removed_at IS NULL")
-                    .bind(now.0)
-                    .bind(id.clone())
-                    .execute(&mut *tx)
-                    .await?;
+                let done = sqlx::query(
+                    "UPDATE persons SET removed_at = $1 WHERE id = $2 AND removed_at IS NULL",
+                )
+                .bind(now.0)
+                .bind(id.clone())
+                .execute(&mut *tx)
+                .await?;
                 if done.rows_affected() == 0 {
                     return Ok(false);
                 }
-                sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE person_id = $2 AND revoked_at IS NULL")
-                    .bind(now.0)
-                    .bind(id.clone())
+                sqlx::query(
+                    "UPDATE tokens SET revoked_at = $1 WHERE person_id = $2 AND revoked_at IS NULL",
+                )
+                .bind(now.0)
+                .bind(id.clone())
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query("DELETE FROM channel_members WHERE person_id = $1")
+                    .bind(id)
                     .execute(&mut *tx)
                     .await?;
-                sqlx::query("DELETE FROM channel_members WHERE person_id = $1").bind(id).execute(&mut *tx).await?;
                 Ok(true)
             })
         })
@@ -118,8 +126,10 @@ impl Store {
     /// The token with this secret hash, whatever its state (the service decides).
     pub async fn token_by_hash(&self, secret_hash: &str) -> Result<Option<TokenRecord>> {
         let sql = format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE secret_hash = $1");
-        let row =
-            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(secret_hash.to_owned()).fetch_optional(&self.pool).await?;
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(secret_hash.to_owned())
+            .fetch_optional(&self.pool)
+            .await?;
         row.as_ref().map(token).transpose()
     }
 
@@ -138,11 +148,13 @@ impl Store {
     pub async fn revoke_token(&self, id: String, now: Timestamp) -> Result<bool> {
         self.write(move |tx| {
             Box::pin(async move {
-                let done = sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
-                    .bind(now.0)
-                    .bind(id)
-                    .execute(tx)
-                    .await?;
+                let done = sqlx::query(
+                    "UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL",
+                )
+                .bind(now.0)
+                .bind(id)
+                .execute(tx)
+                .await?;
                 Ok(done.rows_affected() > 0)
             })
         })
@@ -189,11 +201,13 @@ impl Store {
                     upsert_member(tx, &channel, m).await?;
                 }
                 for p in remove {
-                    sqlx::query("DELETE FROM channel_members WHERE channel = $1 AND person_id = $2")
-                        .bind(channel.as_str().to_owned())
-                        .bind(p.as_str().to_owned())
-                        .execute(&mut *tx)
-                        .await?;
+                    sqlx::query(
+                        "DELETE FROM channel_members WHERE channel = $1 AND person_id = $2",
+                    )
+                    .bind(channel.as_str().to_owned())
+                    .bind(p.as_str().to_owned())
+                    .execute(&mut *tx)
+                    .await?;
                 }
                 Ok(true)
             })
@@ -205,7 +219,8 @@ impl Store {
     pub async fn set_policy(&self, channel: ChannelName, policy: ApprovalPolicy) -> Result<bool> {
         self.write(move |tx| {
             Box::pin(async move {
-                let policy = serde_json::to_string(&policy).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                let policy = serde_json::to_string(&policy)
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
                 let done = sqlx::query("UPDATE channels SET policy = $1 WHERE name = $2")
                     .bind(policy)
                     .bind(channel.as_str().to_owned())
@@ -218,10 +233,12 @@ impl Store {
     }
 
     pub async fn channel(&self, name: &ChannelName) -> Result<Option<ChannelRecord>> {
-        let row = sqlx::query("SELECT name, description, policy, created_at FROM channels WHERE name = $1")
-            .bind(name.as_str().to_owned())
-            .fetch_optional(&self.pool)
-            .await?;
+        let row = sqlx::query(
+            "SELECT name, description, policy, created_at FROM channels WHERE name = $1",
+        )
+        .bind(name.as_str().to_owned())
+        .fetch_optional(&self.pool)
+        .await?;
         let Some(row) = row else { return Ok(None) };
         let members = self.members(name).await?;
         Ok(Some(channel(&row, members)?))
@@ -246,10 +263,12 @@ impl Store {
     }
 
     async fn members(&self, channel: &ChannelName) -> Result<Vec<MemberRecord>> {
-        let rows = sqlx::query("SELECT person_id, rights FROM channel_members WHERE channel = $1 ORDER BY person_id")
-            .bind(channel.as_str().to_owned())
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = sqlx::query(
+            "SELECT person_id, rights FROM channel_members WHERE channel = $1 ORDER BY person_id",
+        )
+        .bind(channel.as_str().to_owned())
+        .fetch_all(&self.pool)
+        .await?;
         rows.iter()
             .map(|r| {
                 Ok(MemberRecord {
@@ -272,7 +291,11 @@ fn channel(row: &AnyRow, members: Vec<MemberRecord>) -> Result<ChannelRecord> {
     })
 }
 
-async fn upsert_member(tx: &mut sqlx::AnyConnection, channel: &ChannelName, m: &MemberRecord) -> Result<()> {
+async fn upsert_member(
+    tx: &mut sqlx::AnyConnection,
+    channel: &ChannelName,
+    m: &MemberRecord,
+) -> Result<()> {
     sqlx::query(
         "INSERT INTO channel_members (channel, person_id, rights) VALUES ($1, $2, $3) \
          ON CONFLICT (channel, person_id) DO UPDATE SET rights = excluded.rights",

@@ -3,8 +3,8 @@
 use serde::Serialize;
 
 use crate::domain::{
-    AgentIdentity, ApprovalPolicy, Attachment, ChannelName, Impact, Kind, LeaseMode, MessageId, Outcome,
-    PersonId, PersonKind, Rights, Scopes, ThreadId, ThreadState, Timestamp, Transition,
+    AgentIdentity, ApprovalPolicy, Attachment, ChannelName, Impact, Kind, LeaseMode, MessageId,
+    Outcome, PersonId, PersonKind, Rights, Scopes, ThreadId, ThreadState, Timestamp, Transition,
 };
 
 #[derive(Debug, Clone, Serialize)]
@@ -97,7 +97,11 @@ pub struct MessageRecord {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum EntryContent {
     /// A message addressed to the person.
-    Message { message: MessageId, thread: ThreadId, channel: ChannelName },
+    Message {
+        message: MessageId,
+        thread: ThreadId,
+        channel: ChannelName,
+    },
     /// A notice from the server itself (e.g. a lease taken over with `force`).
     Notice { notice: serde_json::Value },
 }

@@ -18,8 +18,11 @@ use super::{BoxFut, Result, StoreError};
 /// Most jobs committed together; bounds the latency a batch adds to its last job.
 const MAX_BATCH: usize = 256;
 
-const MIGRATIONS: &[(i64, &str, &str)] =
-    &[(1, "channel core", include_str!("migrations/sqlite/0001_channel_core.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "channel core",
+    include_str!("migrations/sqlite/0001_channel_core.sql"),
+)];
 
 /// Reports a job's outcome after the batch's commit (or its failure).
 type Completion = Box<dyn FnOnce(Result<()>) + Send>;
@@ -75,8 +78,14 @@ pub(super) struct BatchWriter {
 }
 
 pub(super) async fn open(url: &str) -> Result<(AnyPool, BatchWriter)> {
-    let url = if url.contains('?') { url.to_owned() } else { format!("{url}?mode=rwc") };
-    let options: AnyConnectOptions = url.parse().map_err(|e: sqlx::Error| StoreError::Database(e.to_string()))?;
+    let url = if url.contains('?') {
+        url.to_owned()
+    } else {
+        format!("{url}?mode=rwc")
+    };
+    let options: AnyConnectOptions = url
+        .parse()
+        .map_err(|e: sqlx::Error| StoreError::Database(e.to_string()))?;
     let options = options.disable_statement_logging();
 
     let mut writer = AnyConnection::connect_with(&options).await?;
@@ -88,7 +97,10 @@ pub(super) async fn open(url: &str) -> Result<(AnyPool, BatchWriter)> {
     ] {
         writer.execute(pragma).await?;
     }
-    super::migrator(MIGRATIONS).run(&mut writer).await.map_err(|e| StoreError::Database(e.to_string()))?;
+    super::migrator(MIGRATIONS)
+        .run(&mut writer)
+        .await
+        .map_err(|e| StoreError::Database(e.to_string()))?;
 
     let pool = AnyPoolOptions::new()
         .max_connections(4)
@@ -108,7 +120,13 @@ pub(super) async fn open(url: &str) -> Result<(AnyPool, BatchWriter)> {
         run_writer(writer, rx).await;
         let _ = done_tx.send(());
     });
-    Ok((pool, BatchWriter { jobs: std::sync::Mutex::new(Some(tx)), done: tokio::sync::Mutex::new(Some(done_rx)) }))
+    Ok((
+        pool,
+        BatchWriter {
+            jobs: std::sync::Mutex::new(Some(tx)),
+            done: tokio::sync::Mutex::new(Some(done_rx)),
+        },
+    ))
 }
 
 impl BatchWriter {
@@ -121,8 +139,12 @@ impl BatchWriter {
         let job: Box<dyn Job> = Box::new(TypedJob { op, reply });
         let sender = self.jobs.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let sender = sender.ok_or_else(|| StoreError::Database("the store is closed".into()))?;
-        sender.send(job).await.map_err(|_| StoreError::Database("the store writer stopped".into()))?;
-        rx.await.map_err(|_| StoreError::Database("the store writer stopped".into()))?
+        sender
+            .send(job)
+            .await
+            .map_err(|_| StoreError::Database("the store writer stopped".into()))?;
+        rx.await
+            .map_err(|_| StoreError::Database("the store writer stopped".into()))?
     }
 
     /// Stops taking jobs and waits for the writer to finish those already queued.
@@ -138,7 +160,10 @@ async fn run_writer(mut conn: AnyConnection, mut rx: mpsc::Receiver<Box<dyn Job>
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
         let mut completions = Vec::with_capacity(batch.len());
-        let began = conn.execute("BEGIN IMMEDIATE").await.map_err(StoreError::from);
+        let began = conn
+            .execute("BEGIN IMMEDIATE")
+            .await
+            .map_err(StoreError::from);
         if let Err(e) = began {
             tracing::error!(error = %e, "Could not begin a write transaction.");
             for job in batch.drain(..) {
@@ -173,7 +198,11 @@ async fn run_writer(mut conn: AnyConnection, mut rx: mpsc::Receiver<Box<dyn Job>
         if completions.is_empty() {
             continue;
         }
-        let commit = conn.execute("COMMIT").await.map(|_| ()).map_err(StoreError::from);
+        let commit = conn
+            .execute("COMMIT")
+            .await
+            .map(|_| ())
+            .map_err(StoreError::from);
         if let Err(e) = &commit {
             tracing::error!(error = %e, "A group commit failed.");
             let _ = conn.execute("ROLLBACK").await;

@@ -1,0 +1,103 @@
+//! `liaison serve`: configuration, logging, signals, and (with `--demo`) the demo setup.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::Args;
+use tokio_util::sync::CancellationToken;
+
+use crate::app::App;
+use crate::config::{Config, LogFormat, Overrides};
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Also create the demo members alice and bob, the channel demo and the external party partner,
+    /// print ready-to-paste client settings and write demo.json in the data directory.
+    #[arg(long)]
+    pub demo: bool,
+    /// Configuration file (TOML); see config/liaison.example.toml.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Data directory [default: ./liaison-data]
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// HTTP listen address [default: 127.0.0.1:8080]
+    #[arg(long)]
+    pub listen: Option<String>,
+    /// Public base URL advertised to clients [default: http://<listen>]
+    #[arg(long)]
+    pub public_url: Option<String>,
+    /// Database URL: sqlite://PATH or postgres://… [default: sqlite in the data directory]
+    #[arg(long)]
+    pub database_url: Option<String>,
+}
+
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let overrides = Overrides {
+        config: args.config,
+        data_dir: args.data_dir,
+        listen: args.listen,
+        public_url: args.public_url,
+        database_url: args.database_url,
+    };
+    let config = Config::load(&overrides, std::env::vars())?;
+    init_tracing(config.log_format);
+
+    let shutdown = CancellationToken::new();
+    let app = App::build(config, shutdown.clone()).await?;
+    if let Some(secret) = &app.bootstrap_token {
+        let file = app.data_dir().join(crate::app::ADMIN_TOKEN_FILE);
+        println!(
+            "Created the bootstrap admin token (shown once; also in {}, mode 0600):\n  {secret}\n",
+            file.display()
+        );
+    }
+    if args.demo {
+        let demo = crate::demo::ensure(&app)
+            .await
+            .context("Could not create the demo")?;
+        println!("{}", crate::demo::instructions(&demo));
+    }
+    println!(
+        "liaison is serving at {} (listening on {})",
+        app.public_url(),
+        app.local_addr()
+    );
+
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("Shutting down.");
+        shutdown.cancel();
+    });
+    app.run_until_stopped().await
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => return std::future::pending().await,
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+fn init_tracing(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}

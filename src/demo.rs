@@ -1,0 +1,138 @@
+//! The demo of `serve --demo`: members `alice` and `bob`, the channel `demo` between them, the
+//! external party `partner`, their tokens, and the ready-to-paste client settings. The same facts
+//! go to `demo.json` in the data directory, so a second `serve --demo` reuses them.
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+
+use crate::app::App;
+use crate::domain::{ChannelName, PersonId, PersonKind, Scope, Scopes};
+use crate::service::{ChannelSpec, TokenSpec};
+
+pub const DEMO_FILE: &str = "demo.json";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Demo {
+    pub url: String,
+    pub mcp_url: String,
+    pub channel: String,
+    pub alice: PersonTokens,
+    pub bob: PersonTokens,
+    pub partner: PersonTokens,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PersonTokens {
+    pub agent_token: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub human_token: Option<String>,
+}
+
+/// Creates the demo on first use; afterwards reads `demo.json` (with the current URLs).
+pub async fn ensure(app: &App) -> anyhow::Result<Demo> {
+    let path = app.data_dir().join(DEMO_FILE);
+    let service = app.service();
+    let admin = service.system_admin().await?;
+    let alice = PersonId::parse("alice").expect("slug");
+    let exists = service.store().person(&alice).await?.is_some();
+    let mut demo = if exists {
+        let text = std::fs::read_to_string(&path).with_context(|| {
+            format!(
+                "The demo people exist but {} is missing; use a fresh data directory",
+                path.display()
+            )
+        })?;
+        serde_json::from_str::<Demo>(&text)
+            .with_context(|| format!("Invalid {}", path.display()))?
+    } else {
+        let mut tokens = Vec::new();
+        for (id, name, kind) in [
+            ("alice", "Alice", PersonKind::Member),
+            ("bob", "Bob", PersonKind::Member),
+            ("partner", "Partner Corp", PersonKind::External),
+        ] {
+            let id = PersonId::parse(id).expect("slug");
+            service
+                .add_person(&admin, id.clone(), kind, name.into())
+                .await?;
+            let issue = |scope: Scope| TokenSpec {
+                person: id.clone(),
+                scopes: Scopes::default().with(scope),
+                expires_in_s: None,
+                description: format!("demo {scope} token"),
+            };
+            let agent_token = service
+                .issue_token(&admin, issue(Scope::Agent))
+                .await?
+                .secret;
+            let human_token = match kind {
+                PersonKind::Member => Some(
+                    service
+                        .issue_token(&admin, issue(Scope::Human))
+                        .await?
+                        .secret,
+                ),
+                PersonKind::External => None,
+            };
+            tokens.push(PersonTokens {
+                agent_token,
+                human_token,
+            });
+        }
+        let spec = ChannelSpec {
+            name: ChannelName::parse("demo").expect("slug"),
+            description: "Alice and Bob's demo channel".into(),
+            members: vec![alice, PersonId::parse("bob").expect("slug")],
+            rights: None,
+            policy: None,
+        };
+        service.add_channel(&admin, spec).await?;
+        let mut tokens = tokens.into_iter();
+        let mut next = || tokens.next().expect("three people");
+        Demo {
+            url: String::new(),
+            mcp_url: String::new(),
+            channel: "demo".into(),
+            alice: next(),
+            bob: next(),
+            partner: next(),
+        }
+    };
+    demo.url = app.public_url().to_owned();
+    demo.mcp_url = format!("{}/mcp", app.public_url());
+    let text = serde_json::to_string_pretty(&demo)?;
+    crate::app::write_secret_file(&path, &text)?;
+    Ok(demo)
+}
+
+/// What `serve --demo` prints: the people, their tokens and client settings to paste.
+pub fn instructions(d: &Demo) -> String {
+    let alice = &d.alice.agent_token;
+    let bob = &d.bob.agent_token;
+    format!(
+        r#"Demo ready: members alice and bob share channel "{channel}"; partner is an external party.
+
+  alice  agent token: {alice}
+         human token: {alice_human}
+  bob    agent token: {bob}
+         human token: {bob_human}
+  partner agent token: {partner}
+
+Claude Code (as alice):
+  claude mcp add --transport http liaison {mcp} --header "Authorization: Bearer {alice}"
+
+Codex (as bob), in ~/.codex/config.toml, with LIAISON_TOKEN={bob} in the environment:
+  [mcp_servers.liaison]
+  url = "{mcp}"
+  bearer_token_env_var = "LIAISON_TOKEN"
+  tool_timeout_sec = 120
+
+The same facts are in demo.json in the data directory.
+"#,
+        channel = d.channel,
+        alice_human = d.alice.human_token.as_deref().unwrap_or("-"),
+        bob_human = d.bob.human_token.as_deref().unwrap_or("-"),
+        partner = d.partner.agent_token,
+        mcp = d.mcp_url,
+    )
+}

@@ -1,0 +1,202 @@
+//! The admin HTTP API and CLI against a real server, and `serve --demo` as a new user runs it.
+
+use std::process::Command;
+use std::time::Duration;
+
+use liaison::app::App;
+use liaison::config::{Config, Overrides};
+use tokio_util::sync::CancellationToken;
+
+use crate::helpers::TestDb;
+
+async fn spawn_app(db: &TestDb, dir: &std::path::Path) -> (String, String, CancellationToken) {
+    let overrides = Overrides {
+        data_dir: Some(dir.to_path_buf()),
+        listen: Some("127.0.0.1:0".into()),
+        database_url: Some(db.url.clone()),
+        ..Default::default()
+    };
+    let config = Config::load(&overrides, []).unwrap();
+    let stop = CancellationToken::new();
+    let app = App::build(config, stop.clone()).await.unwrap();
+    let url = app.public_url().to_owned();
+    let token = app.bootstrap_token.clone().unwrap();
+    tokio::spawn(app.run_until_stopped());
+    (url, token, stop)
+}
+
+fn cli(url: &str, dir: &std::path::Path, args: &[&str]) -> (bool, serde_json::Value, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_liaison"))
+        .args(args)
+        .args(["--server", url, "--data-dir", dir.to_str().unwrap()])
+        .env_remove("LIAISON_ADMIN_TOKEN")
+        .output()
+        .unwrap();
+    let json = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    (
+        out.status.success(),
+        json,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn the_cli_manages_people_tokens_and_channels_on_a_running_server() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (url, _token, stop) = spawn_app(&db, dir.path()).await;
+    let d = dir.path();
+    let url2 = url.clone();
+    let dir2 = d.to_path_buf();
+    let run = move |args: Vec<&'static str>| {
+        let (u, p) = (url2.clone(), dir2.clone());
+        tokio::task::spawn_blocking(move || cli(&u, &p, &args))
+    };
+    assert!(
+        run(vec!["person", "add", "alice", "--name", "Alice"])
+            .await
+            .unwrap()
+            .0
+    );
+    assert!(
+        run(vec!["person", "add", "bob", "--name", "Bob"])
+            .await
+            .unwrap()
+            .0
+    );
+    let (ok, _, err) = run(vec!["person", "add", "alice", "--name", "Again"])
+        .await
+        .unwrap();
+    assert!(!ok && err.contains("already_exists"), "{err}");
+    let (ok, issued, _) = run(vec!["token", "issue", "alice", "--scopes", "agent"])
+        .await
+        .unwrap();
+    assert!(ok);
+    let secret = issued["token"]["secret"].as_str().unwrap().to_owned();
+    let token_id = issued["token"]["id"].as_str().unwrap().to_owned();
+    let (ok, channel, _) = run(vec!["channel", "add", "demo", "--members", "alice,bob"])
+        .await
+        .unwrap();
+    assert!(ok);
+    assert_eq!(channel["channel"]["policy"]["code"], "approve");
+    let (ok, listed, _) = run(vec!["channel", "list"]).await.unwrap();
+    assert!(ok && listed["channels"][0]["members"].as_array().unwrap().len() == 2);
+    assert!(
+        run(vec!["channel", "policy", "demo", "--code", "auto"])
+            .await
+            .unwrap()
+            .0
+    );
+    let (ok, _, err) = run(vec!["channel", "members", "nope", "--add", "alice"])
+        .await
+        .unwrap();
+    assert!(!ok && err.contains("not_found"), "{err}");
+
+    // An agent token gets 403 on admin routes; a revoked one 401 at once.
+    let http = reqwest::Client::new();
+    let status = http
+        .get(format!("{url}/admin/v1/persons"))
+        .bearer_auth(&secret)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 403);
+    let leaked: &'static str = Box::leak(token_id.into_boxed_str());
+    assert!(run(vec!["token", "revoke", leaked]).await.unwrap().0);
+    let response = http
+        .get(format!("{url}/admin/v1/persons"))
+        .bearer_auth(&secret)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401);
+    assert_eq!(response.headers()["www-authenticate"], "Bearer");
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "token_revoked");
+    // Malformed JSON gets the API's error shape.
+    let admin = std::fs::read_to_string(d.join("admin.token")).unwrap();
+    let response = http
+        .post(format!("{url}/admin/v1/persons"))
+        .bearer_auth(admin.trim())
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    assert_eq!(
+        response.json::<serde_json::Value>().await.unwrap()["error"]["code"],
+        "invalid_input"
+    );
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn serve_demo_prints_usable_tokens_and_writes_demo_json() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_liaison"))
+        .args([
+            "serve",
+            "--demo",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+        ])
+        .args(["--database-url", &db.url])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let demo_file = dir.path().join("demo.json");
+    let mut waited = 0;
+    while !demo_file.exists() && waited < 300 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        waited += 1;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let demo: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&demo_file).unwrap()).unwrap();
+    let url = demo["url"].as_str().unwrap();
+    let http = reqwest::Client::new();
+    assert_eq!(
+        http.get(format!("{url}/readyz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let alice = demo["alice"]["agent_token"].as_str().unwrap();
+    // A valid agent token: authenticated, but not an admin.
+    assert_eq!(
+        http.get(format!("{url}/admin/v1/persons"))
+            .bearer_auth(alice)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        403
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        assert_eq!(
+            std::fs::metadata(&demo_file).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(
+            std::fs::metadata(dir.path().join("admin.token"))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
+            0o600
+        );
+    }
+    child.start_kill().unwrap();
+    let _ = child.wait().await;
+}

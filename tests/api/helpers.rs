@@ -1,0 +1,186 @@
+//! Test harness: a fresh database per test on the chosen backend, a service with a manual clock,
+//! and helpers to make people, channels and callers.
+
+use std::sync::Arc;
+
+use liaison::bus::LocalBus;
+use liaison::clock::ManualClock;
+use liaison::domain::{ChannelName, PersonId, PersonKind, Scope, Scopes, Timestamp};
+use liaison::service::{Caller, ChannelSpec, Service, Settings, TokenSpec};
+use liaison::store::Store;
+use tokio_util::sync::CancellationToken;
+
+/// A database that exists for one test: a temporary SQLite file, or a PostgreSQL database dropped
+/// when the test ends.
+pub struct TestDb {
+    pub url: String,
+    _dir: Option<tempfile::TempDir>,
+    pg: Option<(String, String)>,
+}
+
+impl TestDb {
+    pub async fn new() -> TestDb {
+        match std::env::var("LIAISON_TEST_DATABASE_URL") {
+            Ok(admin_url) if admin_url.starts_with("postgres") => {
+                let name = format!("liaison_test_{}", uuid::Uuid::new_v4().simple());
+                sqlx::any::install_default_drivers();
+                let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(&admin_url)
+                    .await
+                    .expect("connect to PostgreSQL");
+                sqlx::Executor::execute(
+                    &mut conn,
+                    sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")),
+                )
+                .await
+                .expect("create a test database");
+                let base = admin_url
+                    .rsplit_once('/')
+                    .map_or(admin_url.as_str(), |(b, _)| b)
+                    .to_owned();
+                TestDb {
+                    url: format!("{base}/{name}"),
+                    _dir: None,
+                    pg: Some((admin_url, name)),
+                }
+            }
+            _ => {
+                let dir = tempfile::tempdir().expect("a temporary directory");
+                let url = format!("sqlite://{}", dir.path().join("liaison.db").display());
+                TestDb {
+                    url,
+                    _dir: Some(dir),
+                    pg: None,
+                }
+            }
+        }
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if let Some((admin_url, name)) = self.pg.take() {
+            // Async drop does not exist; a short-lived runtime on a plain thread does the job.
+            let _ = std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
+                rt.block_on(async {
+                    if let Ok(mut conn) =
+                        <sqlx::AnyConnection as sqlx::Connection>::connect(&admin_url).await
+                    {
+                        let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+                        let _ = sqlx::Executor::execute(&mut conn, sqlx::AssertSqlSafe(sql)).await;
+                    }
+                });
+            })
+            .join();
+        }
+    }
+}
+
+/// A service over a fresh database, with a clock that moves only when told.
+pub struct TestEnv {
+    pub service: Service,
+    pub clock: ManualClock,
+    pub admin: Caller,
+    /// Held so the database lives as long as the test.
+    pub _db: Option<TestDb>,
+}
+
+pub fn t0() -> Timestamp {
+    Timestamp(1_800_000_000_000)
+}
+
+impl TestEnv {
+    pub async fn new() -> TestEnv {
+        Self::with_settings(Settings::default()).await
+    }
+
+    pub async fn with_settings(settings: Settings) -> TestEnv {
+        let db = TestDb::new().await;
+        let store = Store::open(&db.url).await.expect("open the store");
+        let clock = ManualClock::starting_at(t0());
+        let service = Service::new(
+            Arc::new(store),
+            Arc::new(LocalBus::default()),
+            Arc::new(clock.clone()),
+            settings,
+            CancellationToken::new(),
+        );
+        let issued = service
+            .bootstrap()
+            .await
+            .unwrap()
+            .expect("a fresh database bootstraps");
+        let admin = service.authenticate(&issued.secret).await.unwrap();
+        TestEnv {
+            service,
+            clock,
+            admin,
+            _db: Some(db),
+        }
+    }
+
+    /// Adds a member and returns an agent caller for them, declaring `agent`.
+    pub async fn member(&self, id: &str, agent: &str) -> Caller {
+        self.person(id, PersonKind::Member).await;
+        self.caller(id, Scope::Agent, agent).await
+    }
+
+    pub async fn person(&self, id: &str, kind: PersonKind) {
+        let name = format!("{}{}", id[..1].to_uppercase(), &id[1..]);
+        self.service
+            .add_person(&self.admin, pid(id), kind, name)
+            .await
+            .unwrap();
+    }
+
+    /// A new token for an existing person, authenticated, with a declared agent identity.
+    pub async fn caller(&self, id: &str, scope: Scope, agent: &str) -> Caller {
+        let spec = TokenSpec {
+            person: pid(id),
+            scopes: Scopes::default().with(scope),
+            expires_in_s: None,
+            description: String::new(),
+        };
+        let issued = self.service.issue_token(&self.admin, spec).await.unwrap();
+        let caller = self.service.authenticate(&issued.secret).await.unwrap();
+        caller.declaring(Some(liaison::domain::AgentIdentity::parse(agent).unwrap()))
+    }
+
+    pub async fn channel(&self, name: &str, members: &[&str]) {
+        let spec = ChannelSpec {
+            name: ChannelName::parse(name).unwrap(),
+            description: String::new(),
+            members: members.iter().map(|m| pid(m)).collect(),
+            rights: None,
+            policy: None,
+        };
+        self.service.add_channel(&self.admin, spec).await.unwrap();
+    }
+}
+
+pub fn pid(s: &str) -> PersonId {
+    PersonId::parse(s).unwrap()
+}
+
+pub fn channel(s: &str) -> ChannelName {
+    ChannelName::parse(s).unwrap()
+}
+
+/// A post request with the fields most tests need.
+pub fn post(
+    kind: &str,
+    channel_name: Option<&str>,
+    thread: Option<&liaison::domain::ThreadId>,
+    body: &str,
+) -> liaison::service::PostRequest {
+    liaison::service::PostRequest {
+        kind: Some(kind.parse().unwrap()),
+        channel: channel_name.map(channel),
+        thread: thread.cloned(),
+        body: body.to_owned(),
+        ..Default::default()
+    }
+}

@@ -1,0 +1,186 @@
+//! The inbox: exactly-once drain with named consumers, lost responses, long-poll wake-ups.
+
+use std::time::Duration;
+
+use liaison::service::{ErrorCode, InboxRequest};
+
+use crate::helpers::{TestEnv, post};
+
+fn req(consumer: &str, after: Option<i64>, wait_s: u64) -> InboxRequest {
+    InboxRequest {
+        consumer: consumer.into(),
+        after,
+        limit: Some(7),
+        wait_s: Some(wait_s),
+    }
+}
+
+#[tokio::test]
+async fn concurrent_consumers_each_see_every_entry_exactly_once_even_when_responses_are_lost() {
+    let env = TestEnv::new().await;
+    let alice = env.member("alice", "claude@a:1").await;
+    let bob = env.member("bob", "codex@b:1").await;
+    env.channel("demo", &["alice", "bob"]).await;
+    const N: usize = 120;
+
+    // Four posters write while three consumers of bob drain.
+    let posters: Vec<_> = (0..4)
+        .map(|p| {
+            let (s, a) = (env.service.clone(), alice.clone());
+            tokio::spawn(async move {
+                for i in 0..N / 4 {
+                    s.post(
+                        &a,
+                        post("announce", Some("demo"), None, &format!("p{p} m{i}")),
+                    )
+                    .await
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    let consumers: Vec<_> = ["claude", "codex", "cron"]
+        .into_iter()
+        .enumerate()
+        .map(|(k, name)| {
+            let (s, b) = (env.service.clone(), bob.clone());
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                let mut after = 0;
+                let mut calls = 0;
+                while seen.len() < N {
+                    calls += 1;
+                    let page = s.inbox(&b, req(name, Some(after), 1)).await.unwrap();
+                    // Every third response of this consumer is "lost": ask again with the same after.
+                    if (calls + k) % 3 == 0 && !page.entries.is_empty() {
+                        let again = s.inbox(&b, req(name, Some(after), 0)).await.unwrap();
+                        let a: Vec<i64> = page.entries.iter().map(|e| e.seq).collect();
+                        let b2: Vec<i64> = again.entries.iter().map(|e| e.seq).collect();
+                        assert_eq!(
+                            a.first(),
+                            b2.first(),
+                            "a lost page is served again from its start"
+                        );
+                        continue;
+                    }
+                    seen.extend(page.entries.iter().map(|e| e.seq));
+                    after = page.cursor;
+                }
+                // Acknowledge the last page, then nothing more comes.
+                let last = s.inbox(&b, req(name, Some(after), 0)).await.unwrap();
+                assert!(last.entries.is_empty());
+                seen
+            })
+        })
+        .collect();
+    for p in posters {
+        p.await.unwrap();
+    }
+    for c in consumers {
+        let seen = c.await.unwrap();
+        let expected: Vec<i64> = (1..=N as i64).collect();
+        assert_eq!(seen, expected, "each entry once, in order");
+    }
+}
+
+#[tokio::test]
+async fn a_long_poll_returns_as_soon_as_an_entry_arrives() {
+    let env = TestEnv::new().await;
+    let alice = env.member("alice", "claude@a:1").await;
+    let bob = env.member("bob", "codex@b:1").await;
+    env.channel("demo", &["alice", "bob"]).await;
+    let (s, b) = (env.service.clone(), bob.clone());
+    let waiter = tokio::spawn(async move { s.inbox(&b, req("claude", None, 30)).await.unwrap() });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    env.service
+        .post(&alice, post("question", Some("demo"), None, "ping?"))
+        .await
+        .unwrap();
+    // The bound only keeps a broken wake-up from hanging the suite; it is not a latency assertion.
+    let page = tokio::time::timeout(Duration::from_secs(25), waiter)
+        .await
+        .expect("woken before the deadline")
+        .unwrap();
+    assert_eq!(page.entries.len(), 1);
+    assert!(!page.timed_out);
+}
+
+#[tokio::test]
+async fn an_empty_wait_times_out_and_a_dropped_wait_acknowledges_nothing() {
+    let env = TestEnv::new().await;
+    let alice = env.member("alice", "claude@a:1").await;
+    let bob = env.member("bob", "codex@b:1").await;
+    env.channel("demo", &["alice", "bob"]).await;
+    let page = env
+        .service
+        .inbox(&bob, req("claude", None, 1))
+        .await
+        .unwrap();
+    assert!(page.entries.is_empty() && page.timed_out);
+
+    env.service
+        .post(&alice, post("announce", Some("demo"), None, "one"))
+        .await
+        .unwrap();
+    let first = env
+        .service
+        .inbox(&bob, req("claude", Some(0), 0))
+        .await
+        .unwrap();
+    assert_eq!(first.entries.len(), 1);
+    // A waiting call that the client abandons (its future dropped) acknowledges nothing.
+    let abandoned = tokio::time::timeout(
+        Duration::from_millis(200),
+        env.service.inbox(&bob, req("claude", None, 10)),
+    )
+    .await;
+    assert!(
+        abandoned.is_ok(),
+        "entries were there, so it returned at once"
+    );
+    let again = env
+        .service
+        .inbox(&bob, req("claude", None, 0))
+        .await
+        .unwrap();
+    assert_eq!(again.entries.len(), 1, "not acknowledged without after");
+}
+
+#[tokio::test]
+async fn bad_inbox_calls_are_refused_and_change_nothing() {
+    let env = TestEnv::new().await;
+    let alice = env.member("alice", "claude@a:1").await;
+    let bob = env.member("bob", "codex@b:1").await;
+    env.channel("demo", &["alice", "bob"]).await;
+    env.service
+        .post(&alice, post("announce", Some("demo"), None, "one"))
+        .await
+        .unwrap();
+    let s = &env.service;
+    assert_eq!(
+        s.inbox(&bob, req("c", Some(5), 0)).await.unwrap_err().code,
+        ErrorCode::CursorAhead
+    );
+    assert_eq!(
+        s.inbox(&bob, req("c", None, 51)).await.unwrap_err().code,
+        ErrorCode::InvalidInput
+    );
+    assert_eq!(
+        s.inbox(&bob, req("bad name!", None, 0))
+            .await
+            .unwrap_err()
+            .code,
+        ErrorCode::InvalidInput
+    );
+    let mut r = req("c", None, 0);
+    r.limit = Some(0);
+    assert_eq!(
+        s.inbox(&bob, r).await.unwrap_err().code,
+        ErrorCode::InvalidInput
+    );
+    assert_eq!(
+        s.unread(&bob, "c").await.unwrap(),
+        1,
+        "nothing was acknowledged"
+    );
+}

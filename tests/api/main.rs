@@ -1,0 +1,11 @@
+//! The integration suite: one binary, run against SQLite by default and against PostgreSQL when
+//! `LIAISON_TEST_DATABASE_URL` points at a server (each test then gets a fresh database).
+
+mod helpers;
+
+mod admin_http;
+mod claims;
+mod coordination;
+mod durability;
+mod inbox;
+mod posting;

@@ -1,0 +1,285 @@
+//! Posting: the thread state machine through the service, and every bad input refused cleanly.
+
+use liaison::domain::{Attachment, Impact, MAX_BODY_BYTES, Outcome, ThreadId};
+use liaison::service::{ErrorCode, PostRequest};
+
+use crate::helpers::{TestEnv, pid, post};
+
+async fn two_members() -> (TestEnv, liaison::service::Caller, liaison::service::Caller) {
+    let env = TestEnv::new().await;
+    let alice = env.member("alice", "claude@a:1").await;
+    let bob = env.member("bob", "codex@b:1").await;
+    env.channel("demo", &["alice", "bob"]).await;
+    (env, alice, bob)
+}
+
+#[tokio::test]
+async fn a_conversation_moves_the_thread_through_its_states() {
+    let (env, alice, bob) = two_members().await;
+    let s = &env.service;
+    let q = s
+        .post(
+            &alice,
+            post(
+                "question",
+                Some("demo"),
+                None,
+                "Which port does the API use?",
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(q.thread_state, "open");
+    assert_eq!(q.recipients, vec![pid("bob")]);
+    let t = q.thread.clone();
+    // The asker replying to themselves does not answer the question.
+    assert_eq!(
+        s.post(&alice, post("reply", None, Some(&t), "Also, which host?"))
+            .await
+            .unwrap()
+            .thread_state,
+        "open"
+    );
+    assert_eq!(
+        s.post(&bob, post("reply", None, Some(&t), "8080 on api.local"))
+            .await
+            .unwrap()
+            .thread_state,
+        "answered"
+    );
+    assert_eq!(
+        s.post(&alice, post("announce", None, Some(&t), "thanks"))
+            .await
+            .unwrap()
+            .thread_state,
+        "answered"
+    );
+    assert_eq!(
+        s.post(&alice, post("question", None, Some(&t), "And staging?"))
+            .await
+            .unwrap()
+            .thread_state,
+        "open"
+    );
+    assert_eq!(
+        s.post(&bob, post("reply", None, Some(&t), "8081"))
+            .await
+            .unwrap()
+            .thread_state,
+        "answered"
+    );
+    let mut close = post("close", None, Some(&t), "");
+    close.outcome = Some(Outcome::Done);
+    assert_eq!(s.post(&alice, close).await.unwrap().thread_state, "closed");
+
+    let err = s
+        .post(&bob, post("reply", None, Some(&t), "one more thing"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::ThreadClosed);
+    let view = s.thread(&alice, &t, None, None).await.unwrap();
+    assert_eq!(view.messages.len(), 7, "the refused post changed nothing");
+    assert_eq!(view.thread.state.name(), "closed");
+    assert!(
+        view.messages
+            .iter()
+            .all(|m| m.label.text.contains("**Alice**") || m.label.text.contains("**Bob**"))
+    );
+}
+
+#[tokio::test]
+async fn a_retried_post_with_the_same_key_returns_the_first_result_and_creates_nothing() {
+    let (env, alice, _bob) = two_members().await;
+    let s = &env.service;
+    let mut req = post("announce", Some("demo"), None, "deploy done");
+    req.idempotency_key = Some("k-1".into());
+    let first = s.post(&alice, req.clone()).await.unwrap();
+    let again = s.post(&alice, req.clone()).await.unwrap();
+    assert!(!first.replayed && again.replayed);
+    assert_eq!(
+        (first.message, first.thread.clone()),
+        (again.message, again.thread)
+    );
+    let view = s.thread(&alice, &first.thread, None, None).await.unwrap();
+    assert_eq!(view.messages.len(), 1);
+    req.body = "something else".into();
+    assert_eq!(
+        s.post(&alice, req).await.unwrap_err().code,
+        ErrorCode::IdempotencyConflict
+    );
+}
+
+#[tokio::test]
+async fn concurrent_retries_with_one_key_create_one_message() {
+    let (env, alice, _bob) = two_members().await;
+    let mut req = post("announce", Some("demo"), None, "once");
+    req.idempotency_key = Some("race".into());
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let (s, a, r) = (env.service.clone(), alice.clone(), req.clone());
+            tokio::spawn(async move { s.post(&a, r).await.unwrap() })
+        })
+        .collect();
+    let mut ids = std::collections::BTreeSet::new();
+    for t in tasks {
+        ids.insert(t.await.unwrap().message);
+    }
+    assert_eq!(ids.len(), 1);
+}
+
+#[tokio::test]
+async fn bad_posts_get_specific_errors_and_change_nothing() {
+    let (env, alice, bob) = two_members().await;
+    let s = &env.service;
+    let carol = env.member("carol", "x@c:1").await;
+    env.channel("other", &["carol", "bob"]).await;
+    let q = s
+        .post(&alice, post("question", Some("demo"), None, "hello?"))
+        .await
+        .unwrap();
+
+    let cases: Vec<(&str, PostRequest, ErrorCode)> = vec![
+        (
+            "reply with no thread",
+            post("reply", Some("demo"), None, "hi"),
+            ErrorCode::ThreadRequired,
+        ),
+        (
+            "close with no thread",
+            post("close", Some("demo"), None, ""),
+            ErrorCode::ThreadRequired,
+        ),
+        (
+            "request without impact",
+            post("request", Some("demo"), None, "do it"),
+            ErrorCode::InvalidInput,
+        ),
+        (
+            "impact on a question",
+            PostRequest {
+                impact: Some(Impact::Code),
+                ..post("question", Some("demo"), None, "x")
+            },
+            ErrorCode::InvalidInput,
+        ),
+        (
+            "outcome on a reply",
+            PostRequest {
+                outcome: Some(Outcome::Failed),
+                ..post("reply", None, Some(&q.thread), "x")
+            },
+            ErrorCode::InvalidInput,
+        ),
+        (
+            "oversize body",
+            post(
+                "announce",
+                Some("demo"),
+                None,
+                &"x".repeat(MAX_BODY_BYTES + 1),
+            ),
+            ErrorCode::InvalidInput,
+        ),
+        (
+            "empty body",
+            post("announce", Some("demo"), None, "  "),
+            ErrorCode::InvalidInput,
+        ),
+        (
+            "unknown channel",
+            post("announce", Some("nope"), None, "x"),
+            ErrorCode::NotFound,
+        ),
+        (
+            "channel of others",
+            post("announce", Some("other"), None, "x"),
+            ErrorCode::NotFound,
+        ),
+        (
+            "non-member recipient",
+            PostRequest {
+                to: Some(vec![pid("carol")]),
+                ..post("announce", Some("demo"), None, "x")
+            },
+            ErrorCode::InvalidInput,
+        ),
+        (
+            "unknown thread",
+            post("reply", None, Some(&ThreadId::generate()), "x"),
+            ErrorCode::NotFound,
+        ),
+        (
+            "subject on a reply",
+            PostRequest {
+                subject: Some("s".into()),
+                ..post("reply", None, Some(&q.thread), "x")
+            },
+            ErrorCode::InvalidInput,
+        ),
+        (
+            "missing kind",
+            PostRequest {
+                kind: None,
+                ..post("announce", Some("demo"), None, "x")
+            },
+            ErrorCode::InvalidInput,
+        ),
+        (
+            "oversize attachment",
+            PostRequest {
+                attachments: vec![Attachment::Inline {
+                    filename: "a".into(),
+                    media_type: "text/plain".into(),
+                    data_base64: "A".repeat(8 * 1024 * 1024),
+                }],
+                ..post("announce", Some("demo"), None, "x")
+            },
+            ErrorCode::InvalidInput,
+        ),
+    ];
+    for (what, req, code) in cases {
+        let err = s.post(&alice, req).await.unwrap_err();
+        assert_eq!(err.code, code, "{what}: {err}");
+        assert!(!err.message.is_empty());
+    }
+    // Nothing reached bob's inbox but the one question.
+    assert_eq!(s.unread(&bob, "t").await.unwrap(), 1);
+
+    // A thread in a channel carol is not in looks exactly like an unknown one.
+    let foreign = s.thread(&carol, &q.thread, None, None).await.unwrap_err();
+    let unknown_id = ThreadId::generate();
+    let unknown = s.thread(&carol, &unknown_id, None, None).await.unwrap_err();
+    assert_eq!(foreign.code, unknown.code);
+    assert_eq!(
+        foreign.message.replace(q.thread.as_str(), "ID"),
+        unknown.message.replace(unknown_id.as_str(), "ID")
+    );
+}
+
+#[tokio::test]
+async fn long_bodies_are_read_whole_in_slices_of_at_most_twenty_thousand_characters() {
+    let (env, alice, bob) = two_members().await;
+    let body: String = (0..100_000)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect::<String>()
+        .replacen('a', "é", 10);
+    let r = env
+        .service
+        .post(&alice, post("announce", Some("demo"), None, &body))
+        .await
+        .unwrap();
+    let mut read = String::new();
+    let mut offset = Some(0);
+    while let Some(o) = offset {
+        let slice = env
+            .service
+            .read_message(&bob, &r.message, Some(o), None)
+            .await
+            .unwrap();
+        assert!(slice.body.chars().count() <= 20_000);
+        assert_eq!(slice.total_chars, body.chars().count());
+        read.push_str(&slice.body);
+        offset = slice.next_offset;
+    }
+    assert_eq!(read, body);
+}
