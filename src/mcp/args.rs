@@ -140,7 +140,14 @@ impl PostArgs {
             kind: Some(self.kind.domain()),
             channel: self.channel.map(ChannelName::parse).transpose()?,
             thread: self.thread.map(ThreadId::parse).transpose()?,
-            to: self.to.map(|to| to.into_iter().map(PersonId::parse).collect::<Result<Vec<_>, _>>()).transpose()?,
+            to: self
+                .to
+                .map(|to| {
+                    to.into_iter()
+                        .map(PersonId::parse)
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .transpose()?,
             subject: self.subject,
             body: self.body,
             impact: self.impact.map(ImpactArg::domain),

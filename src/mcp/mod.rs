@@ -49,7 +49,12 @@ struct Front {
 
 /// The `/mcp` endpoint and the metadata document. `public_url` is what clients reach this server at;
 /// `shutdown` ends every MCP session when it fires.
-pub fn router(service: Service, settings: &McpSettings, public_url: &str, shutdown: CancellationToken) -> Router {
+pub fn router(
+    service: Service,
+    settings: &McpSettings,
+    public_url: &str,
+    shutdown: CancellationToken,
+) -> Router {
     let front = Front {
         service: service.clone(),
         metadata_url: format!("{public_url}{PRM_PATH}"),
@@ -62,14 +67,22 @@ pub fn router(service: Service, settings: &McpSettings, public_url: &str, shutdo
         .with_allowed_origins(allowed_origins(settings, public_url))
         .enforce_origin_validation()
         .with_cancellation_token(shutdown.child_token());
-    let config = if settings.allowed_hosts.iter().any(|h| h == "*") { config.disable_allowed_hosts() } else { config };
+    let config = if settings.allowed_hosts.iter().any(|h| h == "*") {
+        config.disable_allowed_hosts()
+    } else {
+        config
+    };
     let tools = Tools::new(service);
     let mcp = StreamableHttpService::new(move || Ok(tools.clone()), sessions.into(), config);
     Router::new()
         .route(PRM_PATH, get(metadata))
         .route(&format!("{PRM_PATH}/mcp"), get(metadata))
         .with_state(front.clone())
-        .merge(Router::new().nest_service("/mcp", mcp).layer(middleware::from_fn_with_state(front, bearer)))
+        .merge(
+            Router::new()
+                .nest_service("/mcp", mcp)
+                .layer(middleware::from_fn_with_state(front, bearer)),
+        )
 }
 
 /// Loopback names plus the public URL's host, unless the configuration lists hosts.
@@ -91,8 +104,9 @@ fn allowed_origins(settings: &McpSettings, public_url: &str) -> Vec<String> {
     if !settings.allowed_origins.is_empty() {
         return settings.allowed_origins.clone();
     }
-    let mut origins: Vec<String> =
-        ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"].map(String::from).into();
+    let mut origins: Vec<String> = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
+        .map(String::from)
+        .into();
     origins.push(public_url.trim_end_matches('/').to_owned());
     origins
 }
@@ -102,8 +116,11 @@ fn url_host(url: &str) -> Option<String> {
     let rest = url.split_once("://")?.1;
     let authority = rest.split(['/', '?', '#']).next()?;
     let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
-    let host =
-        if let Some(v6) = authority.strip_prefix('[') { v6.split(']').next()? } else { authority.split(':').next()? };
+    let host = if let Some(v6) = authority.strip_prefix('[') {
+        v6.split(']').next()?
+    } else {
+        authority.split(':').next()?
+    };
     (!host.is_empty()).then(|| host.to_ascii_lowercase())
 }
 
@@ -118,7 +135,10 @@ async fn metadata(State(front): State<Front>) -> Response {
         "resource_documentation": "Ask a liaison admin for an agent token and send it as `Authorization: Bearer <token>`.",
     });
     let mut response = Json(doc).into_response();
-    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=3600"));
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=3600"),
+    );
     response
 }
 
@@ -129,7 +149,8 @@ async fn bearer(State(front): State<Front>, mut req: Request, next: Next) -> Res
         Err(e) => return refuse(&front, e),
     };
     if !(caller.scopes.contains(Scope::Agent) || caller.scopes.contains(Scope::Human)) {
-        let e = ServiceError::forbidden("MCP needs a token with scope `agent`; ask an admin for one");
+        let e =
+            ServiceError::forbidden("MCP needs a token with scope `agent`; ask an admin for one");
         return refuse(&front, e);
     }
     req.extensions_mut().insert::<Caller>(caller);
@@ -139,7 +160,9 @@ async fn bearer(State(front): State<Front>, mut req: Request, next: Next) -> Res
 /// The service's error as JSON, with a `WWW-Authenticate` challenge pointing at the metadata.
 fn refuse(front: &Front, e: ServiceError) -> Response {
     let challenge = match e.code {
-        ErrorCode::Unauthenticated => format!("Bearer resource_metadata=\"{}\"", front.metadata_url),
+        ErrorCode::Unauthenticated => {
+            format!("Bearer resource_metadata=\"{}\"", front.metadata_url)
+        }
         ErrorCode::TokenExpired | ErrorCode::TokenRevoked => format!(
             "Bearer error=\"invalid_token\", error_description=\"{}\", resource_metadata=\"{}\"",
             e.code, front.metadata_url
@@ -152,7 +175,9 @@ fn refuse(front: &Front, e: ServiceError) -> Response {
     };
     let mut response = ApiError(e).into_response();
     if let Ok(value) = HeaderValue::from_str(&challenge) {
-        response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
     }
     if response.status() == StatusCode::FORBIDDEN {
         tracing::debug!("MCP request refused: token lacks scope agent.");
@@ -167,11 +192,23 @@ mod tests {
     #[test]
     fn hosts_default_to_loopback_and_the_public_host() {
         let s = McpSettings::default();
-        assert_eq!(url_host("https://Liaison.example.com:8443/x"), Some("liaison.example.com".into()));
+        assert_eq!(
+            url_host("https://Liaison.example.com:8443/x"),
+            Some("liaison.example.com".into())
+        );
         assert_eq!(url_host("http://[::1]:8080"), Some("::1".into()));
         let hosts = allowed_hosts(&s, "https://liaison.example.com");
-        assert!(hosts.contains(&"liaison.example.com".to_owned()) && hosts.contains(&"localhost".to_owned()));
-        let s = McpSettings { allowed_hosts: vec!["gw.internal".into()], allowed_origins: vec![] };
-        assert_eq!(allowed_hosts(&s, "http://127.0.0.1:1"), vec!["gw.internal".to_owned()]);
+        assert!(
+            hosts.contains(&"liaison.example.com".to_owned())
+                && hosts.contains(&"localhost".to_owned())
+        );
+        let s = McpSettings {
+            allowed_hosts: vec!["gw.internal".into()],
+            allowed_origins: vec![],
+        };
+        assert_eq!(
+            allowed_hosts(&s, "http://127.0.0.1:1"),
+            vec!["gw.internal".to_owned()]
+        );
     }
 }

@@ -23,7 +23,10 @@ pub fn ok(value: impl Serialize, text: Vec<String>) -> CallToolResult {
 
 /// Adds one vendor `_meta` entry.
 pub fn with_meta(mut result: CallToolResult, key: &str, value: Value) -> CallToolResult {
-    let mut meta = result.meta.take().unwrap_or_else(|| MetaObject(Default::default()));
+    let mut meta = result
+        .meta
+        .take()
+        .unwrap_or_else(|| MetaObject(Default::default()));
     meta.0.insert(key.to_owned(), value);
     result.meta = Some(meta);
     result
@@ -59,7 +62,11 @@ pub fn message(m: &Value, extra: &str) -> String {
     );
     for key in ["agent", "subject", "impact", "outcome", "refers_to"] {
         if let Some(v) = m[key].as_str() {
-            let name = if key == "agent" { "self-declared agent" } else { key };
+            let name = if key == "agent" {
+                "self-declared agent"
+            } else {
+                key
+            };
             header.push_str(&format!(", {name} {v:?}"));
         }
     }
@@ -77,7 +84,11 @@ pub fn inbox(page: &InboxPage) -> Vec<String> {
     let mut blocks = Vec::new();
     for item in value["entries"].as_array().into_iter().flatten() {
         if item["type"] == "message" {
-            let mut extra = format!(", seq {}, thread {}", item["seq"], item["thread_state"].as_str().unwrap_or("?"));
+            let mut extra = format!(
+                ", seq {}, thread {}",
+                item["seq"],
+                item["thread_state"].as_str().unwrap_or("?")
+            );
             if item["body_truncated"] == true {
                 extra.push_str(&format!(
                     ", body cut at 2000 of {} characters: call read_message for the rest",
@@ -86,14 +97,20 @@ pub fn inbox(page: &InboxPage) -> Vec<String> {
             }
             blocks.push(message(item, &extra));
         } else {
-            blocks.push(format!("Notice from the liaison server (seq {}): {}", item["seq"], item["notice"]));
+            blocks.push(format!(
+                "Notice from the liaison server (seq {}): {}",
+                item["seq"], item["notice"]
+            ));
         }
     }
     let summary = if page.entries.is_empty() {
         if page.timed_out {
             "Inbox: nothing new during the wait. Nothing more is expected this turn.".to_owned()
         } else {
-            format!("Inbox: nothing new. Call again with after={} and wait_s to wait for entries.", page.cursor)
+            format!(
+                "Inbox: nothing new. Call again with after={} and wait_s to wait for entries.",
+                page.cursor
+            )
         }
     } else {
         format!(
@@ -101,7 +118,11 @@ pub fn inbox(page: &InboxPage) -> Vec<String> {
             page.entries.len(),
             if page.entries.len() == 1 { "y" } else { "ies" },
             page.cursor,
-            if page.more { " and get the following ones (more are waiting)" } else { "" }
+            if page.more {
+                " and get the following ones (more are waiting)"
+            } else {
+                ""
+            }
         )
     };
     blocks.push(summary);
@@ -121,7 +142,9 @@ pub fn slice(s: &MessageSlice) -> String {
     );
     let mut out = render_for_agent(&s.label, &header, &s.body);
     match s.next_offset {
-        Some(next) => out.push_str(&format!("\nMore follows: call read_message with offset={next}.")),
+        Some(next) => out.push_str(&format!(
+            "\nMore follows: call read_message with offset={next}."
+        )),
         None => out.push_str("\nEnd of the message."),
     }
     out
