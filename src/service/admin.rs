@@ -83,7 +83,12 @@ impl Service {
             display_name: "Administrator".into(),
             created_at: self.now(),
         };
-        store.insert_person(person).await?;
+        match store.insert_person(person).await {
+            Ok(()) => {}
+            // Another replica bootstrapped at the same moment: it created (and printed) the token.
+            Err(StoreError::Conflict(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
         let spec = TokenSpec {
             person: admin,
             scopes: Scopes::default().with(Scope::Admin),

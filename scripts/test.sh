@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The whole test suite, as the README says: installs what the tests need (a Python venv with the
+# official MCP SDK, PostgreSQL running locally), then runs the Rust suite and the Python interop
+# tests once against SQLite and once against PostgreSQL.
+#
+# Environment:
+#   LIAISON_TEST_PG_URL  PostgreSQL server for the PostgreSQL pass
+#                        (default postgres://postgres@127.0.0.1:5432/postgres)
+#   CARGO_TARGET_DIR     where cargo builds (default: target/ in the repository)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+pg_url=${LIAISON_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/postgres}
+target=${CARGO_TARGET_DIR:-$root/target}
+export CARGO_TARGET_DIR=$target
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "PostgreSQL"
+if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
+  if command -v pg_ctlcluster >/dev/null 2>&1; then
+    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start || true
+  fi
+  for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
+fi
+pg_isready -h 127.0.0.1 -p 5432
+
+step "Python environment (.venv)"
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+
+step "Build"
+cargo build --locked --all-targets
+
+step "Rust suite on SQLite"
+cargo test --locked -- --test-threads=2
+
+step "Rust suite on PostgreSQL"
+LIAISON_TEST_DATABASE_URL=$pg_url cargo test --locked --test api -- --test-threads=2
+
+export LIAISON_BIN=$target/debug/liaison
+step "MCP interop (official Python SDK) on SQLite"
+.venv/bin/python -m pytest -q tests/mcp
+
+step "MCP interop (official Python SDK) on PostgreSQL"
+LIAISON_TEST_DATABASE_URL=$pg_url .venv/bin/python -m pytest -q tests/mcp
