@@ -33,6 +33,13 @@ pub enum Command {
     /// Manage channels, their members and approval policy.
     #[command(subcommand)]
     Channel(admin::ChannelCommand),
+    /// MCP over stdio, for clients that only speak stdio; forwards to a running server.
+    Mcp(crate::mcp::agent::McpArgs),
+    /// Claude Code / Codex hooks: session-start and stop.
+    #[command(subcommand)]
+    Hook(crate::mcp::agent::HookCommand),
+    /// Wake-up relay: runs COMMAND (with a summary on stdin) when inbox entries arrive.
+    Watch(crate::mcp::watch::WatchArgs),
     /// Exit 0 when the server at URL answers /readyz, else 1 (for container health checks).
     Healthcheck {
         /// Base URL of the server, e.g. http://127.0.0.1:8080
@@ -69,6 +76,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Person(c) => admin::person(c).await,
         Command::Token(c) => admin::token(c).await,
         Command::Channel(c) => admin::channel(c).await,
+        Command::Mcp(args) => crate::mcp::agent::mcp(args).await,
+        Command::Hook(command) => crate::mcp::agent::hook(command).await,
+        Command::Watch(args) => crate::mcp::watch::run(args).await,
         Command::Healthcheck { url } => {
             let url = format!("{}/readyz", url.trim_end_matches('/'));
             let response = reqwest::Client::new()

@@ -8,9 +8,14 @@
 //! Depends on `service`, `domain` and `admin`'s header parsing; nothing depends on it but `app`.
 //! Protocol decisions are written down in `README.md` next to this file.
 
+pub mod agent;
 mod args;
+mod progress;
+mod remote;
 mod render;
+mod stdio;
 mod tools;
+pub mod watch;
 
 use std::time::Duration;
 

@@ -1,0 +1,41 @@
+//! Progress while a tool waits: when the client sent a `progressToken`, a notification every few
+//! seconds keeps client timeouts and idle proxies from cutting a long-poll; a cancelled call or a
+//! client that went away ends the wait by dropping the future.
+
+use std::future::Future;
+use std::time::Duration;
+
+use rmcp::RoleServer;
+use rmcp::model::ProgressNotificationParam;
+use rmcp::service::RequestContext;
+
+/// How often a waiting call reports progress.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// Runs `work`, reporting progress (seconds waited, out of `total_s`) while it runs. `None` when the
+/// call was cancelled or the client stopped listening; `work` is then dropped.
+pub async fn with_progress<F: Future>(
+    work: F,
+    ctx: &RequestContext<RoleServer>,
+    total_s: u64,
+) -> Option<F::Output> {
+    tokio::pin!(work);
+    let token = ctx.meta.get_progress_token();
+    let started = tokio::time::Instant::now();
+    let mut ticks = tokio::time::interval_at(started + PROGRESS_EVERY, PROGRESS_EVERY);
+    loop {
+        tokio::select! {
+            out = &mut work => return Some(out),
+            () = ctx.ct.cancelled() => return None,
+            _ = ticks.tick(), if token.is_some() => {
+                let waited = started.elapsed().as_secs_f64().floor();
+                let note = ProgressNotificationParam::new(token.clone()?, waited)
+                    .with_total(total_s as f64)
+                    .with_message(format!("Waiting for inbox entries ({waited:.0} of {total_s} s)."));
+                if ctx.peer.notify_progress(note).await.is_err() {
+                    return None;
+                }
+            }
+        }
+    }
+}
