@@ -42,6 +42,9 @@ pub const PRM_PATH: &str = "/.well-known/oauth-protected-resource";
 /// Idle time after which a legacy MCP session is dropped; well above the longest long-poll (50 s).
 const SESSION_KEEP_ALIVE: Duration = Duration::from_secs(600);
 
+/// Time between shutdown and the closing of MCP sessions, for in-flight answers to be written.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
+
 /// What the middleware needs to answer 401s consistently with the metadata document.
 #[derive(Clone)]
 struct Front {
@@ -71,7 +74,7 @@ pub fn router(
         .with_allowed_hosts(allowed_hosts(settings, public_url))
         .with_allowed_origins(allowed_origins(settings, public_url))
         .enforce_origin_validation()
-        .with_cancellation_token(shutdown.child_token());
+        .with_cancellation_token(sessions_token(shutdown));
     let config = if settings.allowed_hosts.iter().any(|h| h == "*") {
         config.disable_allowed_hosts()
     } else {
@@ -88,6 +91,19 @@ pub fn router(
                 .nest_service("/mcp", mcp)
                 .layer(middleware::from_fn_with_state(front, bearer)),
         )
+}
+
+/// Cancelled a moment after `shutdown`: the service ends long-polls with their current (empty)
+/// answer at once, and that answer must still reach the client before rmcp closes the sessions.
+fn sessions_token(shutdown: CancellationToken) -> CancellationToken {
+    let sessions = CancellationToken::new();
+    let token = sessions.clone();
+    tokio::spawn(async move {
+        shutdown.cancelled().await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+        token.cancel();
+    });
+    sessions
 }
 
 /// Loopback names plus the public URL's host, unless the configuration lists hosts.

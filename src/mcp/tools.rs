@@ -163,7 +163,7 @@ impl Tools {
             let names: Vec<_> = channels.iter().map(|ch| ch.name.as_str()).collect();
             let agent = c.agent.as_ref().map(AgentIdentity::as_str).unwrap_or_default();
             let text = format!(
-                "You are {} ({}, person id {}), token scopes {}; channels: {}. Agent identity {agent} ({} , self-declared).",
+                "You are {} ({}, person id {}), token scopes {}; channels: {}. Agent identity {agent} ({}, self-declared).",
                 c.person.display_name,
                 c.person.kind,
                 c.person.id,

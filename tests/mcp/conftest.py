@@ -141,11 +141,17 @@ def server():
     srv.person("carol", "Carol Outsider")
     srv.channel("demo", ["alice", "bob"])
     yield srv
-    srv.process.terminate()
-    try:
-        srv.process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        srv.process.kill()
+    stop_server(srv, dbname)
+
+
+def stop_server(srv: Server, dbname: str | None) -> None:
+    """Stops the server (if still running), removes its data and drops its database."""
+    if srv.process.poll() is None:
+        srv.process.terminate()
+        try:
+            srv.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            srv.process.kill()
     shutil.rmtree(srv.data_dir, ignore_errors=True)
     if dbname:
         admin_url = postgres_base(os.environ["LIAISON_TEST_DATABASE_URL"]) + "/postgres"

@@ -1,11 +1,14 @@
 """The inbox over MCP: long-poll wake-up, progress, disconnects, and the exactly-once drain."""
 
+import json
+import threading
 import time
+import urllib.request
 
 import anyio
 import pytest
 
-from conftest import MODES, call, call_error, connect, unique
+from conftest import MODES, call, call_error, connect, start_server, stop_server, unique
 from test_conversation import drain
 
 pytestmark = pytest.mark.anyio
@@ -62,10 +65,11 @@ async def test_an_empty_full_wait_reports_progress_and_ends_the_loop(server, tok
         assert seen and seen[0][1] == 6 and "Waiting" in seen[0][2]
 
 
-async def test_a_disconnect_mid_wait_acknowledges_nothing(server, tokens):
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_disconnect_mid_wait_acknowledges_nothing(server, tokens, mode):
     consumer = unique("gone")
     async with connect(server, tokens["alice"]) as alice:
-        async with connect(server, tokens["bob"], "2026-07-28") as bob:
+        async with connect(server, tokens["bob"], mode) as bob:
             cursor = await drain(bob, consumer)
             with anyio.move_on_after(1.0):
                 await bob.call_tool("inbox", {"consumer": consumer, "after": cursor, "wait_s": 30})
@@ -144,3 +148,41 @@ async def test_a_body_imitating_the_label_cannot_forge_one(server, tokens):
         nonce = lines[1].split()[1]
         closing = [l for l in lines if l.startswith("liaison-data") and l.endswith(">>>")]
         assert closing == [f"liaison-data {nonce}>>>"] and lines[-1] == closing[0]
+
+
+def test_shutdown_ends_a_long_poll_with_its_empty_answer():
+    srv, dbname = start_server()
+    try:
+        srv.person("dora", "Dora")
+        token = srv.token("dora")["secret"]
+        body = {
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "inbox", "arguments": {"consumer": "x", "wait_s": 50},
+                       "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                 "io.modelcontextprotocol/clientCapabilities": {}}},
+        }
+        req = urllib.request.Request(srv.mcp_url, data=json.dumps(body).encode(), method="POST", headers={
+            "Authorization": f"Bearer {token}", "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "tools/call", "Mcp-Name": "inbox",
+        })
+        got = {}
+
+        def poll():
+            with urllib.request.urlopen(req, timeout=60) as r:
+                got["body"] = r.read().decode()
+            got["at"] = time.monotonic()
+
+        t = threading.Thread(target=poll)
+        t.start()
+        time.sleep(1.0)
+        stopped = time.monotonic()
+        srv.process.terminate()
+        t.join(timeout=10)
+        assert srv.process.wait(timeout=10) == 0
+        assert got["at"] - stopped < 2.0
+        data = [l[5:] for l in got["body"].splitlines() if l.startswith("data:") and l[5:].strip()]
+        result = json.loads(data[-1])["result"]
+        assert result["structuredContent"]["entries"] == [] and not result["isError"]
+    finally:
+        stop_server(srv, dbname)
