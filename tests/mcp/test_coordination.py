@@ -48,6 +48,8 @@ async def test_sessions_without_a_declared_identity_are_told_apart(server, token
             connect(server, tokens["bob"]) as two:
         me = await call(one, "whoami")
         assert me["agent"]["source"] == "derived" and me["agent"]["self_declared"] is True
+        declared = await call(one, "whoami", agent="claude@bobmac:42")
+        assert declared["agent"] == {"identity": "claude@bobmac:42", "source": "argument", "self_declared": True}
         req = await call(alice, "post", kind="handoff", channel="demo", body="Take the migration.")
         first = await call(one, "claim", thread=req["thread"])
         err, _ = await call_error(two, "claim", thread=req["thread"])
