@@ -5,7 +5,7 @@
 //! `hookSpecificOutput.additionalContext` JSON on stdout; Stop exits 2 with a one-line reason on
 //! stderr to keep the agent going while its consumer has unread entries.
 
-use std::io::Read as _;
+use std::io::{IsTerminal as _, Read as _};
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
@@ -19,17 +19,19 @@ pub struct Connection {
     /// Base URL of the liaison server.
     #[arg(long, env = "LIAISON_URL", default_value = "http://127.0.0.1:8080")]
     pub url: String,
-    /// The person's agent token.
+    /// The person's agent token (optional here so that a hook missing it fails softly, not with
+    /// clap's exit code 2, which a Stop hook would take as "block").
     #[arg(long, env = "LIAISON_TOKEN", hide_env_values = true)]
-    pub token: String,
+    pub token: Option<String>,
     /// Agent identity agent_id@host:session (self-declared); default: one made up per process.
     #[arg(long, env = "LIAISON_AGENT")]
     pub agent: Option<String>,
 }
 
 impl Connection {
-    fn remote(&self, default_agent: Option<String>) -> anyhow::Result<Remote> {
-        Remote::new(&self.url, &self.token, self.agent.clone().or(default_agent))
+    pub(super) fn remote(&self, default_agent: Option<String>) -> anyhow::Result<Remote> {
+        let token = self.token.as_deref().unwrap_or_default();
+        Remote::new(&self.url, token, self.agent.clone().or(default_agent))
     }
 }
 
@@ -70,7 +72,9 @@ pub async fn mcp(args: McpArgs) -> anyhow::Result<()> {
 /// `liaison hook …`. Exits the process with the hook's code.
 pub async fn hook(command: HookCommand) -> anyhow::Result<()> {
     let mut input = String::new();
-    let _ = std::io::stdin().read_to_string(&mut input);
+    if !std::io::stdin().is_terminal() {
+        let _ = std::io::stdin().read_to_string(&mut input);
+    }
     let input: Value = serde_json::from_str(&input).unwrap_or(Value::Null);
     match command {
         HookCommand::SessionStart(args) => {

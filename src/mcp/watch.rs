@@ -38,11 +38,7 @@ pub struct WatchArgs {
 
 /// Runs until interrupted.
 pub async fn run(args: WatchArgs) -> anyhow::Result<()> {
-    let remote = Remote::new(
-        &args.connection.url,
-        &args.connection.token,
-        args.connection.agent.clone(),
-    )?;
+    let remote = args.connection.remote(None)?;
     let shadow = format!("{}.watch", args.consumer);
     // Start from now: what arrived before the relay started is the agent's business.
     let (r, s) = (&remote, shadow.as_str());

@@ -143,3 +143,13 @@ def wait_for(condition, timeout=15.0):
             return
         time.sleep(0.1)
     raise AssertionError("timed out")
+
+
+def test_a_misconfigured_stop_hook_never_blocks_the_agent(server):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LIAISON_")}
+    no_token = subprocess.run([str(binary()), "hook", "stop"], input="{}", capture_output=True, text=True,
+                              timeout=30, env={**env, "LIAISON_URL": server.url})
+    assert no_token.returncode == 1 and "LIAISON_TOKEN" in no_token.stderr
+    down = subprocess.run([str(binary()), "hook", "stop"], input="{}", capture_output=True, text=True,
+                          timeout=30, env={**env, "LIAISON_URL": "http://127.0.0.1:9", "LIAISON_TOKEN": "lsn_x"})
+    assert down.returncode == 0 and "could not check" in down.stderr
