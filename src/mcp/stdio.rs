@@ -75,7 +75,7 @@ fn failure(text: String) -> CallToolResult {
 pub async fn serve(remote: Remote) -> anyhow::Result<()> {
     let proxy = Proxy {
         remote,
-        tools: Tools::tool_router().list_all(),
+        tools: Tools::router().list_all(),
     };
     let running = proxy.serve(rmcp::transport::stdio()).await?;
     running.waiting().await?;

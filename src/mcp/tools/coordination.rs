@@ -1,0 +1,255 @@
+//! The coordination tools: `claim`, `presence_set`, `fleet`, `lease_acquire`, `lease_release`,
+//! `leases`.
+
+use rmcp::handler::server::tool::Extension;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, tool, tool_router};
+use serde_json::json;
+
+use super::{Parts, Tools, caller, done, more, page};
+use crate::domain::{LeaseMode, ThreadId};
+use crate::mcp::args::{
+    ClaimActionArg, ClaimArgs, LeaseAcquireArgs, LeaseReleaseArgs, ListArgs, PresenceArgs,
+};
+use crate::mcp::render;
+use crate::service::{ClaimAction, ClaimTarget, LeaseSpec, PresenceSpec, ServiceError};
+
+#[tool_router(router = coordination_router, vis = "pub(super)")]
+impl Tools {
+    #[tool(
+        description = "Claim a request or handoff thread addressed to you, so that exactly one agent session works \
+                       on it (thread=\"next\" takes the oldest waiting one). Renew before the lease ends; a reply \
+                       or close releases it. Another session holding it gets already_claimed with the holder.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn claim(
+        &self,
+        Parameters(a): Parameters<ClaimArgs>,
+        Extension(parts): Extension<Parts>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        done(
+            async {
+                let (c, _) = caller(&parts, &ctx, a.agent.as_deref())?;
+                let target = match a.thread.as_str() {
+                    "next" if a.action == ClaimActionArg::Claim => ClaimTarget::Next,
+                    "next" => {
+                        return Err(ServiceError::invalid(
+                            "give the thread id to renew or release",
+                        ));
+                    }
+                    id => ClaimTarget::Thread(ThreadId::parse(id)?),
+                };
+                let action = match a.action {
+                    ClaimActionArg::Claim | ClaimActionArg::Renew => ClaimAction::Claim,
+                    ClaimActionArg::Release => ClaimAction::Release,
+                };
+                let claim = self.service.claim(&c, target, action, a.lease_s).await?;
+                let text = match &claim {
+                    Some(cl) => format!(
+                        "You ({}) hold thread {} until {}.",
+                        cl.session, cl.thread, cl.expires_at
+                    ),
+                    None => "Claim released.".to_owned(),
+                };
+                Ok(render::ok(json!({ "claim": claim }), vec![text]))
+            }
+            .await,
+        )
+    }
+
+    #[tool(
+        description = "Report what your agent session is doing (started, working, blocked, done, idle) with an \
+                       optional one-line task; it expires after ttl_s unless reported again.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn presence_set(
+        &self,
+        Parameters(a): Parameters<PresenceArgs>,
+        Extension(parts): Extension<Parts>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        done(
+            async {
+                let (c, _) = caller(&parts, &ctx, a.agent.as_deref())?;
+                let spec = PresenceSpec {
+                    transition: a.transition.domain(),
+                    task: a.task,
+                    ttl_s: a.ttl_s,
+                };
+                let p = self.service.presence_set(&c, spec).await?;
+                let text = format!(
+                    "Presence of {} set to {} until {}.",
+                    p.agent, p.transition, p.expires_at
+                );
+                Ok(render::ok(json!({ "presence": p }), vec![text]))
+            }
+            .await,
+        )
+    }
+
+    #[tool(
+        description = "Live presence of the agents of everyone who shares a channel with you. Paginated.",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn fleet(
+        &self,
+        Parameters(a): Parameters<ListArgs>,
+        Extension(parts): Extension<Parts>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        done(
+            async {
+                let (c, _) = caller(&parts, &ctx, None)?;
+                let (items, next_cursor) = page(self.service.fleet(&c).await?, &a)?;
+                let lines: Vec<String> = items
+                    .iter()
+                    .map(|p| {
+                        let task = p
+                            .task
+                            .as_deref()
+                            .map(|t| format!(": {t:?}"))
+                            .unwrap_or_default();
+                        format!(
+                            "- {} / {} (self-declared): {}{task}, until {}",
+                            p.person, p.agent, p.transition, p.expires_at
+                        )
+                    })
+                    .collect();
+                let text = if lines.is_empty() {
+                    "No live agents.".to_owned()
+                } else {
+                    format!("Fleet:\n{}", lines.join("\n"))
+                };
+                Ok(render::ok(
+                    json!({ "fleet": items, "next_cursor": next_cursor }),
+                    vec![text + &more(&next_cursor)],
+                ))
+            }
+            .await,
+        )
+    }
+
+    #[tool(
+        description = "Take an advisory lease on a named resource (repo:…, service:…) for ttl_s; acquire again to \
+                       renew. Held by someone else: refused with the holder, unless force (ask a human first).",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn lease_acquire(
+        &self,
+        Parameters(a): Parameters<LeaseAcquireArgs>,
+        Extension(parts): Extension<Parts>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        done(
+            async {
+                let (c, _) = caller(&parts, &ctx, a.agent.as_deref())?;
+                let spec = LeaseSpec {
+                    resource: a.resource,
+                    mode: a.mode.map_or(LeaseMode::Exclusive, |m| m.domain()),
+                    ttl_s: a.ttl_s,
+                    force: a.force,
+                };
+                let l = self.service.lease_acquire(&c, spec).await?;
+                let text = format!(
+                    "You ({}) hold {} ({}) until {}.",
+                    l.agent, l.resource, l.mode, l.expires_at
+                );
+                Ok(render::ok(json!({ "lease": l }), vec![text]))
+            }
+            .await,
+        )
+    }
+
+    #[tool(
+        description = "Release a lease your agent session holds.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn lease_release(
+        &self,
+        Parameters(a): Parameters<LeaseReleaseArgs>,
+        Extension(parts): Extension<Parts>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        done(
+            async {
+                let (c, _) = caller(&parts, &ctx, a.agent.as_deref())?;
+                self.service.lease_release(&c, &a.resource).await?;
+                Ok(render::ok(
+                    json!({ "released": a.resource }),
+                    vec![format!("Released {}.", a.resource)],
+                ))
+            }
+            .await,
+        )
+    }
+
+    #[tool(
+        description = "Live leases of everyone who shares a channel with you. Paginated.",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn leases(
+        &self,
+        Parameters(a): Parameters<ListArgs>,
+        Extension(parts): Extension<Parts>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        done(
+            async {
+                let (c, _) = caller(&parts, &ctx, None)?;
+                let (items, next_cursor) = page(self.service.leases(&c).await?, &a)?;
+                let lines: Vec<String> = items
+                    .iter()
+                    .map(|l| {
+                        format!(
+                            "- {}: {} / {} (self-declared), {} until {}",
+                            l.resource, l.person, l.agent, l.mode, l.expires_at
+                        )
+                    })
+                    .collect();
+                let text = if lines.is_empty() {
+                    "No live leases.".to_owned()
+                } else {
+                    format!("Leases:\n{}", lines.join("\n"))
+                };
+                Ok(render::ok(
+                    json!({ "leases": items, "next_cursor": next_cursor }),
+                    vec![text + &more(&next_cursor)],
+                ))
+            }
+            .await,
+        )
+    }
+}
