@@ -15,7 +15,7 @@ use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::bus::LocalBus;
+use crate::bus::{LocalBus, PgBus, WakeBus};
 use crate::clock::SystemClock;
 use crate::config::Config;
 use crate::service::Service;
@@ -54,9 +54,16 @@ impl App {
                 redact(&config.database_url)
             )
         })?;
+        let bus: Arc<dyn WakeBus> = if config.uses_sqlite() {
+            Arc::new(LocalBus::default())
+        } else {
+            PgBus::start(&config.database_url, shutdown.clone())
+                .await
+                .context("Could not listen for wake-ups on PostgreSQL")?
+        };
         let service = Service::new(
             Arc::new(store),
-            Arc::new(LocalBus::default()),
+            bus,
             Arc::new(SystemClock),
             config.settings.clone(),
             shutdown.clone(),

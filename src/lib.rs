@@ -25,3 +25,4 @@ pub mod domain;
 pub mod mcp;
 pub mod service;
 pub mod store;
+pub mod tls;

@@ -1,11 +1,10 @@
 //! Storage: one `Store` over sqlx's `Any` driver, for SQLite (default) and PostgreSQL.
 //!
 //! The SQL is written once (`$1` placeholders work on both backends); what differs per backend lives
-//! in [`sqlite`] (file, pragmas, the group-commit writer) and [`postgres`] (pool). Every write runs
-//! as one transaction through [`Store::write`]: on SQLite all writes go through a single writer task
-//! that commits many concurrent operations together (each in its own savepoint, one fsync per batch);
-//! on PostgreSQL each write is its own transaction and the server groups WAL flushes of concurrent
-//! commits. Either way a write is acknowledged only after its commit is durable.
+//! in [`sqlite`] (file, pragmas) and [`postgres`] (pool, locks). Every write runs through
+//! [`Store::write`] and the group-commit writer ([`writer`]): one task per process commits many
+//! concurrent operations together, each in its own savepoint, one durable flush per batch. A write
+//! is acknowledged only after its commit is durable.
 //!
 //! The store knows tables and transactions, not rules: validation and permissions are the service's.
 //! It does apply the pure thread state machine inside the posting transaction, so that the state
@@ -17,6 +16,7 @@ mod people;
 mod postgres;
 mod records;
 mod sqlite;
+mod writer;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -87,19 +87,13 @@ pub enum Backend {
     Postgres,
 }
 
-enum Writer {
-    /// SQLite: the one writer task, fed by a channel.
-    Batched(sqlite::BatchWriter),
-    /// PostgreSQL: a transaction per write from the pool.
-    Pool,
-}
-
 /// The database, opened and migrated. Cheap to share behind an `Arc`.
 pub struct Store {
     backend: Backend,
-    /// Reads (and on PostgreSQL, writes).
+    /// Reads.
     pool: AnyPool,
-    writer: Writer,
+    /// Every write.
+    writer: writer::BatchWriter,
 }
 
 impl Store {
@@ -107,18 +101,18 @@ impl Store {
     pub async fn open(url: &str) -> Result<Store> {
         sqlx::any::install_default_drivers();
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let pool = postgres::open(url).await?;
+            let (pool, writer) = postgres::open(url).await?;
             Ok(Store {
                 backend: Backend::Postgres,
                 pool,
-                writer: Writer::Pool,
+                writer,
             })
         } else if url.starts_with("sqlite:") {
             let (pool, writer) = sqlite::open(url).await?;
             Ok(Store {
                 backend: Backend::Sqlite,
                 pool,
-                writer: Writer::Batched(writer),
+                writer,
             })
         } else {
             Err(StoreError::Database(format!(
@@ -137,18 +131,10 @@ impl Store {
         T: Send + 'static,
         F: for<'c> FnOnce(&'c mut AnyConnection) -> BoxFut<'c, Result<T>> + Send + 'static,
     {
-        match &self.writer {
-            Writer::Batched(w) => w.run(op).await,
-            Writer::Pool => {
-                let mut tx = self.pool.begin().await?;
-                let value = op(&mut tx).await?;
-                tx.commit().await?;
-                Ok(value)
-            }
-        }
+        self.writer.run(op).await
     }
 
-    /// ` FOR UPDATE` on PostgreSQL; SQLite's writer is alone, so it needs no row locks.
+    /// ` FOR UPDATE` on PostgreSQL, where other replicas write too; SQLite has one writer.
     pub(crate) fn for_update(&self) -> &'static str {
         match self.backend {
             Backend::Postgres => " FOR UPDATE",
@@ -164,9 +150,7 @@ impl Store {
 
     /// Closes connections after in-flight writes finish.
     pub async fn close(&self) {
-        if let Writer::Batched(w) = &self.writer {
-            w.close().await;
-        }
+        self.writer.close().await;
         self.pool.close().await;
     }
 }

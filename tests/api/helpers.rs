@@ -20,6 +20,7 @@ pub struct TestDb {
 
 impl TestDb {
     pub async fn new() -> TestDb {
+        liaison::tls::install_crypto_provider();
         match std::env::var("LIAISON_TEST_DATABASE_URL") {
             Ok(admin_url) if admin_url.starts_with("postgres") => {
                 let name = format!("liaison_test_{}", uuid::Uuid::new_v4().simple());
@@ -53,6 +54,12 @@ impl TestDb {
                 }
             }
         }
+    }
+}
+
+impl TestDb {
+    pub fn is_postgres(&self) -> bool {
+        self.pg.is_some()
     }
 }
 
@@ -98,12 +105,20 @@ impl TestEnv {
     }
 
     pub async fn with_settings(settings: Settings) -> TestEnv {
-        let db = TestDb::new().await;
+        Self::on(TestDb::new().await, Arc::new(LocalBus::default()), settings).await
+    }
+
+    /// A service over `db` with `bus` (e.g. one replica of several sharing a database).
+    pub async fn on(
+        db: TestDb,
+        bus: Arc<dyn liaison::bus::WakeBus>,
+        settings: Settings,
+    ) -> TestEnv {
         let store = Store::open(&db.url).await.expect("open the store");
         let clock = ManualClock::starting_at(t0());
         let service = Service::new(
             Arc::new(store),
-            Arc::new(LocalBus::default()),
+            bus,
             Arc::new(clock.clone()),
             settings,
             CancellationToken::new(),

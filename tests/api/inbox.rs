@@ -184,3 +184,64 @@ async fn bad_inbox_calls_are_refused_and_change_nothing() {
         "nothing was acknowledged"
     );
 }
+
+/// Replicas on one PostgreSQL database: a post on one wakes a long-poll waiting on the other
+/// through `LISTEN/NOTIFY`. On SQLite (one process by design) there is nothing to test.
+#[tokio::test]
+async fn on_postgres_a_post_on_one_replica_wakes_a_long_poll_on_another() {
+    use std::sync::Arc;
+
+    use liaison::bus::PgBus;
+    use liaison::domain::{Scope, Scopes};
+    use liaison::service::{Service, TokenSpec};
+
+    let db = crate::helpers::TestDb::new().await;
+    if !db.is_postgres() {
+        return;
+    }
+    let url = db.url.clone();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let a = TestEnv::on(
+        db,
+        PgBus::start(&url, stop.clone()).await.unwrap(),
+        Default::default(),
+    )
+    .await;
+    let alice = a.member("alice", "claude@a:1").await;
+    a.member("bob", "codex@b:1").await;
+    a.channel("demo", &["alice", "bob"]).await;
+    let spec = TokenSpec {
+        person: crate::helpers::pid("bob"),
+        scopes: Scopes::default().with(Scope::Agent),
+        expires_in_s: None,
+        description: String::new(),
+    };
+    let secret = a.service.issue_token(&a.admin, spec).await.unwrap().secret;
+
+    // Replica b: its own store and bus on the same database.
+    let b = Service::new(
+        Arc::new(liaison::store::Store::open(&url).await.unwrap()),
+        PgBus::start(&url, stop.clone()).await.unwrap(),
+        Arc::new(liaison::clock::SystemClock),
+        Default::default(),
+        stop.clone(),
+    );
+    let bob_on_b = b.authenticate(&secret).await.unwrap();
+    let waiter =
+        tokio::spawn(async move { b.inbox(&bob_on_b, req("claude", None, 30)).await.unwrap() });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    a.service
+        .post(
+            &alice,
+            post("question", Some("demo"), None, "across replicas?"),
+        )
+        .await
+        .unwrap();
+    // Without the cross-replica wake-up the call would only return at its 30 s deadline.
+    let page = tokio::time::timeout(Duration::from_secs(20), waiter)
+        .await
+        .expect("woken across replicas")
+        .unwrap();
+    assert_eq!(page.entries.len(), 1);
+    stop.cancel();
+}

@@ -3,12 +3,17 @@
 //! A signal carries no data; a woken waiter reads the store. Subscribing before reading and reading
 //! again after every signal means no entry can slip between a read and a wait. The trait leaves room
 //! for a database-backed bus (PostgreSQL `LISTEN/NOTIFY`) when several replicas share one database;
-//! [`LocalBus`] serves one process.
+//! [`LocalBus`] serves one process; [`PgBus`] adds PostgreSQL `LISTEN/NOTIFY` so that a post on one
+//! replica wakes long-polls on every replica.
+
+mod postgres;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
+
+pub use postgres::PgBus;
 
 /// What a waiter waits on, e.g. a person's inbox.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -21,6 +26,11 @@ impl Topic {
 
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// A topic received from another replica.
+    pub(crate) fn from_wire(s: String) -> Self {
+        Topic(s)
     }
 }
 
@@ -50,6 +60,17 @@ impl Subscription {
 pub struct LocalBus {
     /// Senders by topic. A std mutex: held only for map operations, never across an await.
     topics: Arc<Mutex<HashMap<Topic, watch::Sender<u64>>>>,
+}
+
+impl LocalBus {
+    /// Wakes every subscriber of every topic: after a gap in cross-replica notifications, waiters
+    /// re-read the store rather than risk sleeping through an entry.
+    pub fn publish_all(&self) {
+        let topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+        for tx in topics.values() {
+            tx.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
 }
 
 impl WakeBus for LocalBus {

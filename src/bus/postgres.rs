@@ -1,0 +1,96 @@
+//! The cross-replica wake-up bus on PostgreSQL `LISTEN/NOTIFY`.
+//!
+//! `publish` wakes local subscribers at once and queues a `pg_notify` on the channel
+//! [`CHANNEL`]; a listener task turns every notification (from any replica, this one included) into
+//! a local publish. A notification only says "read again", so duplicates are harmless. When the
+//! listening connection drops, notifications sent meanwhile are lost: on reconnect every local
+//! waiter is woken to re-read the store, so no entry is slept through.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::{LocalBus, Subscription, Topic, WakeBus};
+
+/// The PostgreSQL notification channel shared by all replicas.
+pub const CHANNEL: &str = "liaison_wake";
+
+/// Local waiters plus notifications across replicas.
+pub struct PgBus {
+    local: LocalBus,
+    /// Topics to announce to the other replicas; drained by the notifier task.
+    outgoing: mpsc::UnboundedSender<Topic>,
+}
+
+impl PgBus {
+    /// Connects, starts the listener and notifier tasks (which stop with `shutdown`), and returns
+    /// once the listener is subscribed.
+    pub async fn start(url: &str, shutdown: CancellationToken) -> Result<Arc<PgBus>, sqlx::Error> {
+        let local = LocalBus::default();
+        let pool = PgPoolOptions::new().max_connections(2).connect(url).await?;
+        let mut listener = PgListener::connect_with(&pool).await?;
+        listener.listen(CHANNEL).await?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(listen(listener, local.clone(), shutdown.clone()));
+        tokio::spawn(notify(pool, rx, shutdown));
+        Ok(Arc::new(PgBus {
+            local,
+            outgoing: tx,
+        }))
+    }
+}
+
+impl WakeBus for PgBus {
+    fn publish(&self, topic: &Topic) {
+        self.local.publish(topic);
+        let _ = self.outgoing.send(topic.clone());
+    }
+
+    fn subscribe(&self, topic: &Topic) -> Subscription {
+        self.local.subscribe(topic)
+    }
+}
+
+async fn listen(mut listener: PgListener, local: LocalBus, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            next = listener.try_recv() => match next {
+                Ok(Some(n)) => local.publish(&Topic::from_wire(n.payload().to_owned())),
+                // The connection dropped; sqlx reconnects on the next call. Anything sent in the
+                // gap is lost, so wake everyone to re-read.
+                Ok(None) => local.publish_all(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "Lost the wake-up listener; retrying.");
+                    local.publish_all();
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            },
+        }
+    }
+}
+
+async fn notify(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Topic>, shutdown: CancellationToken) {
+    let mut batch = Vec::new();
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            n = rx.recv_many(&mut batch, 256) => if n == 0 { return },
+        }
+        batch.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        batch.dedup();
+        for topic in batch.drain(..) {
+            let sent = sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(CHANNEL)
+                .bind(topic.as_str())
+                .execute(&pool)
+                .await;
+            if let Err(e) = sent {
+                tracing::warn!(error = %e, topic = topic.as_str(), "Could not notify the other replicas.");
+            }
+        }
+    }
+}
