@@ -9,11 +9,13 @@
 //! - [`clock`]: time as the service sees it; tests move it by hand.
 //! - [`service`]: every operation and every business rule, once, transport-neutral.
 //! - [`admin`]: the admin HTTP API under `/admin/v1`.
+//! - [`a2a`]: the A2A 1.0 front for external agents (wire types, error table, signed Agent Card).
 //! - [`mcp`]: the MCP front for internal agents (`/mcp`, tools, bearer check).
 //! - [`cli`]: the command line (serve, and the admin commands calling the admin API).
 //! - [`config`]: layered configuration (file, `LIAISON_*` environment, flags).
 //! - [`app`]: wiring: `App::build` binds listeners, `App::run_until_stopped` serves.
 
+pub mod a2a;
 pub mod admin;
 pub mod app;
 pub mod bus;

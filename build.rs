@@ -1,0 +1,54 @@
+//! Generates the A2A protobuf types, the tonic service and their ProtoJSON (serde) impls from
+//! `proto/` into `OUT_DIR`. Uses the `protoc` named by `PROTOC`, else one on `PATH`, else the one
+//! vendored by `protoc-bin-vendored` (so a machine without protoc still builds).
+
+use std::path::PathBuf;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
+    let descriptor_path = out_dir.join("a2a_descriptor.bin");
+
+    let mut config = tonic_prost_build::Config::new();
+    config.protoc_executable(protoc()?);
+    // Maps become BTreeMaps so every rendering (card JSON, ETag) is deterministic.
+    config.btree_map(["."]);
+
+    tonic_prost_build::configure()
+        .build_server(true)
+        .build_client(false)
+        .build_transport(false)
+        // Well-known types come from pbjson-types, which carries their ProtoJSON forms.
+        .compile_well_known_types(true)
+        .extern_path(".google.protobuf", "::pbjson_types")
+        .file_descriptor_set_path(&descriptor_path)
+        .compile_with_config(config, &["proto/a2a.proto"], &["proto"])?;
+
+    let descriptors = std::fs::read(&descriptor_path)?;
+    pbjson_build::Builder::new()
+        .register_descriptors(&descriptors)?
+        .extern_path(".google.protobuf", "::pbjson_types")
+        .btree_map(["."])
+        // ProtoJSON readers ignore unknown fields (A2A DM-SERIAL-005).
+        .ignore_unknown_fields()
+        .build(&[".lf.a2a.v1"])?;
+
+    println!("cargo:rerun-if-changed=proto");
+    println!("cargo:rerun-if-env-changed=PROTOC");
+    Ok(())
+}
+
+/// Where protoc is: `PROTOC`, else `protoc` on `PATH`, else the vendored binary.
+fn protoc() -> Result<PathBuf, Box<dyn std::error::Error>> {
+    if let Some(path) = std::env::var_os("PROTOC") {
+        return Ok(PathBuf::from(path));
+    }
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("protoc"))
+            .find(|candidate| candidate.is_file())
+    });
+    match on_path {
+        Some(path) => Ok(path),
+        None => Ok(protoc_bin_vendored::protoc_bin_path()?),
+    }
+}

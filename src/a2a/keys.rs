@@ -1,0 +1,521 @@
+//! Signing keys for the Agent Card (and later push-notification JWTs): ES256 (ECDSA P-256), the
+//! private part sealed with AES-256-GCM under the master key, the public parts published as a JWKS.
+//!
+//! Storage for now: one JSON file, `<data-dir>/signing-keys.json` (mode 0600), holding
+//! [`SealedKey`] records. A `SealedKey` is plain data with no secret in clear, so the store can
+//! take over persistence by saving these records in a table and calling [`KeyRing::open`] on
+//! them; nothing else here touches the file. Depends on no other module of the crate.
+
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
+use ring::rand::{SecureRandom, SystemRandom};
+use ring::signature::{
+    ECDSA_P256_SHA256_FIXED, ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair as _,
+    UnparsedPublicKey,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// Name of the master key file, in the data directory (the same file `app` creates).
+pub const MASTER_KEY_FILE: &str = "master.key";
+/// Environment variable that overrides the master key file.
+pub const MASTER_KEY_ENV: &str = "LIAISON_MASTER_KEY";
+/// Name of the file holding the sealed signing keys, in the data directory.
+pub const KEYS_FILE: &str = "signing-keys.json";
+/// The only algorithm we sign with.
+pub const ALG_ES256: &str = "ES256";
+
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("The master key is missing: set {MASTER_KEY_ENV} or create {0}")]
+    MasterKeyMissing(PathBuf),
+    #[error("The master key must be 64 hexadecimal characters (32 bytes)")]
+    MasterKeyMalformed,
+    #[error("The signing key {kid} cannot be opened with this master key")]
+    Unseal { kid: String },
+    #[error("The signing key record {kid} is malformed: {why}")]
+    Malformed { kid: String, why: &'static str },
+    #[error("No system randomness")]
+    Randomness,
+    #[error("The key ring holds no key")]
+    Empty,
+    #[error("Could not read or write {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("The key file {path} is not valid JSON: {source}")]
+    Json {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+}
+
+/// The 32-byte key that seals signing keys. Never logged, never serialised.
+pub struct MasterKey([u8; 32]);
+
+impl std::fmt::Debug for MasterKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MasterKey(..)")
+    }
+}
+
+impl MasterKey {
+    /// The key from `LIAISON_MASTER_KEY` if set, else from `<data_dir>/master.key`.
+    pub fn load(data_dir: &Path) -> Result<MasterKey, KeyError> {
+        if let Ok(hex) = std::env::var(MASTER_KEY_ENV) {
+            return MasterKey::from_hex(&hex);
+        }
+        let path = data_dir.join(MASTER_KEY_FILE);
+        match std::fs::read_to_string(&path) {
+            Ok(hex) => MasterKey::from_hex(&hex),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                Err(KeyError::MasterKeyMissing(path))
+            }
+            Err(source) => Err(KeyError::Io { path, source }),
+        }
+    }
+
+    /// Parses 64 hexadecimal characters (surrounding whitespace ignored).
+    pub fn from_hex(hex: &str) -> Result<MasterKey, KeyError> {
+        let hex = hex.trim().as_bytes();
+        if hex.len() != 64 {
+            return Err(KeyError::MasterKeyMalformed);
+        }
+        let mut key = [0u8; 32];
+        for (byte, pair) in key.iter_mut().zip(hex.chunks_exact(2)) {
+            let text = std::str::from_utf8(pair).map_err(|_| KeyError::MasterKeyMalformed)?;
+            *byte = u8::from_str_radix(text, 16).map_err(|_| KeyError::MasterKeyMalformed)?;
+        }
+        Ok(MasterKey(key))
+    }
+
+    fn aead(&self) -> LessSafeKey {
+        // 32 bytes is always a valid AES-256 key.
+        LessSafeKey::new(UnboundKey::new(&AES_256_GCM, &self.0).expect("32-byte AES-256 key"))
+    }
+
+    /// AES-256-GCM with a random nonce; `aad` binds the ciphertext to its record.
+    fn seal(&self, plaintext: &[u8], aad: &[u8]) -> Result<Vec<u8>, KeyError> {
+        let mut nonce = [0u8; NONCE_LEN];
+        SystemRandom::new()
+            .fill(&mut nonce)
+            .map_err(|_| KeyError::Randomness)?;
+        let mut in_out = plaintext.to_vec();
+        self.aead()
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(aad),
+                &mut in_out,
+            )
+            .map_err(|_| KeyError::Randomness)?;
+        let mut sealed = nonce.to_vec();
+        sealed.extend_from_slice(&in_out);
+        Ok(sealed)
+    }
+
+    fn open(&self, sealed: &[u8], aad: &[u8]) -> Option<Vec<u8>> {
+        if sealed.len() < NONCE_LEN {
+            return None;
+        }
+        let (nonce, ciphertext) = sealed.split_at(NONCE_LEN);
+        let nonce = Nonce::try_assume_unique_for_key(nonce).ok()?;
+        let mut in_out = ciphertext.to_vec();
+        let plain = self
+            .aead()
+            .open_in_place(nonce, Aad::from(aad), &mut in_out)
+            .ok()?;
+        Some(plain.to_vec())
+    }
+}
+
+/// A signing key as persisted: the public key in clear, the PKCS#8 private key sealed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SealedKey {
+    /// RFC 7638 JWK thumbprint of the public key (base64url SHA-256).
+    pub kid: String,
+    /// Always `ES256` for now.
+    pub alg: String,
+    /// RFC 3339 creation time.
+    pub created_at: String,
+    /// base64url of the uncompressed SEC1 point (`04 || X || Y`).
+    pub public_key: String,
+    /// base64 of `nonce || AES-256-GCM(PKCS#8) || tag`, with the kid as associated data.
+    pub sealed_private_key: String,
+}
+
+/// One usable signing key.
+pub struct SigningKey {
+    kid: String,
+    pair: EcdsaKeyPair,
+}
+
+impl std::fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SigningKey")
+            .field("kid", &self.kid)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SigningKey {
+    /// A fresh P-256 key and its sealed record.
+    pub fn generate(master: &MasterKey) -> Result<(SigningKey, SealedKey), KeyError> {
+        let rng = SystemRandom::new();
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
+            .map_err(|_| KeyError::Randomness)?;
+        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng)
+            .map_err(|_| KeyError::Randomness)?;
+        let public = pair.public_key().as_ref().to_vec();
+        let kid = thumbprint(&public).ok_or(KeyError::Malformed {
+            kid: String::new(),
+            why: "public key is not an uncompressed P-256 point",
+        })?;
+        let sealed = master.seal(pkcs8.as_ref(), kid.as_bytes())?;
+        let record = SealedKey {
+            kid: kid.clone(),
+            alg: ALG_ES256.to_owned(),
+            created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            public_key: URL_SAFE_NO_PAD.encode(&public),
+            sealed_private_key: STANDARD.encode(sealed),
+        };
+        Ok((SigningKey { kid, pair }, record))
+    }
+
+    /// Opens a sealed record with the master key.
+    pub fn unseal(record: &SealedKey, master: &MasterKey) -> Result<SigningKey, KeyError> {
+        let malformed = |why| KeyError::Malformed {
+            kid: record.kid.clone(),
+            why,
+        };
+        if record.alg != ALG_ES256 {
+            return Err(malformed("unsupported algorithm"));
+        }
+        let sealed = STANDARD
+            .decode(&record.sealed_private_key)
+            .map_err(|_| malformed("sealed_private_key is not base64"))?;
+        let pkcs8 =
+            master
+                .open(&sealed, record.kid.as_bytes())
+                .ok_or_else(|| KeyError::Unseal {
+                    kid: record.kid.clone(),
+                })?;
+        let pair = EcdsaKeyPair::from_pkcs8(
+            &ECDSA_P256_SHA256_FIXED_SIGNING,
+            &pkcs8,
+            &SystemRandom::new(),
+        )
+        .map_err(|_| malformed("not a P-256 PKCS#8 key"))?;
+        let public = pair.public_key().as_ref();
+        if URL_SAFE_NO_PAD.encode(public) != record.public_key
+            || thumbprint(public).as_deref() != Some(record.kid.as_str())
+        {
+            return Err(malformed(
+                "public key or kid does not match the private key",
+            ));
+        }
+        Ok(SigningKey {
+            kid: record.kid.clone(),
+            pair,
+        })
+    }
+
+    pub fn kid(&self) -> &str {
+        &self.kid
+    }
+
+    /// ES256 signature in JWS form: the 64-byte `r || s`.
+    pub fn sign(&self, message: &[u8]) -> Result<Vec<u8>, KeyError> {
+        let signature = self
+            .pair
+            .sign(&SystemRandom::new(), message)
+            .map_err(|_| KeyError::Randomness)?;
+        Ok(signature.as_ref().to_vec())
+    }
+
+    /// The public key as a JWK (with `kid`, `use`, `alg`).
+    pub fn public_jwk(&self) -> Jwk {
+        Jwk::from_point(&self.kid, self.pair.public_key().as_ref())
+            .expect("ring yields an uncompressed P-256 point")
+    }
+}
+
+/// A public P-256 key in JWK form (RFC 7517/7518).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Jwk {
+    pub kty: String,
+    pub crv: String,
+    pub x: String,
+    pub y: String,
+    pub kid: String,
+    #[serde(rename = "use", default, skip_serializing_if = "Option::is_none")]
+    pub use_: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alg: Option<String>,
+}
+
+impl Jwk {
+    fn from_point(kid: &str, point: &[u8]) -> Option<Jwk> {
+        let (x, y) = split_point(point)?;
+        Some(Jwk {
+            kty: "EC".to_owned(),
+            crv: "P-256".to_owned(),
+            x: URL_SAFE_NO_PAD.encode(x),
+            y: URL_SAFE_NO_PAD.encode(y),
+            kid: kid.to_owned(),
+            use_: Some("sig".to_owned()),
+            alg: Some(ALG_ES256.to_owned()),
+        })
+    }
+
+    /// Checks an ES256 signature (`r || s`) made by this key.
+    pub fn verify_es256(&self, message: &[u8], signature: &[u8]) -> bool {
+        if self.kty != "EC" || self.crv != "P-256" {
+            return false;
+        }
+        let (Ok(x), Ok(y)) = (
+            URL_SAFE_NO_PAD.decode(&self.x),
+            URL_SAFE_NO_PAD.decode(&self.y),
+        ) else {
+            return false;
+        };
+        if x.len() != 32 || y.len() != 32 {
+            return false;
+        }
+        let mut point = Vec::with_capacity(65);
+        point.push(0x04);
+        point.extend_from_slice(&x);
+        point.extend_from_slice(&y);
+        UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, point)
+            .verify(message, signature)
+            .is_ok()
+    }
+}
+
+/// A JSON Web Key Set, as served at `/.well-known/jwks.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Jwks {
+    pub keys: Vec<Jwk>,
+}
+
+impl Jwks {
+    pub fn find(&self, kid: &str) -> Option<&Jwk> {
+        self.keys.iter().find(|key| key.kid == kid)
+    }
+}
+
+/// The keys in use: the newest signs; all are published (rotation overlap comes later).
+#[derive(Debug)]
+pub struct KeyRing {
+    /// Newest first.
+    keys: Vec<SigningKey>,
+}
+
+impl KeyRing {
+    /// Opens sealed records (any order; the newest `created_at` becomes the signer).
+    pub fn open(records: &[SealedKey], master: &MasterKey) -> Result<KeyRing, KeyError> {
+        let mut sorted: Vec<&SealedKey> = records.iter().collect();
+        sorted.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        let keys = sorted
+            .into_iter()
+            .map(|record| SigningKey::unseal(record, master))
+            .collect::<Result<Vec<_>, _>>()?;
+        if keys.is_empty() {
+            return Err(KeyError::Empty);
+        }
+        Ok(KeyRing { keys })
+    }
+
+    /// The file-backed ring of `data_dir`: opens `signing-keys.json`, or creates it with one new
+    /// key on first start.
+    pub fn load_or_create(data_dir: &Path, master: &MasterKey) -> Result<KeyRing, KeyError> {
+        let path = data_dir.join(KEYS_FILE);
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                let records: Vec<SealedKey> =
+                    serde_json::from_slice(&bytes).map_err(|source| KeyError::Json {
+                        path: path.clone(),
+                        source,
+                    })?;
+                KeyRing::open(&records, master)
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                let (key, record) = SigningKey::generate(master)?;
+                let json =
+                    serde_json::to_vec_pretty(&[record]).map_err(|source| KeyError::Json {
+                        path: path.clone(),
+                        source,
+                    })?;
+                write_private_file(&path, &json)?;
+                Ok(KeyRing { keys: vec![key] })
+            }
+            Err(source) => Err(KeyError::Io { path, source }),
+        }
+    }
+
+    /// The key that signs from now on.
+    pub fn signer(&self) -> &SigningKey {
+        &self.keys[0]
+    }
+
+    /// Every key, newest first.
+    pub fn keys(&self) -> &[SigningKey] {
+        &self.keys
+    }
+
+    /// The public keys of the ring.
+    pub fn jwks(&self) -> Jwks {
+        Jwks {
+            keys: self.keys.iter().map(SigningKey::public_jwk).collect(),
+        }
+    }
+}
+
+/// `(X, Y)` of an uncompressed SEC1 P-256 point.
+fn split_point(point: &[u8]) -> Option<(&[u8], &[u8])> {
+    match point {
+        [0x04, rest @ ..] if rest.len() == 64 => Some(rest.split_at(32)),
+        _ => None,
+    }
+}
+
+/// RFC 7638 thumbprint: base64url SHA-256 of `{"crv","kty","x","y"}` in canonical form.
+fn thumbprint(point: &[u8]) -> Option<String> {
+    let (x, y) = split_point(point)?;
+    let members = json!({
+        "crv": "P-256",
+        "kty": "EC",
+        "x": URL_SAFE_NO_PAD.encode(x),
+        "y": URL_SAFE_NO_PAD.encode(y),
+    });
+    let canonical = serde_json_canonicalizer::to_vec(&members).ok()?;
+    let digest = ring::digest::digest(&ring::digest::SHA256, &canonical);
+    Some(URL_SAFE_NO_PAD.encode(digest.as_ref()))
+}
+
+/// Writes a new file readable only by its owner.
+fn write_private_file(path: &Path, contents: &[u8]) -> Result<(), KeyError> {
+    use std::io::Write as _;
+    let io = |source| KeyError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path).map_err(io)?;
+    file.write_all(contents).map_err(io)?;
+    file.sync_all().map_err(io)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn master() -> MasterKey {
+        MasterKey::from_hex(&"ab".repeat(32)).unwrap()
+    }
+
+    #[test]
+    fn master_key_must_be_64_hex_characters() {
+        assert!(MasterKey::from_hex(&format!("{}\n", "0f".repeat(32))).is_ok());
+        assert!(matches!(
+            MasterKey::from_hex("abcd"),
+            Err(KeyError::MasterKeyMalformed)
+        ));
+        assert!(matches!(
+            MasterKey::from_hex(&"zz".repeat(32)),
+            Err(KeyError::MasterKeyMalformed)
+        ));
+    }
+
+    #[test]
+    fn sealed_key_round_trips_and_signs() {
+        let (key, record) = SigningKey::generate(&master()).unwrap();
+        let reopened = SigningKey::unseal(&record, &master()).unwrap();
+        assert_eq!(reopened.kid(), key.kid());
+        let signature = reopened.sign(b"payload").unwrap();
+        assert_eq!(signature.len(), 64);
+        assert!(key.public_jwk().verify_es256(b"payload", &signature));
+        assert!(!key.public_jwk().verify_es256(b"payloaD", &signature));
+    }
+
+    #[test]
+    fn sealed_key_does_not_open_under_another_master_key() {
+        let (_, record) = SigningKey::generate(&master()).unwrap();
+        let other = MasterKey::from_hex(&"cd".repeat(32)).unwrap();
+        assert!(matches!(
+            SigningKey::unseal(&record, &other),
+            Err(KeyError::Unseal { .. })
+        ));
+    }
+
+    #[test]
+    fn sealed_key_is_bound_to_its_kid() {
+        let (_, mut record) = SigningKey::generate(&master()).unwrap();
+        let (_, other) = SigningKey::generate(&master()).unwrap();
+        record.kid = other.kid;
+        assert!(SigningKey::unseal(&record, &master()).is_err());
+    }
+
+    #[test]
+    fn private_key_is_not_stored_in_clear() {
+        let (_, record) = SigningKey::generate(&master()).unwrap();
+        let json = serde_json::to_string(&record).unwrap();
+        assert!(!json.contains("BEGIN"));
+        let sealed = STANDARD.decode(&record.sealed_private_key).unwrap();
+        // nonce + PKCS#8 of a P-256 key (138 bytes) + tag
+        assert_eq!(sealed.len(), NONCE_LEN + 138 + 16);
+    }
+
+    #[test]
+    fn kid_is_the_rfc7638_thumbprint() {
+        // RFC 7638 §3.1 works an RSA example; for EC the members are crv, kty, x, y. Recompute
+        // from the published JWK to check the member set and order.
+        let (key, _) = SigningKey::generate(&master()).unwrap();
+        let jwk = key.public_jwk();
+        let canonical = format!(
+            r#"{{"crv":"P-256","kty":"EC","x":"{}","y":"{}"}}"#,
+            jwk.x, jwk.y
+        );
+        let digest = ring::digest::digest(&ring::digest::SHA256, canonical.as_bytes());
+        assert_eq!(jwk.kid, URL_SAFE_NO_PAD.encode(digest.as_ref()));
+    }
+
+    #[test]
+    fn file_ring_is_created_once_then_reopened() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = KeyRing::load_or_create(dir.path(), &master()).unwrap();
+        let second = KeyRing::load_or_create(dir.path(), &master()).unwrap();
+        assert_eq!(first.signer().kid(), second.signer().kid());
+        assert_eq!(first.jwks(), second.jwks());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(dir.path().join(KEYS_FILE))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+    }
+
+    #[test]
+    fn newest_key_signs() {
+        let (_, mut old) = SigningKey::generate(&master()).unwrap();
+        let (_, mut new) = SigningKey::generate(&master()).unwrap();
+        old.created_at = "2026-01-01T00:00:00Z".into();
+        new.created_at = "2026-06-01T00:00:00Z".into();
+        let ring = KeyRing::open(&[old.clone(), new.clone()], &master()).unwrap();
+        assert_eq!(ring.signer().kid(), new.kid);
+        assert_eq!(ring.jwks().keys.len(), 2);
+        assert!(ring.jwks().find(&old.kid).is_some());
+    }
+}

@@ -1,0 +1,10 @@
+//! The A2A 1.0 front for external agents: wire types, the error table, the signed Agent Card.
+//!
+//! Everything protocol-shaped lives here; prost types (`pb`) never leave this module. It depends on
+//! the domain types and (for the bindings, later) the service layer, never on the store.
+//! Decisions on the protocol's loose ends are in `README.md` next to this file.
+
+pub mod card;
+pub mod errors;
+pub mod keys;
+mod pb;
