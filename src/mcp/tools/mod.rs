@@ -157,3 +157,27 @@ pub(super) fn server_info() -> ServerConfig {
         .with_server_info(Implementation::new("liaison", env!("CARGO_PKG_VERSION")))
         .with_instructions(INSTRUCTIONS.to_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(cursor: Option<&str>, limit: Option<u32>) -> ListArgs {
+        ListArgs {
+            cursor: cursor.map(str::to_owned),
+            limit,
+        }
+    }
+
+    #[test]
+    fn pages_walk_the_whole_list_and_refuse_foreign_cursors() {
+        let items: Vec<u32> = (0..5).collect();
+        let (first, next) = page(items.clone(), &list(None, Some(2))).unwrap();
+        assert_eq!((first, next.as_deref()), (vec![0, 1], Some("2")));
+        let (last, next) = page(items.clone(), &list(Some("4"), Some(2))).unwrap();
+        assert_eq!((last, next), (vec![4], None));
+        assert!(page(items.clone(), &list(Some("9"), None)).is_err());
+        assert!(page(items.clone(), &list(Some("x"), None)).is_err());
+        assert!(page(items, &list(None, Some(0))).is_err());
+    }
+}
