@@ -219,6 +219,9 @@ impl Config {
                 max_waiters_per_person: raw.inbox.max_waiters_per_person,
                 claim_lease_s: raw.claims.lease_s,
                 presence_ttl_s: raw.presence.ttl_s,
+                // Filled from agent-card/ by the app.
+                skills: Vec::new(),
+                default_skill: None,
             },
             mcp: McpSettings {
                 allowed_hosts: raw.mcp.allowed_hosts,

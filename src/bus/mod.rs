@@ -24,6 +24,11 @@ impl Topic {
         Topic(format!("inbox:{person}"))
     }
 
+    /// A task's event log (A2A streams and subscriptions).
+    pub fn task(id: &str) -> Self {
+        Topic(format!("task:{id}"))
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }

@@ -10,6 +10,7 @@ mod label;
 mod message;
 mod person;
 mod presence;
+mod task;
 mod thread;
 mod time;
 
@@ -22,6 +23,7 @@ pub use message::{
 };
 pub use person::{AgentIdentity, PersonKind, Right, Rights, Scope, Scopes};
 pub use presence::{LeaseMode, Transition};
+pub use task::{TaskEvent, TaskState, TaskTerminal};
 pub use thread::{ThreadState, TransitionError};
 pub use time::Timestamp;
 

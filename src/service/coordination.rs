@@ -173,6 +173,9 @@ impl Service {
             .await?;
         match attempt {
             ClaimAttempt::Claimed(claim) => {
+                if record.task.is_some() {
+                    self.inner.bus.publish(&Topic::task(thread.as_str()));
+                }
                 tracing::debug!(thread = %thread, session = %claim.session, "Thread claimed.");
                 Ok(Some(claim))
             }

@@ -38,6 +38,10 @@ named_enum! {
         ApprovalPending = "approval_pending",
         /// Someone else holds the resource in an incompatible mode.
         LeaseHeld = "lease_held",
+        /// The task has ended (completed, failed, canceled or rejected) and accepts nothing more.
+        TaskTerminal = "task_terminal",
+        /// The task has ended, so it cannot be canceled.
+        TaskNotCancelable = "task_not_cancelable",
         /// The idempotency key was used for a different message.
         IdempotencyConflict = "idempotency_conflict",
         /// A person, channel or token with this id already exists.
@@ -64,6 +68,8 @@ impl ErrorCode {
             | ErrorCode::NotClaimable
             | ErrorCode::ApprovalPending
             | ErrorCode::LeaseHeld
+            | ErrorCode::TaskTerminal
+            | ErrorCode::TaskNotCancelable
             | ErrorCode::IdempotencyConflict
             | ErrorCode::AlreadyExists => 409,
             ErrorCode::TooManyWaiters => 429,
@@ -128,6 +134,9 @@ impl From<StoreError> for ServiceError {
             }
             StoreError::Transition(t @ TransitionError::NeedsThread(_)) => {
                 ServiceError::new(ErrorCode::ThreadRequired, t.to_string())
+            }
+            StoreError::TaskTerminal(t) => {
+                ServiceError::new(ErrorCode::TaskTerminal, t.to_string())
             }
             StoreError::IdempotencyMismatch => ServiceError::new(
                 ErrorCode::IdempotencyConflict,

@@ -12,7 +12,7 @@ use crate::domain::{
     MAX_SUBJECT_CHARS, MessageId, Outcome, PersonId, Right, ThreadId,
 };
 use crate::store::{
-    ChannelRecord, ClaimRecord, MessageRecord, NewMessage, StoreError, ThreadRecord,
+    ChannelRecord, ClaimRecord, MessageRecord, NewMessage, NewTask, StoreError, ThreadRecord,
 };
 
 /// Most characters of body one read returns.
@@ -96,6 +96,17 @@ impl Service {
     /// Posts a message. See SPEC §3 for the rules enforced here.
     pub async fn post(&self, caller: &Caller, req: PostRequest) -> Result<PostReceipt> {
         caller.require_participant()?;
+        self.post_as(caller, req, None).await
+    }
+
+    /// Posts for any authenticated author (members through `post`, parties through the task
+    /// methods); `task` makes a new thread an A2A task.
+    pub(super) async fn post_as(
+        &self,
+        caller: &Caller,
+        req: PostRequest,
+        task: Option<NewTask>,
+    ) -> Result<PostReceipt> {
         let kind = req.kind.ok_or_else(|| {
             ServiceError::invalid(
                 "kind is required: announce, question, request, handoff, reply or close",
@@ -195,6 +206,7 @@ impl Service {
             idempotency_key: req.idempotency_key,
             request_hash,
             created_at: self.now(),
+            task,
         };
         let outcome = match self.inner.store.post(new.clone()).await {
             // Two posts with one key raced on PostgreSQL: the loser finds the winner's message.
@@ -206,6 +218,11 @@ impl Service {
         if !outcome.replayed {
             for person in &outcome.message.recipients {
                 self.inner.bus.publish(&Topic::inbox(person));
+            }
+            if outcome.thread.task.is_some() {
+                self.inner
+                    .bus
+                    .publish(&Topic::task(outcome.thread.id.as_str()));
             }
             tracing::debug!(message = %outcome.message.id, thread = %outcome.thread.id, kind = %kind, "Message posted.");
         }

@@ -11,6 +11,7 @@ mod coordination;
 mod error;
 mod inbox;
 mod messages;
+mod tasks;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -22,10 +23,11 @@ pub use coordination::{ClaimAction, ClaimTarget, LeaseSpec, PresenceSpec};
 pub use error::{ErrorCode, Result, ServiceError};
 pub use inbox::{InboxItem, InboxPage, InboxRequest};
 pub use messages::{DeliveredMessage, MessageSlice, PostReceipt, PostRequest, ThreadView};
+pub use tasks::{PushConfigSpec, SkillRoute, TaskListing, TaskMessage, TaskView};
 
 use crate::bus::WakeBus;
 use crate::clock::Clock;
-use crate::domain::{AgentIdentity, LabelLanguage, PersonId, Scope, Scopes};
+use crate::domain::{AgentIdentity, LabelLanguage, PersonId, PersonKind, Scope, Scopes};
 use crate::store::{PersonRecord, Store};
 
 /// Tunables of the service, resolved from the configuration.
@@ -40,6 +42,10 @@ pub struct Settings {
     pub claim_lease_s: u64,
     /// Default presence TTL, in seconds.
     pub presence_ttl_s: u64,
+    /// A2A skills and the route each opens (from `agent-card/`).
+    pub skills: Vec<SkillRoute>,
+    /// The skill used when neither the message nor the party names one.
+    pub default_skill: Option<String>,
 }
 
 impl Default for Settings {
@@ -50,6 +56,8 @@ impl Default for Settings {
             max_waiters_per_person: 32,
             claim_lease_s: 600,
             presence_ttl_s: 120,
+            skills: Vec::new(),
+            default_skill: None,
         }
     }
 }
@@ -88,13 +96,27 @@ impl Caller {
 
     /// Agents and humans may act in channels; an admin-only token may not.
     fn require_participant(&self) -> Result<()> {
-        if self.scopes.contains(Scope::Agent) || self.scopes.contains(Scope::Human) {
-            Ok(())
-        } else {
-            Err(ServiceError::forbidden(
+        if !(self.scopes.contains(Scope::Agent) || self.scopes.contains(Scope::Human)) {
+            return Err(ServiceError::forbidden(
                 "this needs a token with scope `agent` or `human`",
-            ))
+            ));
         }
+        if self.person.kind != PersonKind::Member {
+            return Err(ServiceError::forbidden(
+                "external parties use the A2A interface, not the member tools",
+            ));
+        }
+        Ok(())
+    }
+
+    /// An external party with an agent token: the A2A interface.
+    fn require_party(&self) -> Result<()> {
+        if self.person.kind != PersonKind::External || !self.scopes.contains(Scope::Agent) {
+            return Err(ServiceError::forbidden(
+                "the A2A interface is for external parties with an agent token",
+            ));
+        }
+        Ok(())
     }
 
     /// The declared agent session, required where sessions must be told apart (claims, presence, leases).

@@ -111,6 +111,7 @@ impl Store {
                 .fetch_optional(&mut *tx)
                 .await?;
                 if let Some(row) = won {
+                    super::tasks::on_claim(tx, &thread, now).await?;
                     return Ok(ClaimAttempt::Claimed(claim(&row)?));
                 }
                 let row = sqlx::query(

@@ -4,11 +4,12 @@ use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row as _};
 
 use super::{
-    EntryContent, InboxEntry, InboxPosition, MessageRecord, Result, Store, StoreError, ThreadRecord,
+    EntryContent, InboxEntry, InboxPosition, MessageRecord, Result, Store, StoreError, TaskInfo,
+    ThreadRecord,
 };
 use crate::domain::{
-    AgentIdentity, Attachment, ChannelName, Impact, Kind, MessageId, Outcome, PersonId, ThreadId,
-    ThreadState, Timestamp,
+    AgentIdentity, Attachment, ChannelName, Impact, Kind, MessageId, Outcome, PersonId, TaskEvent,
+    TaskState, ThreadId, ThreadState, Timestamp,
 };
 
 /// A message the service has validated and is ready to store.
@@ -33,6 +34,16 @@ pub struct NewMessage {
     /// Hash of what the client asked for; a retry with the same key must match it.
     pub request_hash: String,
     pub created_at: Timestamp,
+    /// When this message opens a thread for an external party: the task's settings.
+    pub task: Option<NewTask>,
+}
+
+/// The A2A settings of a task opened by a message.
+#[derive(Debug, Clone)]
+pub struct NewTask {
+    pub context_id: String,
+    pub skill: String,
+    pub reference_task_ids: Vec<ThreadId>,
 }
 
 /// The result of a post.
@@ -46,7 +57,8 @@ pub struct PostOutcome {
 
 const MESSAGE_COLUMNS: &str = "id, thread_id, channel, position, kind, author, agent, recipients, subject, body, \
      attachments, impact, outcome, refers_to, idempotency_key, created_at";
-const THREAD_COLUMNS: &str = "id, channel, subject, opener_kind, opened_by, state, asker, outcome, message_count, created_at, updated_at";
+pub(super) const THREAD_COLUMNS: &str = "id, channel, subject, opener_kind, opened_by, state, asker, outcome, \
+     message_count, created_at, updated_at, task_state, context_id, skill, reference_task_ids, task_event_seq";
 
 fn json_err(e: serde_json::Error) -> StoreError {
     StoreError::Corrupt(e.to_string())
@@ -88,7 +100,7 @@ fn message(row: &AnyRow) -> Result<MessageRecord> {
     })
 }
 
-fn thread(row: &AnyRow) -> Result<ThreadRecord> {
+pub(super) fn thread(row: &AnyRow) -> Result<ThreadRecord> {
     let name: String = row.try_get("state")?;
     let asker = row
         .try_get::<Option<String>, _>("asker")?
@@ -107,6 +119,24 @@ fn thread(row: &AnyRow) -> Result<ThreadRecord> {
         message_count: row.try_get("message_count")?,
         created_at: Timestamp(row.try_get("created_at")?),
         updated_at: Timestamp(row.try_get("updated_at")?),
+        task: match row.try_get::<Option<String>, _>("task_state")? {
+            None => None,
+            Some(state) => Some(TaskInfo {
+                state: state.parse()?,
+                context_id: row
+                    .try_get::<Option<String>, _>("context_id")?
+                    .unwrap_or_default(),
+                skill: row
+                    .try_get::<Option<String>, _>("skill")?
+                    .unwrap_or_default(),
+                reference_task_ids: serde_json::from_str(
+                    &row.try_get::<Option<String>, _>("reference_task_ids")?
+                        .unwrap_or_else(|| "[]".into()),
+                )
+                .map_err(json_err)?,
+                last_event: row.try_get("task_event_seq")?,
+            }),
+        },
     })
 }
 
@@ -281,9 +311,21 @@ async fn post_in(tx: &mut AnyConnection, m: NewMessage, lock: &'static str) -> R
     let (thread_record, position) = if m.opens_thread {
         let state = ThreadState::start(m.kind, &m.author)?;
         let (name, asker, outcome) = state.parts();
+        let task = m.task.as_ref().map(|t| TaskInfo {
+            state: TaskState::Submitted,
+            context_id: t.context_id.clone(),
+            skill: t.skill.clone(),
+            reference_task_ids: t.reference_task_ids.clone(),
+            last_event: 1,
+        });
+        let references = match &task {
+            Some(t) => Some(serde_json::to_string(&t.reference_task_ids).map_err(json_err)?),
+            None => None,
+        };
         sqlx::query(
             "INSERT INTO threads (id, channel, subject, opener_kind, opened_by, state, asker, outcome, \
-             message_count, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1, $9, $9)",
+             message_count, created_at, updated_at, task_state, context_id, skill, reference_task_ids, \
+             task_event_seq) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1, $9, $9, $10, $11, $12, $13, $14)",
         )
         .bind(m.thread.as_str().to_owned())
         .bind(m.channel.as_str().to_owned())
@@ -294,6 +336,11 @@ async fn post_in(tx: &mut AnyConnection, m: NewMessage, lock: &'static str) -> R
         .bind(asker.map(|a| a.as_str().to_owned()))
         .bind(outcome.map(Outcome::as_str))
         .bind(m.created_at.0)
+        .bind(task.as_ref().map(|t| t.state.as_str()))
+        .bind(task.as_ref().map(|t| t.context_id.clone()))
+        .bind(task.as_ref().map(|t| t.skill.clone()))
+        .bind(references)
+        .bind(if task.is_some() { 1i64 } else { 0 })
         .execute(&mut *tx)
         .await?;
         let record = ThreadRecord {
@@ -306,6 +353,7 @@ async fn post_in(tx: &mut AnyConnection, m: NewMessage, lock: &'static str) -> R
             message_count: 1,
             created_at: m.created_at,
             updated_at: m.created_at,
+            task,
         };
         (record, 1)
     } else {
@@ -316,18 +364,30 @@ async fn post_in(tx: &mut AnyConnection, m: NewMessage, lock: &'static str) -> R
             .await?
             .ok_or(StoreError::NotFound("thread"))?;
         let mut record = thread(&row)?;
+        if let Some(task) = &mut record.task {
+            let by_party = m.author == record.opened_by;
+            task.state = task.state.apply(TaskEvent::Posted {
+                kind: m.kind,
+                by_party,
+                outcome: m.outcome,
+            })?;
+            task.last_event += 1;
+        }
         record.state = record.state.apply(m.kind, &m.author, m.outcome)?;
         record.message_count += 1;
         record.updated_at = m.created_at;
         let (name, asker, outcome) = record.state.parts();
         sqlx::query(
-            "UPDATE threads SET state = $1, asker = $2, outcome = $3, message_count = $4, updated_at = $5 WHERE id = $6",
+            "UPDATE threads SET state = $1, asker = $2, outcome = $3, message_count = $4, updated_at = $5, \
+             task_state = $6, task_event_seq = $7 WHERE id = $8",
         )
         .bind(name)
         .bind(asker.map(|a| a.as_str().to_owned()))
         .bind(outcome.map(Outcome::as_str))
         .bind(record.message_count)
         .bind(m.created_at.0)
+        .bind(record.task.as_ref().map(|t| t.state.as_str()))
+        .bind(record.task.as_ref().map_or(0, |t| t.last_event))
         .bind(m.thread.as_str().to_owned())
         .execute(&mut *tx)
         .await?;
@@ -361,6 +421,19 @@ async fn post_in(tx: &mut AnyConnection, m: NewMessage, lock: &'static str) -> R
     .bind(m.created_at.0)
     .execute(&mut *tx)
     .await?;
+
+    if let Some(task) = &thread_record.task {
+        super::tasks::append_event(
+            tx,
+            &m.thread,
+            task.last_event,
+            task.state,
+            "message",
+            Some(&m.id),
+            m.created_at,
+        )
+        .await?;
+    }
 
     if matches!(m.kind, Kind::Reply | Kind::Close) {
         sqlx::query("DELETE FROM claims WHERE thread_id = $1")

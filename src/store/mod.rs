@@ -16,6 +16,7 @@ mod people;
 mod postgres;
 mod records;
 mod sqlite;
+mod tasks;
 mod writer;
 
 use std::future::Future;
@@ -25,8 +26,9 @@ use sqlx::AnyConnection;
 use sqlx::AnyPool;
 
 pub use coordination::{ClaimAttempt, LeaseAttempt};
-pub use messages::{NewMessage, PostOutcome};
+pub use messages::{NewMessage, NewTask, PostOutcome};
 pub use records::*;
+pub use tasks::TaskFilter;
 
 /// What can go wrong in the store. Cloneable, because one failed group commit fails many callers.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -37,6 +39,9 @@ pub enum StoreError {
     /// The thread state machine refused the message.
     #[error(transparent)]
     Transition(#[from] crate::domain::TransitionError),
+    /// The thread is a task in a terminal state.
+    #[error(transparent)]
+    TaskTerminal(#[from] crate::domain::TaskTerminal),
     /// An idempotency key was reused for a different message.
     #[error("idempotency key reused with a different message")]
     IdempotencyMismatch,

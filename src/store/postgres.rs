@@ -10,11 +10,18 @@ use sqlx::{AnyConnection, AnyPool, ConnectOptions, Connection};
 use super::writer::BatchWriter;
 use super::{Result, StoreError};
 
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "channel core",
-    include_str!("migrations/postgres/0001_channel_core.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "channel core",
+        include_str!("migrations/postgres/0001_channel_core.sql"),
+    ),
+    (
+        2,
+        "tasks",
+        include_str!("migrations/postgres/0002_tasks.sql"),
+    ),
+];
 
 pub(super) async fn open(url: &str) -> Result<(AnyPool, BatchWriter)> {
     let options: AnyConnectOptions = url

@@ -4,7 +4,8 @@ use serde::Serialize;
 
 use crate::domain::{
     AgentIdentity, ApprovalPolicy, Attachment, ChannelName, Impact, Kind, LeaseMode, MessageId,
-    Outcome, PersonId, PersonKind, Rights, Scopes, ThreadId, ThreadState, Timestamp, Transition,
+    Outcome, PersonId, PersonKind, Rights, Scopes, TaskState, ThreadId, ThreadState, Timestamp,
+    Transition,
 };
 
 #[derive(Debug, Clone, Serialize)]
@@ -62,6 +63,61 @@ pub struct ThreadRecord {
     pub message_count: i64,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// Present when an external party opened the thread: it is an A2A task.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskInfo>,
+}
+
+/// The A2A side of a thread opened by an external party.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskInfo {
+    pub state: TaskState,
+    /// The conversation, scoped to the party that opened the task.
+    pub context_id: String,
+    /// The skill the task was sent to.
+    pub skill: String,
+    /// Earlier tasks this one follows up on.
+    pub reference_task_ids: Vec<ThreadId>,
+    /// Sequence number of the last event in the task's log.
+    pub last_event: i64,
+}
+
+/// One entry of a task's event log.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskEventRecord {
+    pub seq: i64,
+    pub state: TaskState,
+    /// `message` or `claim`.
+    pub cause: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<MessageId>,
+    pub created_at: Timestamp,
+}
+
+/// An external party's A2A settings.
+#[derive(Debug, Clone, Serialize)]
+pub struct PartyRecord {
+    pub person: PersonRecord,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_skill: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jwt_subject: Option<String>,
+}
+
+/// Where to push a task's events.
+#[derive(Debug, Clone, Serialize)]
+pub struct PushConfigRecord {
+    pub thread: ThreadId,
+    pub id: String,
+    pub url: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth_scheme: Option<String>,
+    /// Never shown once stored (redacted on read).
+    #[serde(skip)]
+    pub auth_credentials: Option<String>,
+    pub created_at: Timestamp,
 }
 
 #[derive(Debug, Clone, Serialize)]

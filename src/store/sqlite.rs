@@ -10,11 +10,14 @@ use sqlx::{AnyConnection, ConnectOptions, Connection, Executor};
 use super::writer::BatchWriter;
 use super::{Result, StoreError};
 
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "channel core",
-    include_str!("migrations/sqlite/0001_channel_core.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "channel core",
+        include_str!("migrations/sqlite/0001_channel_core.sql"),
+    ),
+    (2, "tasks", include_str!("migrations/sqlite/0002_tasks.sql")),
+];
 
 pub(super) async fn open(url: &str) -> Result<(AnyPool, BatchWriter)> {
     let url = if url.contains('?') {

@@ -9,3 +9,4 @@ mod coordination;
 mod durability;
 mod inbox;
 mod posting;
+mod tasks;

@@ -1,0 +1,456 @@
+//! A2A tasks, transport-neutral: an external party's message opens a thread routed by skill (or
+//! answers the task's question), and the party reads, lists, cancels and follows its own tasks.
+//! A party sees only the threads it opened; any other id is "not found".
+
+use serde::Serialize;
+
+use super::{Caller, ErrorCode, PostRequest, Result, Service, ServiceError};
+use crate::bus::{Subscription, Topic};
+use crate::domain::{
+    Attachment, ChannelName, Impact, Kind, Outcome, PersonId, TaskState, ThreadId,
+};
+use crate::store::{
+    MessageRecord, NewTask, PushConfigRecord, TaskEventRecord, TaskFilter, ThreadRecord,
+};
+
+/// A skill and the route a task sent to it takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkillRoute {
+    pub id: String,
+    pub channel: ChannelName,
+    pub kind: Kind,
+    pub impact: Option<Impact>,
+}
+
+/// A message from an external party (an A2A `ROLE_USER` message), already converted from the wire.
+#[derive(Debug, Clone, Default)]
+pub struct TaskMessage {
+    /// The client's message id: a retry with the same id returns the first result.
+    pub message_id: String,
+    /// Continue this task (answer its question); none opens a new task.
+    pub task_id: Option<ThreadId>,
+    pub context_id: Option<String>,
+    pub skill: Option<String>,
+    pub body: String,
+    pub attachments: Vec<Attachment>,
+    pub reference_task_ids: Vec<ThreadId>,
+}
+
+/// A task as a party sees it: its thread (with the task state) and messages.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskView {
+    pub thread: ThreadRecord,
+    /// The last messages of the thread, oldest first (`history_length` of them when asked).
+    pub history: Vec<MessageRecord>,
+    /// Replies by the team: their bodies and attachments are the task's artifacts.
+    pub artifacts: Vec<MessageRecord>,
+}
+
+impl TaskView {
+    pub fn state(&self) -> TaskState {
+        self.thread
+            .task
+            .as_ref()
+            .map_or(TaskState::Submitted, |t| t.state)
+    }
+}
+
+/// One page of a party's tasks.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskListing {
+    pub tasks: Vec<TaskView>,
+    pub total: i64,
+    /// Pass back to get the next page; none on the last page.
+    pub next_page_token: Option<String>,
+    pub page_size: i64,
+}
+
+/// A push notification config as a party gives it.
+#[derive(Debug, Clone, Default)]
+pub struct PushConfigSpec {
+    pub id: Option<String>,
+    pub url: String,
+    pub token: Option<String>,
+    pub auth_scheme: Option<String>,
+    pub auth_credentials: Option<String>,
+}
+
+const MAX_CONTEXT_ID: usize = 200;
+/// Most messages a thread holds that a task view loads.
+const MAX_TASK_MESSAGES: i64 = 1000;
+
+impl Service {
+    /// Handles a party's message: a new task routed by skill, or the next message of a task.
+    pub async fn send_task_message(&self, caller: &Caller, msg: TaskMessage) -> Result<TaskView> {
+        caller.require_party()?;
+        if msg.message_id.is_empty() || msg.message_id.len() > 200 {
+            return Err(ServiceError::invalid("messageId must be 1-200 characters"));
+        }
+        if let Some(c) = &msg.context_id
+            && (c.is_empty() || c.len() > MAX_CONTEXT_ID || c.chars().any(char::is_control))
+        {
+            return Err(ServiceError::invalid(format!(
+                "contextId must be 1-{MAX_CONTEXT_ID} printable characters"
+            )));
+        }
+        let key = Some(format!("a2a:{}", msg.message_id));
+        let thread = match &msg.task_id {
+            Some(id) => {
+                let task = self.own_task(caller, id).await?;
+                let info = task.task.as_ref().expect("own_task returns tasks");
+                if info.state.is_terminal() {
+                    return Err(ServiceError::new(
+                        ErrorCode::TaskTerminal,
+                        format!(
+                            "task {id} is {}; send a new task in the same context with referenceTaskIds",
+                            info.state
+                        ),
+                    ));
+                }
+                if msg
+                    .context_id
+                    .as_ref()
+                    .is_some_and(|c| c != &info.context_id)
+                {
+                    return Err(ServiceError::invalid(format!(
+                        "task {id} belongs to context {}",
+                        info.context_id
+                    )));
+                }
+                let kind = if info.state.is_interrupted() {
+                    Kind::Reply
+                } else {
+                    Kind::Announce
+                };
+                let req = PostRequest {
+                    kind: Some(kind),
+                    thread: Some(id.clone()),
+                    body: msg.body,
+                    attachments: msg.attachments,
+                    idempotency_key: key,
+                    ..Default::default()
+                };
+                self.post_as(caller, req, None).await?.thread
+            }
+            None => {
+                let route = self.route_for(caller.id(), msg.skill.as_deref()).await?;
+                for r in &msg.reference_task_ids {
+                    self.own_task(caller, r).await?;
+                }
+                let req = PostRequest {
+                    kind: Some(route.kind),
+                    channel: Some(route.channel.clone()),
+                    impact: if route.kind == Kind::Request {
+                        Some(route.impact.unwrap_or(Impact::None))
+                    } else {
+                        None
+                    },
+                    body: msg.body,
+                    attachments: msg.attachments,
+                    idempotency_key: key,
+                    ..Default::default()
+                };
+                let task = NewTask {
+                    context_id: msg
+                        .context_id
+                        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+                    skill: route.id.clone(),
+                    reference_task_ids: msg.reference_task_ids,
+                };
+                self.post_as(caller, req, Some(task)).await?.thread
+            }
+        };
+        self.task(caller, &thread, None).await
+    }
+
+    /// One of the caller's tasks, with at most `history_length` messages of history (all when none).
+    pub async fn task(
+        &self,
+        caller: &Caller,
+        id: &ThreadId,
+        history_length: Option<usize>,
+    ) -> Result<TaskView> {
+        caller.require_party()?;
+        let thread = self.own_task(caller, id).await?;
+        self.task_view(thread, history_length).await
+    }
+
+    /// The caller's tasks, newest update first.
+    pub async fn list_tasks(
+        &self,
+        caller: &Caller,
+        mut filter: TaskFilter,
+        page_token: Option<&str>,
+        history_length: Option<usize>,
+    ) -> Result<TaskListing> {
+        caller.require_party()?;
+        if !(1..=100).contains(&filter.limit) {
+            return Err(ServiceError::invalid(format!(
+                "pageSize {} is out of range: use 1-100",
+                filter.limit
+            )));
+        }
+        filter.offset = match page_token {
+            None | Some("") => 0,
+            Some(t) => t
+                .parse::<i64>()
+                .ok()
+                .filter(|o| *o >= 0)
+                .ok_or_else(|| ServiceError::invalid("invalid pageToken"))?,
+        };
+        let (threads, total) = self.inner.store.tasks(caller.id(), &filter).await?;
+        let mut tasks = Vec::with_capacity(threads.len());
+        for t in threads {
+            tasks.push(self.task_view(t, history_length).await?);
+        }
+        let end = filter.offset + tasks.len() as i64;
+        let next_page_token = (end < total).then(|| end.to_string());
+        Ok(TaskListing {
+            tasks,
+            total,
+            next_page_token,
+            page_size: filter.limit,
+        })
+    }
+
+    /// Cancels one of the caller's tasks: a `close` with outcome `canceled`. Canceling a canceled
+    /// task returns it again; any other ended task is not cancelable.
+    pub async fn cancel_task(&self, caller: &Caller, id: &ThreadId) -> Result<TaskView> {
+        caller.require_party()?;
+        let thread = self.own_task(caller, id).await?;
+        let state = thread
+            .task
+            .as_ref()
+            .map_or(TaskState::Submitted, |t| t.state);
+        if state == TaskState::Canceled {
+            return self.task_view(thread, None).await;
+        }
+        if state.is_terminal() {
+            return Err(ServiceError::new(
+                ErrorCode::TaskNotCancelable,
+                format!("task {id} is {state} and cannot be canceled"),
+            ));
+        }
+        let req = PostRequest {
+            kind: Some(Kind::Close),
+            thread: Some(id.clone()),
+            outcome: Some(Outcome::Canceled),
+            body: "Canceled by the requester.".into(),
+            ..Default::default()
+        };
+        match self.post_as(caller, req, None).await {
+            Ok(_) => {}
+            // Ended between the read and the close: report it as it is now.
+            Err(e) if e.code == ErrorCode::TaskTerminal || e.code == ErrorCode::ThreadClosed => {
+                let now = self.own_task(caller, id).await?;
+                if now
+                    .task
+                    .as_ref()
+                    .is_some_and(|t| t.state == TaskState::Canceled)
+                {
+                    return self.task_view(now, None).await;
+                }
+                return Err(ServiceError::new(
+                    ErrorCode::TaskNotCancelable,
+                    format!("task {id} has ended and cannot be canceled"),
+                ));
+            }
+            Err(e) => return Err(e),
+        }
+        self.task(caller, id, None).await
+    }
+
+    /// The task's events after `after`, and (when `subscribe`) a subscription made before reading,
+    /// so that no event is missed between the read and the wait.
+    pub async fn task_events(
+        &self,
+        caller: &Caller,
+        id: &ThreadId,
+        after: i64,
+        subscribe: bool,
+    ) -> Result<(Vec<TaskEventRecord>, Option<Subscription>)> {
+        caller.require_party()?;
+        self.own_task(caller, id).await?;
+        let sub = subscribe.then(|| self.inner.bus.subscribe(&Topic::task(id.as_str())));
+        Ok((self.inner.store.task_events(id, after).await?, sub))
+    }
+
+    /// A message of one of the caller's tasks (for rendering events).
+    pub async fn task_message(
+        &self,
+        caller: &Caller,
+        id: &crate::domain::MessageId,
+    ) -> Result<MessageRecord> {
+        caller.require_party()?;
+        let m = self
+            .inner
+            .store
+            .message(id)
+            .await?
+            .ok_or_else(|| ServiceError::not_found("message", id))?;
+        self.own_task(caller, &m.thread)
+            .await
+            .map_err(|_| ServiceError::not_found("message", id))?;
+        Ok(m)
+    }
+
+    /// Stores a push notification config for one of the caller's tasks.
+    pub async fn set_push_config(
+        &self,
+        caller: &Caller,
+        task: &ThreadId,
+        spec: PushConfigSpec,
+    ) -> Result<PushConfigRecord> {
+        caller.require_party()?;
+        self.own_task(caller, task).await?;
+        let url_ok = (spec.url.starts_with("https://") || spec.url.starts_with("http://"))
+            && spec.url.len() <= 2048;
+        if !url_ok {
+            return Err(ServiceError::invalid(
+                "push notification url must be an http(s) URL of at most 2048 bytes",
+            ));
+        }
+        let id = spec
+            .id
+            .filter(|i| !i.is_empty())
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        if id.len() > 200 {
+            return Err(ServiceError::invalid(
+                "push notification config id must be at most 200 characters",
+            ));
+        }
+        let record = PushConfigRecord {
+            thread: task.clone(),
+            id,
+            url: spec.url,
+            token: spec.token,
+            auth_scheme: spec.auth_scheme,
+            auth_credentials: spec.auth_credentials,
+            created_at: self.now(),
+        };
+        self.inner.store.put_push_config(record.clone()).await?;
+        Ok(PushConfigRecord {
+            auth_credentials: None,
+            ..record
+        })
+    }
+
+    /// The push configs of one of the caller's tasks, credentials redacted.
+    pub async fn push_configs(
+        &self,
+        caller: &Caller,
+        task: &ThreadId,
+    ) -> Result<Vec<PushConfigRecord>> {
+        caller.require_party()?;
+        self.own_task(caller, task).await?;
+        let configs = self.inner.store.push_configs(task).await?;
+        Ok(configs
+            .into_iter()
+            .map(|c| PushConfigRecord {
+                auth_credentials: None,
+                ..c
+            })
+            .collect())
+    }
+
+    pub async fn delete_push_config(
+        &self,
+        caller: &Caller,
+        task: &ThreadId,
+        id: &str,
+    ) -> Result<()> {
+        caller.require_party()?;
+        self.own_task(caller, task).await?;
+        if !self
+            .inner
+            .store
+            .delete_push_config(task.clone(), id.to_owned())
+            .await?
+        {
+            return Err(ServiceError::not_found("push notification config", id));
+        }
+        Ok(())
+    }
+
+    /// The skills a party may use (for the extended card): all configured skills whose channel
+    /// the party may post in.
+    pub async fn skills_for(&self, caller: &Caller) -> Result<Vec<SkillRoute>> {
+        caller.require_party()?;
+        let mut out = Vec::new();
+        for s in &self.inner.settings.skills {
+            let channel = self.inner.store.channel(&s.channel).await?;
+            if channel
+                .and_then(|c| c.member(caller.id()).map(|m| m.rights))
+                .is_some_and(|r| r.contains(crate::domain::Right::Post))
+            {
+                out.push(s.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    /// A thread the caller opened as a task; anything else is "not found".
+    async fn own_task(&self, caller: &Caller, id: &ThreadId) -> Result<ThreadRecord> {
+        match self.inner.store.thread(id).await? {
+            Some(t) if &t.opened_by == caller.id() && t.task.is_some() => Ok(t),
+            _ => Err(ServiceError::new(
+                ErrorCode::NotFound,
+                format!("no task {id} (unknown, or not yours)"),
+            )),
+        }
+    }
+
+    async fn route_for(&self, party: &PersonId, skill: Option<&str>) -> Result<SkillRoute> {
+        let settings = &self.inner.settings;
+        let chosen = match skill {
+            Some(s) => s.to_owned(),
+            None => {
+                let party_default = self
+                    .inner
+                    .store
+                    .party(party)
+                    .await?
+                    .and_then(|p| p.default_skill);
+                party_default.or_else(|| settings.default_skill.clone()).ok_or_else(|| {
+                    ServiceError::invalid("name a skill in message.metadata.skill; no default skill is configured")
+                })?
+            }
+        };
+        settings
+            .skills
+            .iter()
+            .find(|s| s.id == chosen)
+            .cloned()
+            .ok_or_else(|| {
+                let known: Vec<&str> = settings.skills.iter().map(|s| s.id.as_str()).collect();
+                ServiceError::invalid(format!(
+                    "unknown skill {chosen:?}; the skills are: {}",
+                    known.join(", ")
+                ))
+            })
+    }
+
+    async fn task_view(
+        &self,
+        thread: ThreadRecord,
+        history_length: Option<usize>,
+    ) -> Result<TaskView> {
+        let messages = self
+            .inner
+            .store
+            .thread_messages(&thread.id, 0, MAX_TASK_MESSAGES)
+            .await?;
+        let artifacts: Vec<MessageRecord> = messages
+            .iter()
+            .filter(|m| m.kind == Kind::Reply && m.author != thread.opened_by)
+            .cloned()
+            .collect();
+        let skip = history_length.map_or(0, |n| messages.len().saturating_sub(n));
+        let history = messages.into_iter().skip(skip).collect();
+        Ok(TaskView {
+            thread,
+            history,
+            artifacts,
+        })
+    }
+}

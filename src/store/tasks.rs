@@ -1,0 +1,274 @@
+//! A2A tasks in the store: the event log, listing a party's tasks, parties and push configs.
+
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, Row as _};
+
+use super::messages::{THREAD_COLUMNS, thread};
+use super::{
+    PartyRecord, PersonRecord, PushConfigRecord, Result, Store, StoreError, TaskEventRecord,
+    ThreadRecord,
+};
+use crate::domain::{MessageId, PersonId, PersonKind, TaskState, ThreadId, Timestamp};
+
+/// Which of a party's tasks to list.
+#[derive(Debug, Clone, Default)]
+pub struct TaskFilter {
+    pub context_id: Option<String>,
+    pub state: Option<TaskState>,
+    /// Only tasks updated at or after this time.
+    pub updated_since: Option<Timestamp>,
+    pub limit: i64,
+    pub offset: i64,
+}
+
+/// Appends one event to a task's log (inside the transaction that caused it).
+pub(super) async fn append_event(
+    tx: &mut AnyConnection,
+    thread: &ThreadId,
+    seq: i64,
+    state: TaskState,
+    cause: &str,
+    message: Option<&MessageId>,
+    now: Timestamp,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO task_events (thread_id, seq, state, cause, message_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(thread.as_str().to_owned())
+    .bind(seq)
+    .bind(state.as_str())
+    .bind(cause.to_owned())
+    .bind(message.map(|m| m.as_str().to_owned()))
+    .bind(now.0)
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+/// Moves a submitted task to working when it is claimed, with its event.
+pub(super) async fn on_claim(
+    tx: &mut AnyConnection,
+    thread: &ThreadId,
+    now: Timestamp,
+) -> Result<()> {
+    let row = sqlx::query("SELECT task_state, task_event_seq FROM threads WHERE id = $1")
+        .bind(thread.as_str().to_owned())
+        .fetch_one(&mut *tx)
+        .await?;
+    let Some(state) = row.try_get::<Option<String>, _>("task_state")? else {
+        return Ok(());
+    };
+    let state: TaskState = state.parse()?;
+    let next = state.apply(crate::domain::TaskEvent::Claimed)?;
+    if next == state {
+        return Ok(());
+    }
+    let seq = row.try_get::<i64, _>("task_event_seq")? + 1;
+    sqlx::query(
+        "UPDATE threads SET task_state = $1, task_event_seq = $2, updated_at = $3 WHERE id = $4",
+    )
+    .bind(next.as_str())
+    .bind(seq)
+    .bind(now.0)
+    .bind(thread.as_str().to_owned())
+    .execute(&mut *tx)
+    .await?;
+    append_event(tx, thread, seq, next, "claim", None, now).await
+}
+
+fn event(row: &AnyRow) -> Result<TaskEventRecord> {
+    Ok(TaskEventRecord {
+        seq: row.try_get("seq")?,
+        state: row.try_get::<String, _>("state")?.parse()?,
+        cause: row.try_get("cause")?,
+        message: row
+            .try_get::<Option<String>, _>("message_id")?
+            .map(MessageId::parse)
+            .transpose()?,
+        created_at: Timestamp(row.try_get("created_at")?),
+    })
+}
+
+fn push_config(row: &AnyRow) -> Result<PushConfigRecord> {
+    Ok(PushConfigRecord {
+        thread: ThreadId::parse(row.try_get::<String, _>("thread_id")?)?,
+        id: row.try_get("id")?,
+        url: row.try_get("url")?,
+        token: row.try_get("token")?,
+        auth_scheme: row.try_get("auth_scheme")?,
+        auth_credentials: row.try_get("auth_credentials")?,
+        created_at: Timestamp(row.try_get("created_at")?),
+    })
+}
+
+impl Store {
+    /// Events of a task with `seq > after`, in order.
+    pub async fn task_events(&self, thread: &ThreadId, after: i64) -> Result<Vec<TaskEventRecord>> {
+        let rows = sqlx::query(
+            "SELECT seq, state, cause, message_id, created_at FROM task_events WHERE thread_id = $1 AND seq > $2 \
+             ORDER BY seq",
+        )
+        .bind(thread.as_str().to_owned())
+        .bind(after)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(event).collect()
+    }
+
+    /// Tasks opened by `party` matching `filter`, most recently updated first, and the total count.
+    pub async fn tasks(
+        &self,
+        party: &PersonId,
+        filter: &TaskFilter,
+    ) -> Result<(Vec<ThreadRecord>, i64)> {
+        let condition = "opened_by = $1 AND task_state IS NOT NULL AND ($2 IS NULL OR context_id = $2) \
+                         AND ($3 IS NULL OR task_state = $3) AND ($4 IS NULL OR updated_at >= $4)";
+        let sql = format!(
+            "SELECT {THREAD_COLUMNS} FROM threads WHERE {condition} ORDER BY updated_at DESC, id DESC LIMIT $5 OFFSET $6"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(party.as_str().to_owned())
+            .bind(filter.context_id.clone())
+            .bind(filter.state.map(TaskState::as_str))
+            .bind(filter.updated_since.map(|t| t.0))
+            .bind(filter.limit)
+            .bind(filter.offset)
+            .fetch_all(&self.pool)
+            .await?;
+        let count_sql = format!("SELECT COUNT(*) AS n FROM threads WHERE {condition}");
+        let total: i64 = sqlx::query(sqlx::AssertSqlSafe(count_sql))
+            .bind(party.as_str().to_owned())
+            .bind(filter.context_id.clone())
+            .bind(filter.state.map(TaskState::as_str))
+            .bind(filter.updated_since.map(|t| t.0))
+            .fetch_one(&self.pool)
+            .await?
+            .try_get("n")?;
+        Ok((rows.iter().map(thread).collect::<Result<_>>()?, total))
+    }
+
+    /// Creates an external person with their party settings, atomically.
+    pub async fn insert_party(
+        &self,
+        person: PersonRecord,
+        default_skill: Option<String>,
+        jwt_subject: Option<String>,
+    ) -> Result<()> {
+        if person.kind != PersonKind::External {
+            return Err(StoreError::Corrupt(
+                "a party must be an external person".into(),
+            ));
+        }
+        self.write(move |tx| {
+            Box::pin(async move {
+                sqlx::query("INSERT INTO persons (id, kind, display_name, created_at) VALUES ($1, $2, $3, $4)")
+                    .bind(person.id.as_str().to_owned())
+                    .bind(person.kind.as_str())
+                    .bind(person.display_name)
+                    .bind(person.created_at.0)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query("INSERT INTO parties (person_id, default_skill, jwt_subject) VALUES ($1, $2, $3)")
+                    .bind(person.id.as_str().to_owned())
+                    .bind(default_skill)
+                    .bind(jwt_subject)
+                    .execute(&mut *tx)
+                    .await?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    /// Every party (external person not removed), with settings.
+    pub async fn parties(&self) -> Result<Vec<PartyRecord>> {
+        let rows = sqlx::query(
+            "SELECT p.id, p.kind, p.display_name, p.created_at, x.default_skill, x.jwt_subject FROM persons p \
+             LEFT JOIN parties x ON x.person_id = p.id WHERE p.kind = 'external' AND p.removed_at IS NULL ORDER BY p.id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(party).collect()
+    }
+
+    pub async fn party(&self, id: &PersonId) -> Result<Option<PartyRecord>> {
+        Ok(self
+            .parties()
+            .await?
+            .into_iter()
+            .find(|p| &p.person.id == id))
+    }
+
+    /// The party a JWT subject maps to.
+    pub async fn party_by_subject(&self, subject: &str) -> Result<Option<PartyRecord>> {
+        Ok(self
+            .parties()
+            .await?
+            .into_iter()
+            .find(|p| p.jwt_subject.as_deref() == Some(subject)))
+    }
+
+    /// Stores (or replaces, by id) a push config of a task.
+    pub async fn put_push_config(&self, c: PushConfigRecord) -> Result<()> {
+        self.write(move |tx| {
+            Box::pin(async move {
+                sqlx::query(
+                    "INSERT INTO push_configs (thread_id, id, url, token, auth_scheme, auth_credentials, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (thread_id, id) DO UPDATE SET url = excluded.url, \
+                     token = excluded.token, auth_scheme = excluded.auth_scheme, \
+                     auth_credentials = excluded.auth_credentials",
+                )
+                .bind(c.thread.as_str().to_owned())
+                .bind(c.id)
+                .bind(c.url)
+                .bind(c.token)
+                .bind(c.auth_scheme)
+                .bind(c.auth_credentials)
+                .bind(c.created_at.0)
+                .execute(tx)
+                .await?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    pub async fn push_configs(&self, thread: &ThreadId) -> Result<Vec<PushConfigRecord>> {
+        let rows = sqlx::query(
+            "SELECT thread_id, id, url, token, auth_scheme, auth_credentials, created_at FROM push_configs \
+             WHERE thread_id = $1 ORDER BY created_at, id",
+        )
+        .bind(thread.as_str().to_owned())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(push_config).collect()
+    }
+
+    /// Deletes a push config; false when there was none.
+    pub async fn delete_push_config(&self, thread: ThreadId, id: String) -> Result<bool> {
+        self.write(move |tx| {
+            Box::pin(async move {
+                let done = sqlx::query("DELETE FROM push_configs WHERE thread_id = $1 AND id = $2")
+                    .bind(thread.as_str().to_owned())
+                    .bind(id)
+                    .execute(tx)
+                    .await?;
+                Ok(done.rows_affected() > 0)
+            })
+        })
+        .await
+    }
+}
+
+fn party(row: &AnyRow) -> Result<PartyRecord> {
+    Ok(PartyRecord {
+        person: PersonRecord {
+            id: PersonId::parse(row.try_get::<String, _>("id")?)?,
+            kind: row.try_get::<String, _>("kind")?.parse()?,
+            display_name: row.try_get("display_name")?,
+            created_at: Timestamp(row.try_get("created_at")?),
+        },
+        default_skill: row.try_get("default_skill")?,
+        jwt_subject: row.try_get("jwt_subject")?,
+    })
+}
