@@ -6,5 +6,6 @@
 
 pub mod card;
 pub mod errors;
+pub mod http;
 pub mod keys;
 mod pb;
