@@ -6,6 +6,7 @@ import time
 import urllib.error
 import urllib.request
 
+import anyio
 import pytest
 
 from conftest import call, connect
@@ -92,3 +93,21 @@ async def test_a_person_outside_a_channel_sees_no_trace_of_it(server, tokens):
         assert me["channels"] == []
         result = await carol.call_tool("post", {"kind": "question", "channel": "demo", "body": "hi?"})
         assert result.is_error and result.structured_content["error"]["code"] == "not_found"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_token_revoked_mid_session_is_refused_on_its_next_request(server, mode):
+    issued = server.token("alice")
+    refused = False
+    async with connect(server, issued["secret"], mode) as alice:
+        assert (await call(alice, "whoami"))["person"]["id"] == "alice"
+        server.admin("DELETE", f"/admin/v1/tokens/{issued['id']}")
+        with anyio.fail_after(20):
+            try:
+                result = await alice.call_tool("whoami", {})
+            except Exception:
+                refused = True  # the HTTP layer answered 401
+            else:
+                refused = bool(result.is_error)
+    assert refused
