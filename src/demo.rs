@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::app::App;
 use crate::domain::{ChannelName, PersonId, PersonKind, Scope, Scopes};
-use crate::service::{ChannelSpec, TokenSpec};
+use crate::service::{ChannelSpec, PartySpec, TokenSpec};
 
 pub const DEMO_FILE: &str = "demo.json";
 
@@ -46,14 +46,10 @@ pub async fn ensure(app: &App) -> anyhow::Result<Demo> {
             .with_context(|| format!("Invalid {}", path.display()))?
     } else {
         let mut tokens = Vec::new();
-        for (id, name, kind) in [
-            ("alice", "Alice", PersonKind::Member),
-            ("bob", "Bob", PersonKind::Member),
-            ("partner", "Partner Corp", PersonKind::External),
-        ] {
+        for (id, name) in [("alice", "Alice"), ("bob", "Bob")] {
             let id = PersonId::parse(id).expect("slug");
             service
-                .add_person(&admin, id.clone(), kind, name.into())
+                .add_person(&admin, id.clone(), PersonKind::Member, name.into())
                 .await?;
             let issue = |scope: Scope| TokenSpec {
                 person: id.clone(),
@@ -65,28 +61,63 @@ pub async fn ensure(app: &App) -> anyhow::Result<Demo> {
                 .issue_token(&admin, issue(Scope::Agent))
                 .await?
                 .secret;
-            let human_token = match kind {
-                PersonKind::Member => Some(
-                    service
-                        .issue_token(&admin, issue(Scope::Human))
-                        .await?
-                        .secret,
-                ),
-                PersonKind::External => None,
-            };
+            let human_token = Some(
+                service
+                    .issue_token(&admin, issue(Scope::Human))
+                    .await?
+                    .secret,
+            );
             tokens.push(PersonTokens {
                 agent_token,
                 human_token,
             });
         }
+        let party = PartySpec {
+            id: PersonId::parse("partner").expect("slug"),
+            display_name: "Partner Corp".into(),
+            default_skill: None,
+            jwt_subject: None,
+            issue_token: true,
+        };
+        let (_, token) = service.add_party(&admin, party).await?;
+        let agent_token = token.expect("a party token was asked for").secret;
+        tokens.push(PersonTokens {
+            agent_token,
+            human_token: None,
+        });
+        let bob = PersonId::parse("bob").expect("slug");
         let spec = ChannelSpec {
             name: ChannelName::parse("demo").expect("slug"),
             description: "Alice and Bob's demo channel".into(),
-            members: vec![alice, PersonId::parse("bob").expect("slug")],
+            members: vec![alice.clone(), bob.clone()],
             rights: None,
             policy: None,
         };
         service.add_channel(&admin, spec).await?;
+        // The channels the card's skills route to, shared by the members and the party.
+        let mut routed: Vec<ChannelName> = service
+            .settings()
+            .skills
+            .iter()
+            .map(|s| s.channel.clone())
+            .collect();
+        routed.push(ChannelName::parse("partners").expect("slug"));
+        routed.sort();
+        routed.dedup();
+        for name in routed {
+            let spec = ChannelSpec {
+                name,
+                description: "Tasks delegated by external parties".into(),
+                members: vec![
+                    alice.clone(),
+                    bob.clone(),
+                    PersonId::parse("partner").expect("slug"),
+                ],
+                rights: None,
+                policy: None,
+            };
+            service.add_channel(&admin, spec).await?;
+        }
         let mut tokens = tokens.into_iter();
         let mut next = || tokens.next().expect("three people");
         Demo {
@@ -110,7 +141,8 @@ pub fn instructions(d: &Demo) -> String {
     let alice = &d.alice.agent_token;
     let bob = &d.bob.agent_token;
     format!(
-        r#"Demo ready: members alice and bob share channel "{channel}"; partner is an external party.
+        r#"Demo ready: members alice and bob share channel "{channel}"; partner is an external A2A party
+whose tasks open threads in channel "partners" (alice and bob answer them).
 
   alice  agent token: {alice}
          human token: {alice_human}

@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use crate::domain::{AgentIdentity, ApprovalPolicy, ChannelName, PersonId, PersonKind};
 use crate::service::{
-    Caller, ChannelSpec, ErrorCode, MemberChange, Service, ServiceError, TokenSpec,
+    Caller, ChannelSpec, ErrorCode, MemberChange, PartySpec, Service, ServiceError, TokenSpec,
 };
 
 /// The header an agent may use to declare its identity (`agent_id@host:session`); never trusted.
@@ -107,6 +107,7 @@ pub fn router(service: Service) -> Router {
     Router::new()
         .route("/admin/v1/persons", get(list_persons).post(add_person))
         .route("/admin/v1/persons/{id}", delete(remove_person))
+        .route("/admin/v1/parties", get(list_parties).post(add_party))
         .route("/admin/v1/tokens", get(list_tokens).post(issue_token))
         .route("/admin/v1/tokens/{id}", delete(revoke_token))
         .route("/admin/v1/channels", get(list_channels).post(add_channel))
@@ -154,6 +155,21 @@ async fn remove_person(
         .map_err(|_| ServiceError::new(ErrorCode::NotFound, "no such person"))?;
     s.remove_person(&c, &id).await?;
     Ok(Json(serde_json::json!({ "removed": id })))
+}
+
+async fn add_party(
+    State(s): State<Service>,
+    Authed(c): Authed,
+    body: Body<PartySpec>,
+) -> ApiResult<serde_json::Value> {
+    let (party, token) = s.add_party(&c, body.0).await?;
+    Ok(Json(serde_json::json!({ "party": party, "token": token })))
+}
+
+async fn list_parties(State(s): State<Service>, Authed(c): Authed) -> ApiResult<serde_json::Value> {
+    Ok(Json(
+        serde_json::json!({ "parties": s.list_parties(&c).await? }),
+    ))
 }
 
 async fn issue_token(

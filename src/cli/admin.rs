@@ -36,6 +36,34 @@ pub enum PersonCommand {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum PartyCommand {
+    /// Add an external A2A party; prints its bearer token once (unless --no-token).
+    Add {
+        /// Slug id, e.g. partner
+        id: String,
+        /// Display name shown in labels.
+        #[arg(long)]
+        name: String,
+        /// Skill used when the party's message names none (a skill id of agent-card/card.toml).
+        #[arg(long)]
+        default_skill: Option<String>,
+        /// `sub` claim of JWTs from the configured issuer that authenticate as this party.
+        #[arg(long)]
+        jwt_subject: Option<String>,
+        /// Do not issue a bearer token (the party authenticates with JWTs only).
+        #[arg(long)]
+        no_token: bool,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// List external parties and their settings.
+    List {
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum TokenCommand {
     /// Issue a token; its secret is printed once.
     Issue {
@@ -145,6 +173,26 @@ pub async fn person(c: PersonCommand) -> anyhow::Result<()> {
         PersonCommand::Remove { id, server } => {
             call(&server, "DELETE", &format!("/admin/v1/persons/{id}"), None).await
         }
+    }
+}
+
+pub async fn party(c: PartyCommand) -> anyhow::Result<()> {
+    match c {
+        PartyCommand::Add {
+            id,
+            name,
+            default_skill,
+            jwt_subject,
+            no_token,
+            server,
+        } => {
+            let body = json!({
+                "id": id, "display_name": name, "default_skill": default_skill,
+                "jwt_subject": jwt_subject, "issue_token": !no_token,
+            });
+            call(&server, "POST", "/admin/v1/parties", Some(body)).await
+        }
+        PartyCommand::List { server } => call(&server, "GET", "/admin/v1/parties", None).await,
     }
 }
 

@@ -27,6 +27,9 @@ pub enum Command {
     /// Manage people (members and external parties).
     #[command(subcommand)]
     Person(admin::PersonCommand),
+    /// Manage external A2A parties.
+    #[command(subcommand)]
+    Party(admin::PartyCommand),
     /// Issue, list and revoke tokens.
     #[command(subcommand)]
     Token(admin::TokenCommand),
@@ -75,6 +78,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve::run(args).await,
         Command::Person(c) => admin::person(c).await,
+        Command::Party(c) => admin::party(c).await,
         Command::Token(c) => admin::token(c).await,
         Command::Channel(c) => admin::channel(c).await,
         Command::Mcp(args) => crate::mcp::agent::mcp(args).await,

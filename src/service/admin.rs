@@ -6,7 +6,9 @@ use serde::{Deserialize, Serialize};
 use super::auth::{hash_secret, new_secret};
 use super::{Caller, ErrorCode, Result, Service, ServiceError};
 use crate::domain::{ApprovalPolicy, ChannelName, PersonId, PersonKind, Rights, Scope, Scopes};
-use crate::store::{ChannelRecord, MemberRecord, PersonRecord, StoreError, TokenRecord};
+use crate::store::{
+    ChannelRecord, MemberRecord, PartyRecord, PersonRecord, StoreError, TokenRecord,
+};
 
 /// What `token issue` asks for.
 #[derive(Debug, Clone, Deserialize)]
@@ -42,6 +44,27 @@ pub struct ChannelSpec {
     pub rights: Option<Rights>,
     #[serde(default)]
     pub policy: Option<ApprovalPolicy>,
+}
+
+/// What `party add` asks for.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartySpec {
+    pub id: PersonId,
+    pub display_name: String,
+    /// The skill used when the party's message names none.
+    #[serde(default)]
+    pub default_skill: Option<String>,
+    /// The `sub` of JWTs from the configured issuer that authenticate as this party.
+    #[serde(default)]
+    pub jwt_subject: Option<String>,
+    /// Issue an `agent` bearer token for the party (default true).
+    #[serde(default = "yes")]
+    pub issue_token: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// What `channel members` asks for.
@@ -128,6 +151,87 @@ impl Service {
             .map_err(conflict_as("person", &id))?;
         tracing::info!(person = %id, kind = %kind, "Person added.");
         Ok(person)
+    }
+
+    /// Adds an external party: an external person with its A2A settings, and (unless `issue_token`
+    /// is false) an `agent` token it authenticates with.
+    pub async fn add_party(
+        &self,
+        caller: &Caller,
+        spec: PartySpec,
+    ) -> Result<(PartyRecord, Option<IssuedToken>)> {
+        caller.require(Scope::Admin)?;
+        let display_name = spec.display_name.trim().to_owned();
+        if display_name.is_empty()
+            || display_name.chars().count() > MAX_DISPLAY_NAME
+            || display_name.contains(['\n', '\r'])
+        {
+            return Err(ServiceError::invalid(format!(
+                "display_name must be one line of 1-{MAX_DISPLAY_NAME} characters"
+            )));
+        }
+        if let Some(skill) = &spec.default_skill
+            && !self.inner.settings.skills.iter().any(|s| &s.id == skill)
+        {
+            let known: Vec<&str> = self
+                .inner
+                .settings
+                .skills
+                .iter()
+                .map(|s| s.id.as_str())
+                .collect();
+            return Err(ServiceError::invalid(format!(
+                "unknown skill {skill:?}; the skills are: {}",
+                known.join(", ")
+            )));
+        }
+        if spec
+            .jwt_subject
+            .as_ref()
+            .is_some_and(|s| s.is_empty() || s.len() > 255)
+        {
+            return Err(ServiceError::invalid(
+                "jwt_subject must be 1-255 characters",
+            ));
+        }
+        let person = PersonRecord {
+            id: spec.id.clone(),
+            kind: PersonKind::External,
+            display_name,
+            created_at: self.now(),
+        };
+        self.inner
+            .store
+            .insert_party(
+                person.clone(),
+                spec.default_skill.clone(),
+                spec.jwt_subject.clone(),
+            )
+            .await
+            .map_err(conflict_as("person or JWT subject", &spec.id))?;
+        let token = if spec.issue_token {
+            let t = TokenSpec {
+                person: spec.id.clone(),
+                scopes: Scopes::default().with(Scope::Agent),
+                expires_in_s: None,
+                description: "party token".into(),
+            };
+            Some(self.issue_token_unchecked(t).await?)
+        } else {
+            None
+        };
+        tracing::info!(party = %spec.id, "Party added.");
+        let party = PartyRecord {
+            person,
+            default_skill: spec.default_skill,
+            jwt_subject: spec.jwt_subject,
+        };
+        Ok((party, token))
+    }
+
+    pub async fn list_parties(&self, caller: &Caller) -> Result<Vec<PartyRecord>> {
+        caller.require(Scope::Admin)?;
+        Ok(self.inner.store.parties().await?)
     }
 
     pub async fn list_persons(&self, caller: &Caller) -> Result<Vec<PersonRecord>> {

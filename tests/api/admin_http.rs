@@ -87,6 +87,29 @@ async fn the_cli_manages_people_tokens_and_channels_on_a_running_server() {
             .unwrap()
             .0
     );
+    let (ok, party, _) = run(vec!["party", "add", "acme", "--name", "Acme Inc"])
+        .await
+        .unwrap();
+    assert!(
+        ok && party["token"]["secret"]
+            .as_str()
+            .unwrap()
+            .starts_with("lsn_")
+    );
+    let (ok, parties, _) = run(vec!["party", "list"]).await.unwrap();
+    assert!(ok && parties["parties"][0]["person"]["kind"] == "external");
+    let (ok, _, err) = run(vec![
+        "party",
+        "add",
+        "acme2",
+        "--name",
+        "A",
+        "--default-skill",
+        "nope",
+    ])
+    .await
+    .unwrap();
+    assert!(!ok && err.contains("invalid_input"), "{err}");
     let (ok, _, err) = run(vec!["channel", "members", "nope", "--add", "alice"])
         .await
         .unwrap();
