@@ -23,17 +23,34 @@ fn check_slug(what: &str, s: &str) -> Result<(), ParseError> {
     }
 }
 
-macro_rules! slug_id {
-    ($(#[$meta:meta])* $name:ident, $what:literal) => {
+/// Checks a server-made id: `prefix` then 32 hex digits.
+fn check_server_id(prefix: &str, s: &str) -> Result<(), ParseError> {
+    let ok = s
+        .strip_prefix(prefix)
+        .is_some_and(|rest| rest.len() == 32 && rest.bytes().all(|b| b.is_ascii_hexdigit()));
+    if ok {
+        Ok(())
+    } else {
+        Err(ParseError::new(format!(
+            "invalid id {s:?}: expected {prefix}<32 hex digits>"
+        )))
+    }
+}
+
+/// A string newtype that can only hold what `$check` accepts; serde goes through `parse`.
+macro_rules! string_id {
+    ($(#[$meta:meta])* $name:ident, $check:expr) => {
         $(#[$meta])*
         #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
         #[serde(try_from = "String", into = "String")]
         pub struct $name(String);
 
         impl $name {
+            /// Accepts any well-formed value; whether it exists (for the caller) is the store's question.
             pub fn parse(s: impl Into<String>) -> Result<Self, ParseError> {
                 let s = s.into();
-                check_slug($what, &s)?;
+                let check: fn(&str) -> Result<(), ParseError> = $check;
+                check(&s)?;
                 Ok(Self(s))
             }
 
@@ -63,79 +80,38 @@ macro_rules! slug_id {
     };
 }
 
-slug_id!(
+string_id!(
     /// A person (member or external party), e.g. `alice`.
     PersonId,
-    "person id"
+    |s| check_slug("person id", s)
 );
-slug_id!(
+string_id!(
     /// A channel, e.g. `demo`.
     ChannelName,
-    "channel name"
+    |s| check_slug("channel name", s)
+);
+string_id!(
+    /// A message: `msg_` and a UUIDv7, so ids sort by creation time.
+    MessageId,
+    |s| check_server_id("msg_", s)
+);
+string_id!(
+    /// A thread (an A2A task when opened by an external party): `thr_` and a UUIDv7.
+    ThreadId,
+    |s| check_server_id("thr_", s)
 );
 
-macro_rules! server_id {
-    ($(#[$meta:meta])* $name:ident, $prefix:literal) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-        #[serde(try_from = "String", into = "String")]
-        pub struct $name(String);
-
-        impl $name {
-            /// A new id: the prefix and a UUIDv7, so ids sort by creation time.
-            pub fn generate() -> Self {
-                Self(format!(concat!($prefix, "{}"), uuid::Uuid::now_v7().simple()))
-            }
-
-            /// Accepts any well-formed id; whether it exists (for the caller) is the store's question.
-            pub fn parse(s: impl Into<String>) -> Result<Self, ParseError> {
-                let s = s.into();
-                let ok = s
-                    .strip_prefix($prefix)
-                    .is_some_and(|rest| rest.len() == 32 && rest.bytes().all(|b| b.is_ascii_hexdigit()));
-                if ok {
-                    Ok(Self(s))
-                } else {
-                    Err(ParseError::new(format!(concat!("invalid id {:?}: expected ", $prefix, "<32 hex digits>"), s)))
-                }
-            }
-
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl TryFrom<String> for $name {
-            type Error = ParseError;
-            fn try_from(s: String) -> Result<Self, ParseError> {
-                Self::parse(s)
-            }
-        }
-
-        impl From<$name> for String {
-            fn from(id: $name) -> String {
-                id.0
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-    };
+impl MessageId {
+    pub fn generate() -> Self {
+        Self(format!("msg_{}", uuid::Uuid::now_v7().simple()))
+    }
 }
 
-server_id!(
-    /// A message.
-    MessageId,
-    "msg_"
-);
-server_id!(
-    /// A thread (an A2A task when opened by an external party).
-    ThreadId,
-    "thr_"
-);
+impl ThreadId {
+    pub fn generate() -> Self {
+        Self(format!("thr_{}", uuid::Uuid::now_v7().simple()))
+    }
+}
 
 #[cfg(test)]
 mod tests {
