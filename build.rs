@@ -4,6 +4,9 @@
 
 use std::path::PathBuf;
 
+/// Our `google.protobuf.Timestamp`, with A2A's JSON form.
+const TIMESTAMP: &str = "crate::a2a::wkt::Timestamp";
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
     let descriptor_path = out_dir.join("a2a_descriptor.bin");
@@ -17,9 +20,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_server(true)
         .build_client(false)
         .build_transport(false)
-        // Well-known types come from pbjson-types, which carries their ProtoJSON forms.
+        // Well-known types come from pbjson-types, which carries their ProtoJSON forms, except
+        // Timestamp: A2A wants `Z` and milliseconds (see src/a2a/wkt.rs).
         .compile_well_known_types(true)
         .extern_path(".google.protobuf", "::pbjson_types")
+        .extern_path(".google.protobuf.Timestamp", TIMESTAMP)
         .file_descriptor_set_path(&descriptor_path)
         .compile_with_config(config, &["proto/a2a.proto"], &["proto"])?;
 
@@ -27,6 +32,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     pbjson_build::Builder::new()
         .register_descriptors(&descriptors)?
         .extern_path(".google.protobuf", "::pbjson_types")
+        .extern_path(".google.protobuf.Timestamp", TIMESTAMP)
         .btree_map(["."])
         // ProtoJSON readers ignore unknown fields (A2A DM-SERIAL-005).
         .ignore_unknown_fields()

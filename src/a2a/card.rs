@@ -173,6 +173,20 @@ impl CardDefinition {
         self.file.skills.iter().map(|skill| skill.id.as_str())
     }
 
+    /// Every skill with its route, as the service's settings take them (`Settings::skills`).
+    pub fn skill_routes(&self) -> Vec<crate::service::SkillRoute> {
+        self.file
+            .skills
+            .iter()
+            .map(|skill| crate::service::SkillRoute {
+                id: skill.id.clone(),
+                channel: skill.route.channel.clone(),
+                kind: skill.route.kind,
+                impact: skill.route.impact,
+            })
+            .collect()
+    }
+
     /// Whether the card declares an OpenID Connect scheme (JWTs from a configured issuer).
     pub fn accepts_oidc(&self) -> bool {
         self.file.security.openid_connect_url.is_some()

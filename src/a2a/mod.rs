@@ -7,5 +7,8 @@
 pub mod card;
 pub mod errors;
 pub mod http;
+pub mod jsonrpc;
 pub mod keys;
+pub mod params;
 mod pb;
+pub mod wkt;

@@ -463,3 +463,14 @@ fn load_signs_with_the_key_ring_of_the_data_directory() {
     let jwks: Jwks = serde_json::from_slice(second.jwks_json()).unwrap();
     assert!(verify_card(first.json(), &jwks).is_ok());
 }
+
+#[test]
+fn skill_routes_feed_the_service_settings() {
+    let definition = CardDefinition::from_toml(CARD).unwrap();
+    let routes = definition.skill_routes();
+    let ids: Vec<&str> = routes.iter().map(|route| route.id.as_str()).collect();
+    assert_eq!(ids, ["ask", "request-change", "handoff"]);
+    assert_eq!(routes[1].kind, Kind::Request);
+    assert_eq!(routes[1].impact, Some(Impact::Code));
+    assert_eq!(routes[2].channel.as_str(), "partners");
+}
