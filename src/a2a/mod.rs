@@ -11,4 +11,5 @@ pub mod jsonrpc;
 pub mod keys;
 pub mod params;
 mod pb;
+pub mod query;
 pub mod wkt;

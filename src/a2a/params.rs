@@ -47,6 +47,15 @@ pub fn check_version(requested: Option<&str>) -> Result<(), A2aError> {
     .with_metadata("supportedVersions", SUPPORTED_VERSION))
 }
 
+/// [`check_version`] on gRPC metadata (`a2a-version`).
+pub fn check_grpc_version(metadata: &tonic::metadata::MetadataMap) -> Result<(), A2aError> {
+    check_version(
+        metadata
+            .get(VERSION_METADATA)
+            .and_then(|value| value.to_str().ok()),
+    )
+}
+
 /// The version an HTTP request asks for: the header, else the `A2A-Version` query parameter.
 pub fn requested_version(headers: &HeaderMap, query: Option<&str>) -> Option<String> {
     if let Some(value) = headers.get(VERSION_HEADER) {
@@ -144,6 +153,17 @@ mod tests {
             requested_version(&headers, Some("A2A-Version=1.0")),
             Some("2.0".into())
         );
+    }
+
+    #[test]
+    fn grpc_version_comes_from_metadata() {
+        let mut metadata = tonic::metadata::MetadataMap::new();
+        assert!(check_grpc_version(&metadata).is_err());
+        metadata.insert(VERSION_METADATA, "99.0".parse().unwrap());
+        let error = check_grpc_version(&metadata).unwrap_err();
+        assert_eq!(error.kind, ErrorKind::VersionNotSupported);
+        metadata.insert(VERSION_METADATA, "1.0".parse().unwrap());
+        assert!(check_grpc_version(&metadata).is_ok());
     }
 
     #[test]
