@@ -236,6 +236,25 @@ impl SigningKey {
         Ok(signature.as_ref().to_vec())
     }
 
+    /// A JWT (compact JWS) over `claims`, header `{"alg":"ES256","kid":…,"typ":"JWT"}`.
+    pub fn sign_jwt(&self, claims: &serde_json::Value) -> Result<String, KeyError> {
+        let header = json!({"alg": ALG_ES256, "kid": self.kid, "typ": "JWT"});
+        let encode = |value: &serde_json::Value| {
+            serde_json::to_vec(value)
+                .map(|bytes| URL_SAFE_NO_PAD.encode(bytes))
+                .map_err(|_| KeyError::Malformed {
+                    kid: self.kid.clone(),
+                    why: "claims are not serialisable",
+                })
+        };
+        let signing_input = format!("{}.{}", encode(&header)?, encode(claims)?);
+        let signature = self.sign(signing_input.as_bytes())?;
+        Ok(format!(
+            "{signing_input}.{}",
+            URL_SAFE_NO_PAD.encode(signature)
+        ))
+    }
+
     /// The public key as a JWK (with `kid`, `use`, `alg`).
     pub fn public_jwk(&self) -> Jwk {
         Jwk::from_point(&self.kid, self.pair.public_key().as_ref())
@@ -304,6 +323,29 @@ pub struct Jwks {
 impl Jwks {
     pub fn find(&self, kid: &str) -> Option<&Jwk> {
         self.keys.iter().find(|key| key.kid == kid)
+    }
+
+    /// The claims of an ES256 JWT signed by one of these keys, or `None` when the token is
+    /// malformed, names another algorithm or an unknown key, or its signature fails. Checks the
+    /// signature only: the caller checks the claims.
+    pub fn verify_jwt(&self, token: &str) -> Option<serde_json::Value> {
+        let mut segments = token.split('.');
+        let (header, claims, signature) = (segments.next()?, segments.next()?, segments.next()?);
+        if segments.next().is_some() {
+            return None;
+        }
+        let header: serde_json::Value =
+            serde_json::from_slice(&URL_SAFE_NO_PAD.decode(header).ok()?).ok()?;
+        if header["alg"] != ALG_ES256 {
+            return None;
+        }
+        let key = self.find(header["kid"].as_str()?)?;
+        let signature = URL_SAFE_NO_PAD.decode(signature).ok()?;
+        let signing_input = &token[..token.len() - token.rsplit('.').next()?.len() - 1];
+        if !key.verify_es256(signing_input.as_bytes(), &signature) {
+            return None;
+        }
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(claims).ok()?).ok()
     }
 }
 

@@ -11,5 +11,6 @@ pub mod jsonrpc;
 pub mod keys;
 pub mod params;
 mod pb;
+pub mod push_auth;
 pub mod query;
 pub mod wkt;
