@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 pub use admin::{ChannelSpec, IssuedToken, MemberChange, PartySpec, TokenSpec};
 pub use coordination::{ClaimAction, ClaimTarget, LeaseSpec, PresenceSpec};
 pub use error::{ErrorCode, Result, ServiceError};
-pub use inbox::{InboxItem, InboxPage, InboxRequest};
+pub use inbox::{InboxItem, InboxPage, InboxRequest, ItemContent};
 pub use messages::{DeliveredMessage, MessageSlice, PostReceipt, PostRequest, ThreadView};
 pub use tasks::{PushConfigSpec, SkillRoute, TaskListing, TaskMessage, TaskView};
 
