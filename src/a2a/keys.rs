@@ -145,6 +145,10 @@ pub struct SealedKey {
     pub public_key: String,
     /// base64 of `nonce || AES-256-GCM(PKCS#8) || tag`, with the kid as associated data.
     pub sealed_private_key: String,
+    /// RFC 3339; set when a newer key replaced this one: it keeps co-signing (and stays in the
+    /// JWKS) until then, and is dropped after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retire_after: Option<String>,
 }
 
 /// One usable signing key.
@@ -162,8 +166,16 @@ impl std::fmt::Debug for SigningKey {
 }
 
 impl SigningKey {
-    /// A fresh P-256 key and its sealed record.
+    /// A fresh P-256 key and its sealed record, created now.
     pub fn generate(master: &MasterKey) -> Result<(SigningKey, SealedKey), KeyError> {
+        SigningKey::generate_at(master, chrono::Utc::now())
+    }
+
+    /// A fresh P-256 key and its sealed record, created at `now`.
+    pub fn generate_at(
+        master: &MasterKey,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<(SigningKey, SealedKey), KeyError> {
         let rng = SystemRandom::new();
         let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
             .map_err(|_| KeyError::Randomness)?;
@@ -178,9 +190,10 @@ impl SigningKey {
         let record = SealedKey {
             kid: kid.clone(),
             alg: ALG_ES256.to_owned(),
-            created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            created_at: rfc3339(now),
             public_key: URL_SAFE_NO_PAD.encode(&public),
             sealed_private_key: STANDARD.encode(sealed),
+            retire_after: None,
         };
         Ok((SigningKey { kid, pair }, record))
     }
@@ -359,11 +372,12 @@ pub struct KeyRing {
 impl KeyRing {
     /// Opens sealed records (any order; the newest `created_at` becomes the signer).
     pub fn open(records: &[SealedKey], master: &MasterKey) -> Result<KeyRing, KeyError> {
-        let mut sorted: Vec<&SealedKey> = records.iter().collect();
-        sorted.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        // Newest first; of two created in the same second, the later record is the newer.
+        let mut sorted: Vec<(usize, &SealedKey)> = records.iter().enumerate().collect();
+        sorted.sort_by(|(ia, a), (ib, b)| (&b.created_at, ib).cmp(&(&a.created_at, ia)));
         let keys = sorted
             .into_iter()
-            .map(|record| SigningKey::unseal(record, master))
+            .map(|(_, record)| SigningKey::unseal(record, master))
             .collect::<Result<Vec<_>, _>>()?;
         if keys.is_empty() {
             return Err(KeyError::Empty);
@@ -371,8 +385,8 @@ impl KeyRing {
         Ok(KeyRing { keys })
     }
 
-    /// The file-backed ring of `data_dir`: opens `signing-keys.json`, or creates it with one new
-    /// key on first start.
+    /// The file-backed ring of `data_dir`: opens the live keys of `signing-keys.json`, or
+    /// creates the file with one new key on first start.
     pub fn load_or_create(data_dir: &Path, master: &MasterKey) -> Result<KeyRing, KeyError> {
         let path = data_dir.join(KEYS_FILE);
         match std::fs::read(&path) {
@@ -382,7 +396,7 @@ impl KeyRing {
                         path: path.clone(),
                         source,
                     })?;
-                KeyRing::open(&records, master)
+                KeyRing::open(&live(&records, chrono::Utc::now()), master)
             }
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
                 let (key, record) = SigningKey::generate(master)?;
@@ -414,6 +428,99 @@ impl KeyRing {
             keys: self.keys.iter().map(SigningKey::public_jwk).collect(),
         }
     }
+}
+
+/// How long a replaced key keeps co-signing by default (SPEC §10).
+pub const ROTATION_OVERLAP: chrono::TimeDelta = chrono::TimeDelta::days(7);
+
+/// The records still in use at `now` (not past their `retire_after`).
+pub fn live(records: &[SealedKey], now: chrono::DateTime<chrono::Utc>) -> Vec<SealedKey> {
+    let now = rfc3339(now);
+    records
+        .iter()
+        .filter(|record| {
+            record
+                .retire_after
+                .as_ref()
+                .is_none_or(|until| *until > now)
+        })
+        .cloned()
+        .collect()
+}
+
+/// `keys rotate` on persisted records: a new key signs from `now` on; every key that was signing
+/// keeps co-signing until `now + overlap`. Returns the new record (already appended).
+pub fn rotate(
+    records: &mut Vec<SealedKey>,
+    master: &MasterKey,
+    now: chrono::DateTime<chrono::Utc>,
+    overlap: chrono::TimeDelta,
+) -> Result<SealedKey, KeyError> {
+    let until = rfc3339(now + overlap);
+    for record in records.iter_mut() {
+        if record.retire_after.is_none() {
+            record.retire_after = Some(until.clone());
+        }
+    }
+    let (_, record) = SigningKey::generate_at(master, now)?;
+    records.push(record.clone());
+    Ok(record)
+}
+
+/// `keys retire KID`: removes a key before its overlap ends. The newest key cannot be retired
+/// (rotate first), so a ring never ends up empty.
+pub fn retire(records: &mut Vec<SealedKey>, kid: &str) -> Result<(), RetireError> {
+    let index = records
+        .iter()
+        .position(|record| record.kid == kid)
+        .ok_or(RetireError::Unknown)?;
+    let newest = records
+        .iter()
+        .enumerate()
+        .max_by(|(ia, a), (ib, b)| (&a.created_at, ia).cmp(&(&b.created_at, ib)))
+        .map(|(i, _)| i);
+    if newest == Some(index) {
+        return Err(RetireError::Signing);
+    }
+    records.remove(index);
+    Ok(())
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RetireError {
+    #[error("No signing key has this kid")]
+    Unknown,
+    #[error("This key signs now; rotate to a new key before retiring it")]
+    Signing,
+}
+
+/// Replaces `<data_dir>/signing-keys.json` atomically (write a 0600 temporary file, then rename).
+pub fn save_records(data_dir: &Path, records: &[SealedKey]) -> Result<(), KeyError> {
+    let path = data_dir.join(KEYS_FILE);
+    let temporary = data_dir.join(format!("{KEYS_FILE}.tmp"));
+    let json = serde_json::to_vec_pretty(records).map_err(|source| KeyError::Json {
+        path: path.clone(),
+        source,
+    })?;
+    let _ = std::fs::remove_file(&temporary);
+    write_private_file(&temporary, &json)?;
+    std::fs::rename(&temporary, &path).map_err(|source| KeyError::Io { path, source })
+}
+
+/// Reads `<data_dir>/signing-keys.json` (no file: no records).
+pub fn load_records(data_dir: &Path) -> Result<Vec<SealedKey>, KeyError> {
+    let path = data_dir.join(KEYS_FILE);
+    match std::fs::read(&path) {
+        Ok(bytes) => {
+            serde_json::from_slice(&bytes).map_err(|source| KeyError::Json { path, source })
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(source) => Err(KeyError::Io { path, source }),
+    }
+}
+
+fn rfc3339(at: chrono::DateTime<chrono::Utc>) -> String {
+    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// `(X, Y)` of an uncompressed SEC1 P-256 point.
@@ -538,6 +645,99 @@ mod tests {
         let second = KeyRing::load_or_create(dir.path(), &master()).unwrap();
         assert_eq!(first.signer().kid(), second.signer().kid());
         assert_eq!(first.jwks(), second.jwks());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(dir.path().join(KEYS_FILE))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+    }
+
+    fn at(text: &str) -> chrono::DateTime<chrono::Utc> {
+        chrono::DateTime::parse_from_rfc3339(text).unwrap().to_utc()
+    }
+
+    #[test]
+    fn rotation_keeps_the_old_key_co_signing_for_the_overlap() {
+        let (_, first) = SigningKey::generate_at(&master(), at("2026-01-01T00:00:00Z")).unwrap();
+        let mut records = vec![first.clone()];
+        let new = rotate(
+            &mut records,
+            &master(),
+            at("2026-03-01T00:00:00Z"),
+            ROTATION_OVERLAP,
+        )
+        .unwrap();
+        assert_eq!(
+            records[0].retire_after.as_deref(),
+            Some("2026-03-08T00:00:00Z")
+        );
+        assert_eq!(records[1].retire_after, None);
+
+        let during = KeyRing::open(&live(&records, at("2026-03-07T23:59:59Z")), &master()).unwrap();
+        assert_eq!(during.signer().kid(), new.kid);
+        assert_eq!(
+            during.keys().len(),
+            2,
+            "the old key still co-signs and is published"
+        );
+
+        let after = KeyRing::open(&live(&records, at("2026-03-08T00:00:00Z")), &master()).unwrap();
+        assert_eq!(after.keys().len(), 1);
+        assert_eq!(after.signer().kid(), new.kid);
+    }
+
+    #[test]
+    fn rotating_twice_in_one_second_still_signs_with_the_newest() {
+        let now = at("2026-03-01T00:00:00Z");
+        let (_, first) = SigningKey::generate_at(&master(), now).unwrap();
+        let mut records = vec![first];
+        let second = rotate(&mut records, &master(), now, ROTATION_OVERLAP).unwrap();
+        let third = rotate(&mut records, &master(), now, ROTATION_OVERLAP).unwrap();
+        let ring = KeyRing::open(&records, &master()).unwrap();
+        assert_eq!(ring.signer().kid(), third.kid);
+        assert_eq!(records[1].kid, second.kid);
+        assert!(records[1].retire_after.is_some());
+    }
+
+    #[test]
+    fn retire_removes_an_old_key_but_never_the_signing_one() {
+        let (_, first) = SigningKey::generate_at(&master(), at("2026-01-01T00:00:00Z")).unwrap();
+        let mut records = vec![first.clone()];
+        assert_eq!(retire(&mut records, &first.kid), Err(RetireError::Signing));
+        let new = rotate(
+            &mut records,
+            &master(),
+            at("2026-02-01T00:00:00Z"),
+            ROTATION_OVERLAP,
+        )
+        .unwrap();
+        assert_eq!(retire(&mut records, "nope"), Err(RetireError::Unknown));
+        assert_eq!(retire(&mut records, &first.kid), Ok(()));
+        assert_eq!(records.len(), 1);
+        assert_eq!(records[0].kid, new.kid);
+    }
+
+    #[test]
+    fn records_are_saved_and_reloaded_privately() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(load_records(dir.path()).unwrap().is_empty());
+        KeyRing::load_or_create(dir.path(), &master()).unwrap();
+        let mut records = load_records(dir.path()).unwrap();
+        let new = rotate(
+            &mut records,
+            &master(),
+            chrono::Utc::now(),
+            ROTATION_OVERLAP,
+        )
+        .unwrap();
+        save_records(dir.path(), &records).unwrap();
+        let ring = KeyRing::load_or_create(dir.path(), &master()).unwrap();
+        assert_eq!(ring.signer().kid(), new.kid);
+        assert_eq!(ring.keys().len(), 2);
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt as _;
