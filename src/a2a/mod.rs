@@ -11,6 +11,7 @@ pub mod jsonrpc;
 pub mod keys;
 pub mod params;
 mod pb;
+pub mod protojson;
 pub mod push_auth;
 pub mod query;
 pub mod wkt;
