@@ -1,8 +1,16 @@
-//! The A2A 1.0 front for external agents: wire types, the error table, the signed Agent Card.
+//! The A2A 1.0 front for external agents.
 //!
-//! Everything protocol-shaped lives here; prost types (`pb`) never leave this module. It depends on
-//! the domain types and (for the bindings, later) the service layer, never on the store.
-//! Decisions on the protocol's loose ends are in `README.md` next to this file.
+//! - `pb` (private): the generated `lf.a2a.v1` wire types, tonic server and ProtoJSON impls;
+//!   [`wkt`]: our `google.protobuf.Timestamp` (UTC with `Z`); [`protojson`]: response rendering.
+//! - [`errors`]: the one error table (JSON-RPC, HTTP, gRPC, ErrorInfo; spec v1.0.1 or v1.0.0).
+//! - [`params`]: `A2A-Version`, `A2A-Extensions`, content types; [`jsonrpc`]: the JSON-RPC
+//!   envelope; [`query`]: HTTP+JSON query strings into requests.
+//! - [`card`], [`keys`], [`http`]: the signed Agent Card, its keys, the discovery routes;
+//!   [`push_auth`]: the bearer JWT of push notifications and webhooks.
+//!
+//! Everything protocol-shaped lives here; prost types never leave this module. It calls the
+//! service layer; it never opens or queries the store itself. Decisions on the protocol's loose
+//! ends are in `README.md` next to this file.
 
 pub mod card;
 pub mod errors;
