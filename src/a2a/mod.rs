@@ -13,6 +13,7 @@
 //! ends are in `README.md` next to this file.
 
 pub mod card;
+pub mod convert;
 pub mod errors;
 pub mod http;
 pub mod jsonrpc;

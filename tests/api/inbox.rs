@@ -128,22 +128,29 @@ async fn an_empty_wait_times_out_and_a_dropped_wait_acknowledges_nothing() {
         .await
         .unwrap();
     assert_eq!(first.entries.len(), 1);
-    // A waiting call that the client abandons (its future dropped) acknowledges nothing.
-    let abandoned = tokio::time::timeout(
-        Duration::from_millis(200),
-        env.service.inbox(&bob, req("claude", None, 10)),
-    )
-    .await;
-    assert!(
-        abandoned.is_ok(),
-        "entries were there, so it returned at once"
-    );
+    // Entry 1 is acknowledged; then a waiting call is abandoned by its client (whether it had
+    // started waiting or not, it must acknowledge nothing more).
+    env.service
+        .inbox(&bob, req("claude", Some(first.cursor), 0))
+        .await
+        .unwrap();
+    let (s2, b2, cursor) = (env.service.clone(), bob.clone(), first.cursor);
+    let waiting = tokio::spawn(async move { s2.inbox(&b2, req("claude", Some(cursor), 30)).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    waiting.abort();
+    let _ = waiting.await;
+    env.service
+        .post(&alice, post("announce", Some("demo"), None, "two"))
+        .await
+        .unwrap();
+    // Entry 2, posted after the abandoned call, is still unread.
     let again = env
         .service
         .inbox(&bob, req("claude", None, 0))
         .await
         .unwrap();
-    assert_eq!(again.entries.len(), 1, "not acknowledged without after");
+    assert_eq!(again.entries.iter().map(|e| e.seq).collect::<Vec<_>>(), [2]);
+    assert_eq!(env.service.unread(&bob, "claude").await.unwrap(), 1);
 }
 
 #[tokio::test]

@@ -1,0 +1,433 @@
+//! The one conversion module between A2A wire types and liaison's service types, both ways.
+//!
+//! Mapping (SPEC §8):
+//! - task id = thread id; `contextId` = the task's context (scoped to its party);
+//! - a message by the party is `ROLE_USER`, by the team `ROLE_AGENT`; its id is liaison's message id;
+//! - parts ↔ body and attachments: every `text` part joins the body (separated by a blank line);
+//!   `raw` → an inline attachment, `url` → a URL attachment, `data` → a JSON data attachment; back,
+//!   the body is one `text` part followed by the attachments;
+//! - the team's replies are the task's artifacts (one per reply, id = the message id);
+//! - the status message is the team's last announce, question or close when that set the state.
+//!
+//! Service errors map onto the A2A error table here too, so every binding answers alike.
+
+use base64::Engine as _;
+
+use super::errors::{A2aError, ErrorKind};
+use super::pb;
+use super::wkt::Timestamp as PbTimestamp;
+use crate::domain::{Attachment, Kind, MessageId, TaskState, ThreadId, Timestamp};
+use crate::service::{ErrorCode, ServiceError, TaskMessage, TaskView};
+use crate::store::{MessageRecord, TaskEventRecord, ThreadRecord};
+
+/// The `message.metadata` key naming the skill of a new task.
+pub const SKILL_METADATA: &str = "skill";
+
+pub fn task_state(s: TaskState) -> pb::TaskState {
+    match s {
+        TaskState::Submitted => pb::TaskState::Submitted,
+        TaskState::Working => pb::TaskState::Working,
+        TaskState::InputRequired => pb::TaskState::InputRequired,
+        TaskState::Completed => pb::TaskState::Completed,
+        TaskState::Failed => pb::TaskState::Failed,
+        TaskState::Canceled => pb::TaskState::Canceled,
+        TaskState::Rejected => pb::TaskState::Rejected,
+    }
+}
+
+/// The task-state filter of ListTasks; `Unspecified` means none.
+pub fn task_state_filter(s: pb::TaskState) -> Result<Option<TaskState>, A2aError> {
+    Ok(Some(match s {
+        pb::TaskState::Unspecified => return Ok(None),
+        pb::TaskState::Submitted => TaskState::Submitted,
+        pb::TaskState::Working => TaskState::Working,
+        pb::TaskState::InputRequired => TaskState::InputRequired,
+        pb::TaskState::Completed => TaskState::Completed,
+        pb::TaskState::Failed => TaskState::Failed,
+        pb::TaskState::Canceled => TaskState::Canceled,
+        pb::TaskState::Rejected => TaskState::Rejected,
+        pb::TaskState::AuthRequired => {
+            return Err(A2aError::new(
+                ErrorKind::InvalidParams,
+                "liaison never asks for auth in a task",
+            ));
+        }
+    }))
+}
+
+fn timestamp(t: Timestamp) -> PbTimestamp {
+    PbTimestamp {
+        seconds: t.0.div_euclid(1000),
+        nanos: (t.0.rem_euclid(1000) * 1_000_000) as i32,
+    }
+}
+
+/// A party's message from the wire. Ids that are not ours are "not found" (they cannot be the
+/// party's tasks); empty parts or a missing message id are invalid params.
+pub fn incoming_message(m: pb::Message) -> Result<TaskMessage, A2aError> {
+    let invalid = |why: String| A2aError::new(ErrorKind::InvalidParams, why);
+    if m.message_id.is_empty() {
+        return Err(invalid("message.messageId is required".into()));
+    }
+    if m.role == pb::Role::Agent as i32 {
+        return Err(invalid(
+            "message.role must be ROLE_USER for a message sent to liaison".into(),
+        ));
+    }
+    if m.parts.is_empty() {
+        return Err(invalid("message.parts must hold at least one part".into()));
+    }
+    let task_id = match m.task_id.as_str() {
+        "" => None,
+        id => Some(ThreadId::parse(id).map_err(|_| not_found_task(id))?),
+    };
+    let reference_task_ids = m
+        .reference_task_ids
+        .iter()
+        .map(|id| ThreadId::parse(id.as_str()).map_err(|_| not_found_task(id)))
+        .collect::<Result<_, _>>()?;
+    let skill = m
+        .metadata
+        .as_ref()
+        .and_then(|s| s.fields.get(SKILL_METADATA))
+        .and_then(|v| match &v.kind {
+            Some(pbjson_types::value::Kind::StringValue(s)) => Some(s.clone()),
+            _ => None,
+        });
+    let (body, attachments) = parts_in(m.parts)?;
+    Ok(TaskMessage {
+        message_id: m.message_id,
+        task_id,
+        context_id: (!m.context_id.is_empty()).then_some(m.context_id),
+        skill,
+        body,
+        attachments,
+        reference_task_ids,
+    })
+}
+
+fn not_found_task(id: &str) -> A2aError {
+    A2aError::new(ErrorKind::TaskNotFound, format!("no task {id}"))
+}
+
+fn parts_in(parts: Vec<pb::Part>) -> Result<(String, Vec<Attachment>), A2aError> {
+    let mut texts = Vec::new();
+    let mut attachments = Vec::new();
+    for (i, part) in parts.into_iter().enumerate() {
+        let media_type = (!part.media_type.is_empty()).then_some(part.media_type);
+        let filename = (!part.filename.is_empty()).then_some(part.filename);
+        match part.content {
+            Some(pb::part::Content::Text(t)) => texts.push(t),
+            Some(pb::part::Content::Raw(bytes)) => attachments.push(Attachment::Inline {
+                filename: filename.unwrap_or_else(|| format!("part-{i}")),
+                media_type: media_type.unwrap_or_else(|| "application/octet-stream".into()),
+                data_base64: base64::engine::general_purpose::STANDARD.encode(bytes),
+            }),
+            Some(pb::part::Content::Url(url)) => attachments.push(Attachment::Url {
+                url,
+                filename,
+                media_type,
+            }),
+            Some(pb::part::Content::Data(value)) => {
+                let data = serde_json::to_value(&value).map_err(|e| {
+                    A2aError::new(ErrorKind::InvalidParams, format!("part {i}: {e}"))
+                })?;
+                attachments.push(Attachment::Data { data });
+            }
+            None => {
+                return Err(A2aError::new(
+                    ErrorKind::InvalidParams,
+                    format!("part {i} has no content"),
+                ));
+            }
+        }
+    }
+    Ok((texts.join("\n\n"), attachments))
+}
+
+fn parts_out(m: &MessageRecord) -> Vec<pb::Part> {
+    let mut parts = Vec::with_capacity(1 + m.attachments.len());
+    if !m.body.is_empty() || m.attachments.is_empty() {
+        parts.push(pb::Part {
+            content: Some(pb::part::Content::Text(m.body.clone())),
+            ..Default::default()
+        });
+    }
+    for a in &m.attachments {
+        parts.push(match a {
+            Attachment::Inline {
+                filename,
+                media_type,
+                data_base64,
+            } => pb::Part {
+                content: Some(pb::part::Content::Raw(
+                    base64::engine::general_purpose::STANDARD
+                        .decode(data_base64)
+                        .unwrap_or_default(),
+                )),
+                filename: filename.clone(),
+                media_type: media_type.clone(),
+                ..Default::default()
+            },
+            Attachment::Url {
+                url,
+                filename,
+                media_type,
+            } => pb::Part {
+                content: Some(pb::part::Content::Url(url.clone())),
+                filename: filename.clone().unwrap_or_default(),
+                media_type: media_type.clone().unwrap_or_default(),
+                ..Default::default()
+            },
+            Attachment::Data { data } => pb::Part {
+                content: serde_json::from_value(data.clone())
+                    .ok()
+                    .map(pb::part::Content::Data),
+                media_type: "application/json".into(),
+                ..Default::default()
+            },
+        });
+    }
+    parts
+}
+
+/// One thread message as an A2A message of its task.
+pub fn message(m: &MessageRecord, thread: &ThreadRecord) -> pb::Message {
+    let role = if m.author == thread.opened_by {
+        pb::Role::User
+    } else {
+        pb::Role::Agent
+    };
+    let task = thread.task.as_ref();
+    pb::Message {
+        message_id: m.id.to_string(),
+        context_id: task.map(|t| t.context_id.clone()).unwrap_or_default(),
+        task_id: thread.id.to_string(),
+        role: role as i32,
+        parts: parts_out(m),
+        reference_task_ids: if m.position == 1 {
+            task.map(|t| {
+                t.reference_task_ids
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+        } else {
+            Vec::new()
+        },
+        ..Default::default()
+    }
+}
+
+/// A reply of the team as an artifact.
+pub fn artifact(m: &MessageRecord) -> pb::Artifact {
+    pb::Artifact {
+        artifact_id: m.id.to_string(),
+        name: "reply".into(),
+        parts: parts_out(m),
+        ..Default::default()
+    }
+}
+
+/// The status of a task: its state, when it last changed, and the team's message that set it.
+pub fn status(view: &TaskView) -> pb::TaskStatus {
+    let state = view.state();
+    let cause = view
+        .history
+        .iter()
+        .rev()
+        .find(|m| m.author != view.thread.opened_by || m.kind == Kind::Close);
+    status_with(&view.thread, state, cause, view.thread.updated_at)
+}
+
+fn status_with(
+    thread: &ThreadRecord,
+    state: TaskState,
+    cause: Option<&MessageRecord>,
+    at: Timestamp,
+) -> pb::TaskStatus {
+    let shows = |m: &MessageRecord| match state {
+        TaskState::Working => m.kind == Kind::Announce,
+        TaskState::InputRequired => m.kind.awaits_reply(),
+        TaskState::Failed | TaskState::Rejected | TaskState::Canceled => m.kind == Kind::Close,
+        TaskState::Submitted | TaskState::Completed => false,
+    };
+    pb::TaskStatus {
+        state: task_state(state) as i32,
+        message: cause.filter(|m| shows(m)).map(|m| message(m, thread)),
+        timestamp: Some(timestamp(at)),
+    }
+}
+
+/// A task on the wire; `history_length` of 0 leaves the history out.
+pub fn task(view: &TaskView, include_history: bool) -> pb::Task {
+    let thread = &view.thread;
+    pb::Task {
+        id: thread.id.to_string(),
+        context_id: thread
+            .task
+            .as_ref()
+            .map(|t| t.context_id.clone())
+            .unwrap_or_default(),
+        status: Some(status(view)),
+        artifacts: view.artifacts.iter().map(artifact).collect(),
+        history: if include_history {
+            view.history.iter().map(|m| message(m, thread)).collect()
+        } else {
+            Vec::new()
+        },
+        metadata: None,
+    }
+}
+
+/// The stream responses of one logged event: a reply's artifact comes before its status update.
+pub fn event(
+    ev: &TaskEventRecord,
+    thread: &ThreadRecord,
+    cause: Option<&MessageRecord>,
+) -> Vec<pb::StreamResponse> {
+    let context_id = thread
+        .task
+        .as_ref()
+        .map(|t| t.context_id.clone())
+        .unwrap_or_default();
+    let mut out = Vec::with_capacity(2);
+    if let Some(m) = cause
+        && m.kind == Kind::Reply
+        && m.author != thread.opened_by
+    {
+        out.push(pb::StreamResponse {
+            payload: Some(pb::stream_response::Payload::ArtifactUpdate(
+                pb::TaskArtifactUpdateEvent {
+                    task_id: thread.id.to_string(),
+                    context_id: context_id.clone(),
+                    artifact: Some(artifact(m)),
+                    append: false,
+                    last_chunk: true,
+                    metadata: None,
+                },
+            )),
+        });
+    }
+    out.push(pb::StreamResponse {
+        payload: Some(pb::stream_response::Payload::StatusUpdate(
+            pb::TaskStatusUpdateEvent {
+                task_id: thread.id.to_string(),
+                context_id,
+                status: Some(status_with(thread, ev.state, cause, ev.created_at)),
+                metadata: None,
+            },
+        )),
+    });
+    out
+}
+
+/// The message id an event was caused by, if any.
+pub fn event_message(ev: &TaskEventRecord) -> Option<&MessageId> {
+    ev.message.as_ref()
+}
+
+/// A service error as an A2A error: unknown or foreign tasks are TaskNotFound, a message to an
+/// ended task is UnsupportedOperation, bad input is InvalidParams, the rest internal.
+pub fn service_error(e: ServiceError) -> A2aError {
+    let kind = match e.code {
+        ErrorCode::NotFound => ErrorKind::TaskNotFound,
+        ErrorCode::TaskNotCancelable => ErrorKind::TaskNotCancelable,
+        ErrorCode::TaskTerminal | ErrorCode::ThreadClosed => ErrorKind::UnsupportedOperation,
+        ErrorCode::InvalidInput | ErrorCode::ThreadRequired | ErrorCode::IdempotencyConflict => {
+            ErrorKind::InvalidParams
+        }
+        ErrorCode::Unauthenticated
+        | ErrorCode::TokenExpired
+        | ErrorCode::TokenRevoked
+        | ErrorCode::Forbidden => {
+            // Authentication happens before dispatch; a refusal here is a rights problem.
+            ErrorKind::UnsupportedOperation
+        }
+        _ => ErrorKind::InternalError,
+    };
+    A2aError::new(kind, e.message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(t: &str) -> pb::Part {
+        pb::Part {
+            content: Some(pb::part::Content::Text(t.into())),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn parts_become_body_and_attachments_and_back() {
+        let data: pbjson_types::Value =
+            serde_json::from_value(serde_json::json!({"a": [1, 2]})).unwrap();
+        let parts = vec![
+            text("first"),
+            pb::Part {
+                content: Some(pb::part::Content::Raw(b"\x00\x01".to_vec())),
+                filename: "a.bin".into(),
+                ..Default::default()
+            },
+            text("second"),
+            pb::Part {
+                content: Some(pb::part::Content::Url("https://x.test/f".into())),
+                ..Default::default()
+            },
+            pb::Part {
+                content: Some(pb::part::Content::Data(data)),
+                ..Default::default()
+            },
+        ];
+        let (body, attachments) = parts_in(parts).unwrap();
+        assert_eq!(body, "first\n\nsecond");
+        assert_eq!(attachments.len(), 3);
+        assert!(
+            matches!(&attachments[0], Attachment::Inline { filename, media_type, .. } if filename == "a.bin" && media_type == "application/octet-stream")
+        );
+        assert!(matches!(&attachments[2], Attachment::Data { data } if data["a"][1] == 2.0));
+    }
+
+    #[test]
+    fn every_state_has_a_wire_value_and_back() {
+        for s in TaskState::ALL {
+            let wire = task_state(*s);
+            assert_eq!(task_state_filter(wire).unwrap(), Some(*s));
+        }
+        assert_eq!(task_state_filter(pb::TaskState::Unspecified).unwrap(), None);
+    }
+
+    #[test]
+    fn a_message_needs_an_id_parts_and_our_ids() {
+        let ok = pb::Message {
+            message_id: "m".into(),
+            role: pb::Role::User as i32,
+            parts: vec![text("hi")],
+            ..Default::default()
+        };
+        assert!(incoming_message(ok.clone()).is_ok());
+        assert!(
+            incoming_message(pb::Message {
+                message_id: String::new(),
+                ..ok.clone()
+            })
+            .is_err()
+        );
+        assert!(
+            incoming_message(pb::Message {
+                parts: vec![],
+                ..ok.clone()
+            })
+            .is_err()
+        );
+        let foreign = incoming_message(pb::Message {
+            task_id: "not-ours".into(),
+            ..ok
+        })
+        .unwrap_err();
+        assert_eq!(foreign.kind, ErrorKind::TaskNotFound);
+    }
+}
