@@ -6,6 +6,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use axum::Router;
@@ -15,6 +16,8 @@ use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::a2a;
+use crate::a2a::card::{CardDefinition, Endpoints, SignedCard};
 use crate::bus::{LocalBus, PgBus, WakeBus};
 use crate::clock::SystemClock;
 use crate::config::Config;
@@ -48,6 +51,10 @@ impl App {
             )
         })?;
         ensure_master_key(&config.data_dir)?;
+        let card = card_definition(&config.card_dir)?;
+        let mut settings = config.settings.clone();
+        settings.skills = card.skill_routes();
+        settings.default_skill = Some(card.default_skill().to_owned());
         let store = Store::open(&config.database_url).await.with_context(|| {
             format!(
                 "Could not open the database {}",
@@ -65,7 +72,7 @@ impl App {
             Arc::new(store),
             bus,
             Arc::new(SystemClock),
-            config.settings.clone(),
+            settings,
             shutdown.clone(),
         );
         let bootstrap_token = match service.bootstrap().await? {
@@ -83,11 +90,29 @@ impl App {
             .public_url
             .clone()
             .unwrap_or_else(|| format!("http://{addr}"));
+        // Only the JSON-RPC binding is served so far; the card advertises exactly what is.
+        let endpoints = Endpoints {
+            public_url: public_url.clone(),
+            jsonrpc_url: format!("{public_url}{}", a2a::rpc::PATH),
+            rest_url: String::new(),
+            grpc_authority: None,
+        };
+        let master = a2a::keys::MasterKey::load(&config.data_dir)
+            .context("Could not read the master key")?;
+        let keys = a2a::keys::KeyRing::load_or_create(&config.data_dir, &master)
+            .context("Could not open the signing keys")?;
+        let signed = Arc::new(
+            SignedCard::sign(&card, &endpoints, &keys).context("Could not sign the Agent Card")?,
+        );
+        let a2a_handler =
+            a2a::handler::A2a::new(service.clone(), Duration::from_secs(config.blocking_wait_s));
         let router = Router::new()
             .route("/healthz", get(|| async { "ok" }))
             .route("/readyz", get(readyz))
             .with_state(service.clone())
             .merge(crate::admin::router(service.clone()))
+            .merge(a2a::http::router(signed))
+            .merge(a2a::rpc::router(a2a_handler))
             .merge(crate::mcp::router(
                 service.clone(),
                 &config.mcp,
@@ -146,6 +171,18 @@ async fn readyz(State(service): State<Service>) -> (StatusCode, &'static str) {
             (StatusCode::SERVICE_UNAVAILABLE, "database unavailable")
         }
     }
+}
+
+/// The card definition of `dir`, or the one built into the binary when `dir` has no `card.toml`.
+fn card_definition(dir: &Path) -> anyhow::Result<CardDefinition> {
+    if dir.join(a2a::card::CARD_FILE).exists() {
+        return CardDefinition::load(dir)
+            .with_context(|| format!("Invalid Agent Card in {}", dir.display()));
+    }
+    tracing::info!(dir = %dir.display(), "No card.toml there; using the built-in Agent Card.");
+    Ok(CardDefinition::from_toml(include_str!(
+        "../agent-card/card.toml"
+    ))?)
 }
 
 /// Creates the master key (32 random bytes, hex) with mode 0600 unless it exists or

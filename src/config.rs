@@ -24,6 +24,14 @@ struct Raw {
     claims: RawClaims,
     presence: RawPresence,
     mcp: RawMcp,
+    a2a: RawA2a,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawA2a {
+    card_dir: PathBuf,
+    blocking_wait_s: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -103,6 +111,9 @@ max_waiters_per_person = 32
 lease_s = 600
 [presence]
 ttl_s = 120
+[a2a]
+card_dir = "agent-card"
+blocking_wait_s = 30
 [mcp]
 allowed_hosts = []
 allowed_origins = []
@@ -121,6 +132,10 @@ pub struct Config {
     pub database_url: String,
     pub log_format: LogFormat,
     pub settings: Settings,
+    /// Directory of the Agent Card definition (`card.toml`).
+    pub card_dir: PathBuf,
+    /// Longest wait of a blocking SendMessage before it returns the task as it stands.
+    pub blocking_wait_s: u64,
     pub mcp: McpSettings,
 }
 
@@ -213,6 +228,8 @@ impl Config {
             public_url: raw.public_url.map(|u| u.trim_end_matches('/').to_owned()),
             database_url,
             log_format: raw.log_format,
+            card_dir: raw.a2a.card_dir.clone(),
+            blocking_wait_s: raw.a2a.blocking_wait_s,
             settings: Settings {
                 label_language: raw.label_language,
                 max_wait_s: raw.inbox.max_wait_s,

@@ -442,10 +442,11 @@ impl Endpoints {
             tenant: String::new(),
             protocol_version: PROTOCOL_VERSION.to_owned(),
         };
-        let mut interfaces = vec![
-            interface(&self.jsonrpc_url, "JSONRPC"),
-            interface(&self.rest_url, "HTTP+JSON"),
-        ];
+        // Only bindings that are served are advertised: an empty URL means "not served".
+        let mut interfaces = vec![interface(&self.jsonrpc_url, "JSONRPC")];
+        if !self.rest_url.is_empty() {
+            interfaces.push(interface(&self.rest_url, "HTTP+JSON"));
+        }
         if let Some(grpc) = &self.grpc_authority {
             interfaces.push(interface(grpc, "GRPC"));
         }

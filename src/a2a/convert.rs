@@ -18,7 +18,7 @@ use super::pb;
 use super::wkt::Timestamp as PbTimestamp;
 use crate::domain::{Attachment, Kind, MessageId, TaskState, ThreadId, Timestamp};
 use crate::service::{ErrorCode, ServiceError, TaskMessage, TaskView};
-use crate::store::{MessageRecord, TaskEventRecord, ThreadRecord};
+use crate::store::{MessageRecord, PushConfigRecord, TaskEventRecord, ThreadRecord};
 
 /// The `message.metadata` key naming the skill of a new task.
 pub const SKILL_METADATA: &str = "skill";
@@ -321,6 +321,21 @@ pub fn event(
         )),
     });
     out
+}
+
+/// A stored push config on the wire; credentials are never shown back.
+pub fn push_config(c: &PushConfigRecord) -> pb::TaskPushNotificationConfig {
+    pb::TaskPushNotificationConfig {
+        tenant: String::new(),
+        id: c.id.clone(),
+        task_id: c.thread.to_string(),
+        url: c.url.clone(),
+        token: c.token.clone().unwrap_or_default(),
+        authentication: c.auth_scheme.as_ref().map(|scheme| pb::AuthenticationInfo {
+            scheme: scheme.clone(),
+            credentials: String::new(),
+        }),
+    }
 }
 
 /// The message id an event was caused by, if any.

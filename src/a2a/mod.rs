@@ -15,6 +15,7 @@
 pub mod card;
 pub mod convert;
 pub mod errors;
+pub mod handler;
 pub mod http;
 pub mod jsonrpc;
 pub mod keys;
@@ -23,4 +24,5 @@ mod pb;
 pub mod protojson;
 pub mod push_auth;
 pub mod query;
+pub mod rpc;
 pub mod wkt;

@@ -1,0 +1,427 @@
+//! The A2A operations on wire types, shared by the bindings: each takes the authenticated caller
+//! and a decoded request, calls the service, and returns wire types or an `A2aError`. A binding only
+//! frames (JSON-RPC envelope, REST routes, gRPC) around these.
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures::Stream;
+
+use super::convert;
+use super::errors::{A2aError, ErrorKind};
+use super::pb;
+use crate::domain::{TaskState, ThreadId};
+use crate::service::{Caller, PushConfigSpec, Service, TaskView};
+use crate::store::TaskFilter;
+
+/// A stream of responses that ends after a terminal or interrupted state.
+pub type Events = Pin<Box<dyn Stream<Item = Result<pb::StreamResponse, A2aError>> + Send>>;
+
+#[derive(Clone)]
+pub struct A2a {
+    service: Service,
+    /// How long a blocking SendMessage waits for a terminal or interrupted state.
+    blocking_wait: Duration,
+}
+
+fn task_id(id: &str) -> Result<ThreadId, A2aError> {
+    ThreadId::parse(id).map_err(|_| A2aError::new(ErrorKind::TaskNotFound, format!("no task {id}")))
+}
+
+fn history_length(n: Option<i32>) -> Result<Option<usize>, A2aError> {
+    match n {
+        None => Ok(None),
+        Some(n) if n < 0 => Err(A2aError::new(
+            ErrorKind::InvalidParams,
+            "historyLength must not be negative",
+        )),
+        Some(n) => Ok(Some(n as usize)),
+    }
+}
+
+fn ends_stream(state: TaskState) -> bool {
+    state.is_terminal() || state.is_interrupted()
+}
+
+impl A2a {
+    pub fn new(service: Service, blocking_wait: Duration) -> Self {
+        Self {
+            service,
+            blocking_wait,
+        }
+    }
+
+    pub fn service(&self) -> &Service {
+        &self.service
+    }
+
+    /// Sends a message; unless `returnImmediately`, waits (up to the configured cap) for the task to
+    /// end or ask for input, then returns it as it stands.
+    pub async fn send_message(
+        &self,
+        caller: &Caller,
+        req: pb::SendMessageRequest,
+    ) -> Result<pb::Task, A2aError> {
+        let config = req.configuration.clone().unwrap_or_default();
+        let view = self.send(caller, req).await?;
+        let id = view.thread.id.clone();
+        let view = if config.return_immediately || ends_stream(view.state()) {
+            view
+        } else {
+            self.wait_for_end(caller, &id, view).await?
+        };
+        let view = self
+            .trim(caller, &id, view, history_length(config.history_length)?)
+            .await?;
+        Ok(convert::task(&view, true))
+    }
+
+    async fn send(
+        &self,
+        caller: &Caller,
+        req: pb::SendMessageRequest,
+    ) -> Result<TaskView, A2aError> {
+        let message = req
+            .message
+            .ok_or_else(|| A2aError::new(ErrorKind::InvalidParams, "message is required"))?;
+        let message = convert::incoming_message(message)?;
+        let view = self
+            .service
+            .send_task_message(caller, message)
+            .await
+            .map_err(convert::service_error)?;
+        if let Some(push) = req
+            .configuration
+            .and_then(|c| c.task_push_notification_config)
+        {
+            self.create_push(caller, &view.thread.id, push).await?;
+        }
+        Ok(view)
+    }
+
+    async fn wait_for_end(
+        &self,
+        caller: &Caller,
+        id: &ThreadId,
+        mut view: TaskView,
+    ) -> Result<TaskView, A2aError> {
+        let deadline = tokio::time::Instant::now() + self.blocking_wait;
+        let last = view.thread.task.as_ref().map_or(0, |t| t.last_event);
+        let (_, mut sub) = self
+            .service
+            .task_events(caller, id, last, true)
+            .await
+            .map_err(convert::service_error)?;
+        let sub = sub.as_mut().expect("asked for a subscription");
+        while !ends_stream(view.state()) {
+            tokio::select! {
+                () = sub.woken() => {}
+                () = tokio::time::sleep_until(deadline) => break,
+            }
+            view = self
+                .service
+                .task(caller, id, None)
+                .await
+                .map_err(convert::service_error)?;
+        }
+        Ok(view)
+    }
+
+    async fn trim(
+        &self,
+        caller: &Caller,
+        id: &ThreadId,
+        view: TaskView,
+        n: Option<usize>,
+    ) -> Result<TaskView, A2aError> {
+        match n {
+            None => Ok(view),
+            Some(_) => self
+                .service
+                .task(caller, id, n)
+                .await
+                .map_err(convert::service_error),
+        }
+    }
+
+    /// SendStreamingMessage: the task snapshot, then its events until it ends or asks for input.
+    pub async fn send_streaming(
+        &self,
+        caller: &Caller,
+        req: pb::SendMessageRequest,
+    ) -> Result<Events, A2aError> {
+        let view = self.send(caller, req).await?;
+        Ok(self.follow(caller.clone(), view))
+    }
+
+    /// SubscribeToTask: the same stream for an existing task; an ended task cannot be followed.
+    pub async fn subscribe(
+        &self,
+        caller: &Caller,
+        req: pb::SubscribeToTaskRequest,
+    ) -> Result<Events, A2aError> {
+        let id = task_id(&req.id)?;
+        let view = self
+            .service
+            .task(caller, &id, None)
+            .await
+            .map_err(convert::service_error)?;
+        if view.state().is_terminal() {
+            return Err(A2aError::new(
+                ErrorKind::UnsupportedOperation,
+                format!("task {id} has ended; get it with GetTask"),
+            ));
+        }
+        Ok(self.follow(caller.clone(), view))
+    }
+
+    fn follow(&self, caller: Caller, view: TaskView) -> Events {
+        let service = self.service.clone();
+        Box::pin(async_stream(service, caller, view))
+    }
+
+    pub async fn get_task(
+        &self,
+        caller: &Caller,
+        req: pb::GetTaskRequest,
+    ) -> Result<pb::Task, A2aError> {
+        let id = task_id(&req.id)?;
+        let view = self
+            .service
+            .task(caller, &id, history_length(req.history_length)?)
+            .await
+            .map_err(convert::service_error)?;
+        Ok(convert::task(&view, true))
+    }
+
+    pub async fn list_tasks(
+        &self,
+        caller: &Caller,
+        req: pb::ListTasksRequest,
+    ) -> Result<pb::ListTasksResponse, A2aError> {
+        let page_size = req.page_size.unwrap_or(50);
+        if !(1..=100).contains(&page_size) {
+            return Err(A2aError::new(
+                ErrorKind::InvalidParams,
+                format!("pageSize {page_size} is out of range: use 1-100"),
+            ));
+        }
+        let filter = TaskFilter {
+            context_id: (!req.context_id.is_empty()).then_some(req.context_id),
+            state: convert::task_state_filter(
+                pb::TaskState::try_from(req.status).unwrap_or_default(),
+            )?,
+            updated_since: req.status_timestamp_after.map(|t| {
+                crate::domain::Timestamp(t.seconds * 1000 + i64::from(t.nanos) / 1_000_000)
+            }),
+            limit: i64::from(page_size),
+            offset: 0,
+        };
+        let history = history_length(req.history_length)?;
+        let listing = self
+            .service
+            .list_tasks(caller, filter, Some(req.page_token.as_str()), history)
+            .await
+            .map_err(convert::service_error)?;
+        let include_artifacts = req.include_artifacts.unwrap_or(false);
+        let tasks = listing
+            .tasks
+            .iter()
+            .map(|v| {
+                let mut t = convert::task(v, history != Some(0));
+                if !include_artifacts {
+                    t.artifacts.clear();
+                }
+                t
+            })
+            .collect();
+        Ok(pb::ListTasksResponse {
+            tasks,
+            next_page_token: listing.next_page_token.unwrap_or_default(),
+            page_size,
+            total_size: i32::try_from(listing.total).unwrap_or(i32::MAX),
+        })
+    }
+
+    pub async fn cancel_task(
+        &self,
+        caller: &Caller,
+        req: pb::CancelTaskRequest,
+    ) -> Result<pb::Task, A2aError> {
+        let id = task_id(&req.id)?;
+        let view = self
+            .service
+            .cancel_task(caller, &id)
+            .await
+            .map_err(convert::service_error)?;
+        Ok(convert::task(&view, true))
+    }
+
+    pub async fn create_push(
+        &self,
+        caller: &Caller,
+        task: &ThreadId,
+        c: pb::TaskPushNotificationConfig,
+    ) -> Result<pb::TaskPushNotificationConfig, A2aError> {
+        let auth = c.authentication.unwrap_or_default();
+        let spec = PushConfigSpec {
+            id: (!c.id.is_empty()).then_some(c.id),
+            url: c.url,
+            token: (!c.token.is_empty()).then_some(c.token),
+            auth_scheme: (!auth.scheme.is_empty()).then_some(auth.scheme),
+            auth_credentials: (!auth.credentials.is_empty()).then_some(auth.credentials),
+        };
+        let record = self
+            .service
+            .set_push_config(caller, task, spec)
+            .await
+            .map_err(convert::service_error)?;
+        Ok(convert::push_config(&record))
+    }
+
+    pub async fn create_push_config(
+        &self,
+        caller: &Caller,
+        c: pb::TaskPushNotificationConfig,
+    ) -> Result<pb::TaskPushNotificationConfig, A2aError> {
+        let task = task_id(&c.task_id)?;
+        self.create_push(caller, &task, c).await
+    }
+
+    pub async fn get_push_config(
+        &self,
+        caller: &Caller,
+        req: pb::GetTaskPushNotificationConfigRequest,
+    ) -> Result<pb::TaskPushNotificationConfig, A2aError> {
+        let task = task_id(&req.task_id)?;
+        let configs = self
+            .service
+            .push_configs(caller, &task)
+            .await
+            .map_err(convert::service_error)?;
+        configs
+            .iter()
+            .find(|c| c.id == req.id)
+            .map(convert::push_config)
+            .ok_or_else(|| {
+                A2aError::new(
+                    ErrorKind::TaskNotFound,
+                    format!("no push notification config {}", req.id),
+                )
+            })
+    }
+
+    pub async fn list_push_configs(
+        &self,
+        caller: &Caller,
+        req: pb::ListTaskPushNotificationConfigsRequest,
+    ) -> Result<pb::ListTaskPushNotificationConfigsResponse, A2aError> {
+        let task = task_id(&req.task_id)?;
+        let configs = self
+            .service
+            .push_configs(caller, &task)
+            .await
+            .map_err(convert::service_error)?;
+        Ok(pb::ListTaskPushNotificationConfigsResponse {
+            configs: configs.iter().map(convert::push_config).collect(),
+            next_page_token: String::new(),
+        })
+    }
+
+    pub async fn delete_push_config(
+        &self,
+        caller: &Caller,
+        req: pb::DeleteTaskPushNotificationConfigRequest,
+    ) -> Result<(), A2aError> {
+        let task = task_id(&req.task_id)?;
+        self.service
+            .delete_push_config(caller, &task, &req.id)
+            .await
+            .map_err(convert::service_error)
+    }
+}
+
+/// The task snapshot first, then every logged event after it, rendered in order, until the task
+/// ends or asks for input. Every follower reads the same persisted log, so all see the same
+/// sequence.
+fn async_stream(
+    service: Service,
+    caller: Caller,
+    view: TaskView,
+) -> impl Stream<Item = Result<pb::StreamResponse, A2aError>> + Send {
+    let start = view.thread.task.as_ref().map_or(0, |t| t.last_event);
+    let first = pb::StreamResponse {
+        payload: Some(pb::stream_response::Payload::Task(convert::task(
+            &view, true,
+        ))),
+    };
+    let done = ends_stream(view.state());
+    let id = view.thread.id.clone();
+    futures::stream::unfold(
+        (
+            Some(first),
+            std::collections::VecDeque::new(),
+            start,
+            done,
+            None,
+        ),
+        move |(first, mut queue, mut after, mut done, mut sub)| {
+            let (service, caller, id) = (service.clone(), caller.clone(), id.clone());
+            async move {
+                if let Some(first) = first {
+                    return Some((Ok(first), (None, queue, after, done, sub)));
+                }
+                loop {
+                    if let Some(item) = queue.pop_front() {
+                        return Some((Ok(item), (None, queue, after, done, sub)));
+                    }
+                    if done {
+                        return None;
+                    }
+                    let (events, fresh) = match service
+                        .task_events(&caller, &id, after, sub.is_none())
+                        .await
+                    {
+                        Ok(x) => x,
+                        Err(e) => {
+                            return Some((
+                                Err(convert::service_error(e)),
+                                (None, queue, after, true, sub),
+                            ));
+                        }
+                    };
+                    if fresh.is_some() {
+                        sub = fresh;
+                    }
+                    if events.is_empty() {
+                        if let Some(s) = sub.as_mut() {
+                            s.woken().await;
+                        }
+                        continue;
+                    }
+                    let thread = match service.task(&caller, &id, Some(0)).await {
+                        Ok(v) => v.thread,
+                        Err(e) => {
+                            return Some((
+                                Err(convert::service_error(e)),
+                                (None, queue, after, true, sub),
+                            ));
+                        }
+                    };
+                    for ev in events {
+                        after = ev.seq;
+                        let cause = match &ev.message {
+                            Some(m) => service.task_message(&caller, m).await.ok(),
+                            None => None,
+                        };
+                        queue.extend(convert::event(&ev, &thread, cause.as_ref()));
+                        if ends_stream(ev.state) {
+                            done = true;
+                            break;
+                        }
+                    }
+                }
+            }
+        },
+    )
+}

@@ -1,0 +1,157 @@
+//! The JSON-RPC 2.0 binding over HTTP: `POST /a2a/jsonrpc` (with or without a trailing slash).
+//! Checks the content type, the envelope, `A2A-Version` and the bearer token, then dispatches to
+//! [`A2a`]. Errors are JSON-RPC error objects with HTTP 200, except authentication (HTTP 401 with
+//! `WWW-Authenticate`). Streaming methods answer `text/event-stream`, one JSON-RPC response per event.
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use futures::StreamExt as _;
+use serde_json::Value;
+
+use super::errors::{A2aError, ErrorKind};
+use super::handler::{A2a, Events};
+use super::jsonrpc::{self, Method};
+use super::{params, pb, protojson};
+
+/// Where the binding is served (the card advertises `<public_url>` + this).
+pub const PATH: &str = "/a2a/jsonrpc";
+
+pub fn router(a2a: A2a) -> Router {
+    Router::new()
+        .route(PATH, post(endpoint))
+        .route(&format!("{PATH}/"), post(endpoint))
+        .with_state(a2a)
+}
+
+fn json(status: StatusCode, value: &Value) -> Response {
+    let mut r = (status, value.to_string()).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+async fn endpoint(
+    State(a2a): State<A2a>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    if let Err(e) = params::check_json_content_type(content_type) {
+        return json(StatusCode::OK, &jsonrpc::failure(&Value::Null, &e));
+    }
+    let request = match jsonrpc::parse_request(&body) {
+        Ok(r) => r,
+        Err(rejected) => {
+            return json(
+                StatusCode::OK,
+                &jsonrpc::failure(&rejected.id, &rejected.error),
+            );
+        }
+    };
+    let id = request.id.clone();
+    if let Err(e) =
+        params::check_version(params::requested_version(&headers, query.as_deref()).as_deref())
+    {
+        return json(StatusCode::OK, &jsonrpc::failure(&id, &e));
+    }
+    let caller = match crate::admin::authenticate(a2a.service(), &headers).await {
+        Ok(c) => c,
+        Err(e) => {
+            let error = A2aError::new(ErrorKind::InvalidRequest, e.message);
+            let mut r = json(StatusCode::UNAUTHORIZED, &jsonrpc::failure(&id, &error));
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return r;
+        }
+    };
+    if request.method.is_streaming() {
+        let events = match request.method {
+            Method::SendStreamingMessage => {
+                match jsonrpc::decode_params::<pb::SendMessageRequest>(request.params) {
+                    Ok(p) => a2a.send_streaming(&caller, p).await,
+                    Err(e) => Err(e),
+                }
+            }
+            _ => match jsonrpc::decode_params::<pb::SubscribeToTaskRequest>(request.params) {
+                Ok(p) => a2a.subscribe(&caller, p).await,
+                Err(e) => Err(e),
+            },
+        };
+        return match events {
+            Ok(events) => sse(id, events),
+            Err(e) => json(StatusCode::OK, &jsonrpc::failure(&id, &e)),
+        };
+    }
+    let result = dispatch(&a2a, &caller, request.method, request.params).await;
+    match result {
+        Ok(value) => json(StatusCode::OK, &jsonrpc::success(&id, value)),
+        Err(e) => json(StatusCode::OK, &jsonrpc::failure(&id, &e)),
+    }
+}
+
+async fn dispatch(
+    a2a: &A2a,
+    caller: &crate::service::Caller,
+    method: Method,
+    params: Value,
+) -> Result<Value, A2aError> {
+    use jsonrpc::decode_params as p;
+    Ok(match method {
+        Method::SendMessage => {
+            let task = a2a.send_message(caller, p(params)?).await?;
+            protojson::render(&pb::SendMessageResponse {
+                payload: Some(pb::send_message_response::Payload::Task(task)),
+            })
+        }
+        Method::GetTask => protojson::render(&a2a.get_task(caller, p(params)?).await?),
+        Method::ListTasks => protojson::render(&a2a.list_tasks(caller, p(params)?).await?),
+        Method::CancelTask => protojson::render(&a2a.cancel_task(caller, p(params)?).await?),
+        Method::CreateTaskPushNotificationConfig => {
+            protojson::render(&a2a.create_push_config(caller, p(params)?).await?)
+        }
+        Method::GetTaskPushNotificationConfig => {
+            protojson::render(&a2a.get_push_config(caller, p(params)?).await?)
+        }
+        Method::ListTaskPushNotificationConfigs => {
+            protojson::render(&a2a.list_push_configs(caller, p(params)?).await?)
+        }
+        Method::DeleteTaskPushNotificationConfig => {
+            a2a.delete_push_config(caller, p(params)?).await?;
+            Value::Object(Default::default())
+        }
+        Method::GetExtendedAgentCard => {
+            return Err(A2aError::of(ErrorKind::ExtendedAgentCardNotConfigured));
+        }
+        Method::SendStreamingMessage | Method::SubscribeToTask => {
+            unreachable!("streaming methods are answered as SSE")
+        }
+    })
+}
+
+/// One SSE event per stream response, each a JSON-RPC response with the request's id.
+fn sse(id: Value, events: Events) -> Response {
+    let body = events.map(move |item| {
+        let frame = match item {
+            Ok(response) => jsonrpc::success(&id, protojson::render(&response)),
+            Err(e) => jsonrpc::failure(&id, &e),
+        };
+        Ok::<_, std::convert::Infallible>(jsonrpc::sse_event(&frame))
+    });
+    let mut r = Response::new(Body::from_stream(body));
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
+}

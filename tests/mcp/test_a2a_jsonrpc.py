@@ -1,0 +1,127 @@
+"""A2A over JSON-RPC with the official `a2a-sdk` client against `serve --demo`: the card's signature
+verifies with the SDK's verifier against our JWKS, the external party delegates a task, an internal
+agent answers it through MCP, and the party sees SUBMITTED -> INPUT_REQUIRED -> WORKING -> COMPLETED
+with the reply as the artifact. Lives beside the MCP tests to share their server fixtures."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import httpx
+import jwt
+import pytest
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    TaskState,
+)
+from a2a.utils.signing import create_signature_verifier
+
+from conftest import call, connect, start_server, stop_server
+
+
+def user_message(text: str, task_id: str | None = None) -> Message:
+    m = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)])
+    if task_id:
+        m.task_id = task_id
+    return m
+
+
+async def send(client, message: Message):
+    """Sends without blocking and returns the task the server answered with."""
+    req = SendMessageRequest(message=message, configuration=SendMessageConfiguration(return_immediately=True))
+    tasks = [ev.task async for ev in client.send_message(req) if ev.WhichOneof("payload") == "task"]
+    assert len(tasks) == 1, tasks
+    return tasks[0]
+
+
+@pytest.mark.anyio
+async def test_a_party_delegates_a_task_over_jsonrpc_that_an_mcp_agent_answers():
+    srv, dbname = start_server("--demo")
+    try:
+        demo = json.loads((srv.data_dir / "demo.json").read_text())
+        partner, alice = demo["partner"]["agent_token"], demo["alice"]["agent_token"]
+        headers = {"A2A-Version": "1.0", "Authorization": f"Bearer {partner}"}
+        async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+            card = await A2ACardResolver(http, srv.url).get_agent_card()
+            jwks = (await http.get(f"{srv.url}/.well-known/jwks.json")).json()
+
+            def key_provider(kid, jku):
+                assert jku == f"{srv.url}/.well-known/jwks.json"
+                return next(jwt.PyJWK(k) for k in jwks["keys"] if k["kid"] == kid)
+
+            verify = create_signature_verifier(key_provider, ["ES256"])
+            verify(card)
+            tampered = type(card)()
+            tampered.CopyFrom(card)
+            tampered.name = "Evil Corp"
+            with pytest.raises(Exception):
+                verify(tampered)
+            assert [i.protocol_binding for i in card.supported_interfaces] == ["JSONRPC"]
+
+            config = ClientConfig(streaming=False, httpx_client=http, supported_protocol_bindings=["JSONRPC"])
+            client = ClientFactory(config).create(card)
+            task = await send(client, user_message("Which TLS versions does the webhook endpoint accept?"))
+            assert task.status.state == TaskState.TASK_STATE_SUBMITTED
+            task_id = task.id
+
+            async with connect(srv, alice) as mcp:
+                await call(mcp, "post", kind="question", thread=task_id, body="Production or staging?")
+            got = await client.get_task(GetTaskRequest(id=task_id))
+            assert got.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            assert got.status.message.parts[0].text == "Production or staging?"
+
+            answered = await send(client, user_message("Production", task_id=task_id))
+            assert answered.status.state == TaskState.TASK_STATE_WORKING
+
+            async with connect(srv, alice) as mcp:
+                await call(mcp, "post", kind="reply", thread=task_id, body="TLS 1.2 and 1.3")
+            done = await client.get_task(GetTaskRequest(id=task_id, history_length=2))
+            assert done.status.state == TaskState.TASK_STATE_COMPLETED
+            assert [p.text for a in done.artifacts for p in a.parts] == ["TLS 1.2 and 1.3"]
+            assert len(done.history) == 2
+
+            # A message to a completed task, and canceling it, are refused; unknown ids look unknown.
+            with pytest.raises(Exception, match="(?i)ended|completed|unsupported"):
+                await send(client, user_message("thanks", task_id=task_id))
+            with pytest.raises(Exception, match="(?i)cancel"):
+                await client.cancel_task(CancelTaskRequest(id=task_id))
+            with pytest.raises(Exception, match="(?i)not found|no task"):
+                await client.get_task(GetTaskRequest(id="thr_" + "0" * 32))
+            await client.close()
+    finally:
+        stop_server(srv, dbname)
+
+
+@pytest.mark.anyio
+async def test_jsonrpc_refuses_a_missing_version_a_bad_token_and_malformed_json():
+    srv, dbname = start_server("--demo")
+    try:
+        demo = json.loads((srv.data_dir / "demo.json").read_text())
+        url = f"{srv.url}/a2a/jsonrpc"
+        body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}
+        auth = {"Authorization": f"Bearer {demo['partner']['agent_token']}"}
+        async with httpx.AsyncClient(timeout=10) as http:
+            r = await http.post(url, json=body, headers=auth)
+            assert r.json()["error"]["data"][0]["reason"] == "VERSION_NOT_SUPPORTED"
+            r = await http.post(url + "/", json=body, headers={**auth, "A2A-Version": "1.0"})
+            assert r.json()["error"]["data"][0]["reason"] == "TASK_NOT_FOUND"
+            r = await http.post(url, json=body, headers={"A2A-Version": "1.0", "Authorization": "Bearer lsn_bad"})
+            assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
+            r = await http.post(url, content=b"{nope", headers={**auth, "A2A-Version": "1.0", "Content-Type": "application/json"})
+            assert r.json()["error"]["code"] == -32700
+            r = await http.post(url, content=b"{}", headers={**auth, "A2A-Version": "1.0", "Content-Type": "text/plain"})
+            assert r.json()["error"]["data"][0]["reason"] == "CONTENT_TYPE_NOT_SUPPORTED"
+            # A member's token cannot use the A2A interface.
+            member = {"Authorization": f"Bearer {demo['alice']['agent_token']}", "A2A-Version": "1.0"}
+            r = await http.post(url, json={**body, "params": {"id": "thr_" + "0" * 32}}, headers=member)
+            assert "error" in r.json()
+    finally:
+        stop_server(srv, dbname)
