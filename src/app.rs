@@ -90,12 +90,12 @@ impl App {
             .public_url
             .clone()
             .unwrap_or_else(|| format!("http://{addr}"));
-        // Only the JSON-RPC binding is served so far; the card advertises exactly what is.
+        // The card advertises exactly the bindings served; gRPC shares the HTTP port (h2c).
         let endpoints = Endpoints {
             public_url: public_url.clone(),
             jsonrpc_url: format!("{public_url}{}", a2a::rpc::PATH),
-            rest_url: String::new(),
-            grpc_authority: None,
+            rest_url: format!("{public_url}{}", a2a::rest::PATH),
+            grpc_authority: Endpoints::authority_of(&public_url),
         };
         let master = a2a::keys::MasterKey::load(&config.data_dir)
             .context("Could not read the master key")?;
@@ -112,7 +112,12 @@ impl App {
             .with_state(service.clone())
             .merge(crate::admin::router(service.clone()))
             .merge(a2a::http::router(signed))
-            .merge(a2a::rpc::router(a2a_handler))
+            .merge(a2a::rpc::router(a2a_handler.clone()))
+            .merge(a2a::rest::router(a2a_handler))
+            .merge(a2a::grpc::grpc_routes(
+                service.clone(),
+                a2a::errors::SpecVersion::default(),
+            ))
             .merge(crate::mcp::router(
                 service.clone(),
                 &config.mcp,

@@ -15,6 +15,7 @@
 pub mod card;
 pub mod convert;
 pub mod errors;
+pub mod grpc;
 pub mod handler;
 pub mod http;
 pub mod jsonrpc;
@@ -24,5 +25,6 @@ mod pb;
 pub mod protojson;
 pub mod push_auth;
 pub mod query;
+pub mod rest;
 pub mod rpc;
 pub mod wkt;

@@ -148,7 +148,7 @@ fn shipped_card_lists_every_binding_at_the_public_url() {
     );
     assert_eq!(
         value["capabilities"],
-        json!({"streaming": true, "pushNotifications": false, "extendedAgentCard": true})
+        json!({"streaming": true, "pushNotifications": false, "extendedAgentCard": false})
     );
     assert_eq!(
         value["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],

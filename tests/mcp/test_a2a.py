@@ -1,4 +1,4 @@
-"""A2A over JSON-RPC with the official `a2a-sdk` client against `serve --demo`: the card's signature
+"""A2A over JSON-RPC and HTTP+JSON with the official `a2a-sdk` client against `serve --demo`: the card's signature
 verifies with the SDK's verifier against our JWKS, the external party delegates a task, an internal
 agent answers it through MCP, and the party sees SUBMITTED -> INPUT_REQUIRED -> WORKING -> COMPLETED
 with the reply as the artifact. Lives beside the MCP tests to share their server fixtures."""
@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import uuid
 
+import grpc
 import httpx
 import jwt
 import pytest
@@ -20,11 +21,38 @@ from a2a.types import (
     Role,
     SendMessageConfiguration,
     SendMessageRequest,
+    SubscribeToTaskRequest,
     TaskState,
 )
 from a2a.utils.signing import create_signature_verifier
 
 from conftest import call, connect, start_server, stop_server
+
+
+class _Metadata(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClientInterceptor):
+    """Adds the bearer token and A2A-Version to every gRPC call."""
+
+    def __init__(self, token: str):
+        self.extra = (("authorization", f"Bearer {token}"), ("a2a-version", "1.0"))
+
+    def _details(self, details):
+        metadata = tuple(details.metadata or ()) + self.extra
+        return details._replace(metadata=metadata)
+
+    async def intercept_unary_unary(self, continuation, details, request):
+        return await continuation(self._details(details), request)
+
+    async def intercept_unary_stream(self, continuation, details, request):
+        return await continuation(self._details(details), request)
+
+
+def client_config(binding: str, http, token: str, streaming: bool) -> ClientConfig:
+    return ClientConfig(
+        streaming=streaming,
+        httpx_client=http,
+        supported_protocol_bindings=[binding],
+        grpc_channel_factory=lambda url: grpc.aio.insecure_channel(url, interceptors=[_Metadata(token)]),
+    )
 
 
 def user_message(text: str, task_id: str | None = None) -> Message:
@@ -43,7 +71,8 @@ async def send(client, message: Message):
 
 
 @pytest.mark.anyio
-async def test_a_party_delegates_a_task_over_jsonrpc_that_an_mcp_agent_answers():
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON", "GRPC"])
+async def test_a_party_delegates_a_task_that_an_mcp_agent_answers(binding):
     srv, dbname = start_server("--demo")
     try:
         demo = json.loads((srv.data_dir / "demo.json").read_text())
@@ -64,9 +93,9 @@ async def test_a_party_delegates_a_task_over_jsonrpc_that_an_mcp_agent_answers()
             tampered.name = "Evil Corp"
             with pytest.raises(Exception):
                 verify(tampered)
-            assert [i.protocol_binding for i in card.supported_interfaces] == ["JSONRPC"]
+            assert [i.protocol_binding for i in card.supported_interfaces] == ["JSONRPC", "HTTP+JSON", "GRPC"]
 
-            config = ClientConfig(streaming=False, httpx_client=http, supported_protocol_bindings=["JSONRPC"])
+            config = client_config(binding, http, partner, streaming=False)
             client = ClientFactory(config).create(card)
             task = await send(client, user_message("Which TLS versions does the webhook endpoint accept?"))
             assert task.status.state == TaskState.TASK_STATE_SUBMITTED
@@ -123,5 +152,66 @@ async def test_jsonrpc_refuses_a_missing_version_a_bad_token_and_malformed_json(
             member = {"Authorization": f"Bearer {demo['alice']['agent_token']}", "A2A-Version": "1.0"}
             r = await http.post(url, json={**body, "params": {"id": "thr_" + "0" * 32}}, headers=member)
             assert "error" in r.json()
+    finally:
+        stop_server(srv, dbname)
+
+
+@pytest.mark.anyio
+# gRPC streams are covered in-process by src/a2a/grpc.rs; through a2a-sdk's gRPC transport the
+# metadata interceptor used here does not reach streaming calls (left for the next round).
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+async def test_stream_and_subscribe_see_the_same_events_in_order(binding):
+    srv, dbname = start_server("--demo")
+    try:
+        demo = json.loads((srv.data_dir / "demo.json").read_text())
+        partner, alice = demo["partner"]["agent_token"], demo["alice"]["agent_token"]
+        headers = {"A2A-Version": "1.0", "Authorization": f"Bearer {partner}"}
+        async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+            card = await A2ACardResolver(http, srv.url).get_agent_card()
+            config = client_config(binding, http, partner, streaming=True)
+            client = ClientFactory(config).create(card)
+            req = SendMessageRequest(message=user_message("Please summarise the outage."))
+            streamed, subscribed = [], []
+
+            async def follow_stream():
+                async for ev in client.send_message(req):
+                    streamed.append(ev)
+
+            async def follow_subscription(task_id):
+                async for ev in client.subscribe(SubscribeToTaskRequest(id=task_id)):
+                    subscribed.append(ev)
+
+            import anyio
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(follow_stream)
+                with anyio.fail_after(20):
+                    while not streamed:
+                        await anyio.sleep(0.05)
+                task_id = streamed[0].task.id
+                tg.start_soon(follow_subscription, task_id)
+                with anyio.fail_after(20):
+                    while not subscribed:
+                        await anyio.sleep(0.05)
+                async with connect(srv, alice) as mcp:
+                    await call(mcp, "post", kind="announce", thread=task_id, body="On it")
+                    await call(mcp, "post", kind="reply", thread=task_id, body="Disk full on db-2")
+
+            def shape(events):
+                out = []
+                for ev in events[1:]:
+                    kind = ev.WhichOneof("payload")
+                    if kind == "status_update":
+                        out.append(("status", TaskState.Name(ev.status_update.status.state)))
+                    elif kind == "artifact_update":
+                        out.append(("artifact", ev.artifact_update.artifact.parts[0].text))
+                return out
+
+            expected = [("status", "TASK_STATE_WORKING"), ("artifact", "Disk full on db-2"), ("status", "TASK_STATE_COMPLETED")]
+            assert streamed[0].WhichOneof("payload") == "task"
+            assert subscribed[0].WhichOneof("payload") == "task"
+            assert shape(streamed) == expected
+            assert shape(subscribed) == expected
+            await client.close()
     finally:
         stop_server(srv, dbname)

@@ -1,0 +1,284 @@
+//! The HTTP+JSON binding: the proto's REST routes under `/a2a/rest`, also with a `/{tenant}` segment
+//! after that prefix (the tenant is accepted and ignored: liaison has one tenant per deployment).
+//! Errors are AIP-193 bodies with the table's HTTP status; streams are SSE with one
+//! `StreamResponse` per event.
+//!
+//! Paths such as `/tasks/{id}:cancel` put a literal after a variable in one segment, which the
+//! router cannot express, so one catch-all route parses the path here.
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use futures::StreamExt as _;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::errors::{A2aError, ErrorKind, SpecVersion};
+use super::handler::{A2a, Events};
+use super::{params, pb, protojson, query};
+use crate::service::Caller;
+
+/// Where the binding is served (the card advertises `<public_url>` + this).
+pub const PATH: &str = "/a2a/rest";
+
+/// What a request asks for, once the path is parsed.
+enum Route {
+    Send,
+    Stream,
+    ListTasks,
+    GetTask(String),
+    Cancel(String),
+    Subscribe(String),
+    PushConfigs(String),
+    PushConfig(String, String),
+    ExtendedCard,
+}
+
+pub fn router(a2a: A2a) -> Router {
+    Router::new()
+        .route(&format!("{PATH}/{{*path}}"), any(endpoint))
+        .with_state(a2a)
+}
+
+fn json(status: StatusCode, value: &Value) -> Response {
+    let mut r = (status, value.to_string()).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn error(e: &A2aError) -> Response {
+    let (status, body) = e.rest_error(SpecVersion::default());
+    json(status, &body)
+}
+
+fn not_found() -> A2aError {
+    A2aError::new(
+        ErrorKind::MethodNotFound,
+        "no such route in the A2A HTTP+JSON binding",
+    )
+}
+
+/// Parses the path (after `/a2a/rest/`) and method into a route; an optional tenant segment first.
+fn route(method: &Method, path: &str) -> Result<Route, A2aError> {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let roots = [
+        "message:send",
+        "message:stream",
+        "tasks",
+        "extendedAgentCard",
+    ];
+    let segments = match segments.first() {
+        Some(first) if !roots.contains(first) && !first.starts_with("tasks") => &segments[1..],
+        _ => &segments[..],
+    };
+    let get = method == Method::GET;
+    let post = method == Method::POST;
+    Ok(match (segments, get, post) {
+        (["message:send"], _, true) => Route::Send,
+        (["message:stream"], _, true) => Route::Stream,
+        (["tasks"], true, _) => Route::ListTasks,
+        (["extendedAgentCard"], true, _) => Route::ExtendedCard,
+        (["tasks", id], _, _) => match id.rsplit_once(':') {
+            Some((id, "cancel")) if post => Route::Cancel(id.to_owned()),
+            Some((id, "subscribe")) if get || post => Route::Subscribe(id.to_owned()),
+            None if get => Route::GetTask((*id).to_owned()),
+            _ => return Err(not_found()),
+        },
+        (["tasks", id, "pushNotificationConfigs"], _, _) if get || post => {
+            Route::PushConfigs((*id).to_owned())
+        }
+        (["tasks", id, "pushNotificationConfigs", config], _, _)
+            if get || method == Method::DELETE =>
+        {
+            Route::PushConfig((*id).to_owned(), (*config).to_owned())
+        }
+        _ => return Err(not_found()),
+    })
+}
+
+fn body_of<T: DeserializeOwned + Default>(
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<T, A2aError> {
+    if body.is_empty() {
+        return Ok(T::default());
+    }
+    params::check_json_content_type(
+        headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok()),
+    )?;
+    serde_json::from_slice(body)
+        .map_err(|e| A2aError::new(ErrorKind::ParseError, format!("Invalid JSON body: {e}")))
+}
+
+async fn endpoint(
+    State(a2a): State<A2a>,
+    Path(path): Path<String>,
+    uri: axum::http::Uri,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let route = match route(&method, &path) {
+        Ok(r) => r,
+        Err(e) => return error(&e),
+    };
+    if let Err(e) =
+        params::check_version(params::requested_version(&headers, uri.query()).as_deref())
+    {
+        return error(&e);
+    }
+    let caller = match crate::admin::authenticate(a2a.service(), &headers).await {
+        Ok(c) => c,
+        Err(e) => {
+            let mut r = error(&A2aError::new(ErrorKind::InvalidRequest, e.message));
+            *r.status_mut() = StatusCode::UNAUTHORIZED;
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return r;
+        }
+    };
+    match handle(&a2a, &caller, route, &uri, &method, &headers, &body).await {
+        Ok(Reply::Json(v)) => json(StatusCode::OK, &v),
+        Ok(Reply::Stream(events)) => sse(events),
+        Err(e) => error(&e),
+    }
+}
+
+enum Reply {
+    Json(Value),
+    Stream(Events),
+}
+
+async fn handle(
+    a2a: &A2a,
+    caller: &Caller,
+    route: Route,
+    uri: &axum::http::Uri,
+    method: &Method,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<Reply, A2aError> {
+    let render = |v: Value| Ok(Reply::Json(v));
+    match route {
+        Route::Send => {
+            let task = a2a.send_message(caller, body_of(headers, body)?).await?;
+            render(protojson::render(&pb::SendMessageResponse {
+                payload: Some(pb::send_message_response::Payload::Task(task)),
+            }))
+        }
+        Route::Stream => Ok(Reply::Stream(
+            a2a.send_streaming(caller, body_of(headers, body)?).await?,
+        )),
+        Route::ListTasks => render(protojson::render(
+            &a2a.list_tasks(caller, query::from_uri(uri, &[])?).await?,
+        )),
+        Route::GetTask(id) => render(protojson::render(
+            &a2a.get_task(caller, query::from_uri(uri, &[("id", &id)])?)
+                .await?,
+        )),
+        Route::Cancel(id) => {
+            let mut req: pb::CancelTaskRequest = body_of(headers, body)?;
+            req.id = id;
+            render(protojson::render(&a2a.cancel_task(caller, req).await?))
+        }
+        Route::Subscribe(id) => {
+            let req = pb::SubscribeToTaskRequest {
+                tenant: String::new(),
+                id,
+            };
+            Ok(Reply::Stream(a2a.subscribe(caller, req).await?))
+        }
+        Route::PushConfigs(task) if method == Method::POST => {
+            let mut c: pb::TaskPushNotificationConfig = body_of(headers, body)?;
+            c.task_id = task;
+            render(protojson::render(&a2a.create_push_config(caller, c).await?))
+        }
+        Route::PushConfigs(task) => {
+            let req = query::from_uri(uri, &[("taskId", &task)])?;
+            render(protojson::render(
+                &a2a.list_push_configs(caller, req).await?,
+            ))
+        }
+        Route::PushConfig(task, id) if method == Method::DELETE => {
+            let req = pb::DeleteTaskPushNotificationConfigRequest {
+                tenant: String::new(),
+                task_id: task,
+                id,
+            };
+            a2a.delete_push_config(caller, req).await?;
+            render(Value::Object(Default::default()))
+        }
+        Route::PushConfig(task, id) => {
+            let req = pb::GetTaskPushNotificationConfigRequest {
+                tenant: String::new(),
+                task_id: task,
+                id,
+            };
+            render(protojson::render(&a2a.get_push_config(caller, req).await?))
+        }
+        Route::ExtendedCard => Err(A2aError::of(ErrorKind::ExtendedAgentCardNotConfigured)),
+    }
+}
+
+fn sse(events: Events) -> Response {
+    let body = events.map(|item| {
+        let value = match item {
+            Ok(response) => protojson::render(&response),
+            Err(e) => e.rest_error(SpecVersion::default()).1,
+        };
+        Ok::<_, std::convert::Infallible>(format!("data: {value}\n\n"))
+    });
+    let mut r = Response::new(Body::from_stream(body));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_parse_with_and_without_a_tenant() {
+        assert!(matches!(
+            route(&Method::POST, "message:send"),
+            Ok(Route::Send)
+        ));
+        assert!(matches!(
+            route(&Method::POST, "acme/message:stream"),
+            Ok(Route::Stream)
+        ));
+        assert!(matches!(route(&Method::GET, "tasks"), Ok(Route::ListTasks)));
+        assert!(
+            matches!(route(&Method::GET, "acme/tasks/thr_1"), Ok(Route::GetTask(id)) if id == "thr_1")
+        );
+        assert!(
+            matches!(route(&Method::POST, "tasks/thr_1:cancel"), Ok(Route::Cancel(id)) if id == "thr_1")
+        );
+        assert!(matches!(
+            route(&Method::GET, "tasks/thr_1:subscribe"),
+            Ok(Route::Subscribe(_))
+        ));
+        assert!(matches!(
+            route(&Method::POST, "tasks/thr_1/pushNotificationConfigs"),
+            Ok(Route::PushConfigs(_))
+        ));
+        assert!(
+            matches!(route(&Method::DELETE, "tasks/t/pushNotificationConfigs/c"), Ok(Route::PushConfig(t, c)) if t == "t" && c == "c")
+        );
+        assert!(route(&Method::DELETE, "tasks/t").is_err());
+        assert!(route(&Method::GET, "message:send").is_err());
+    }
+}
