@@ -159,6 +159,10 @@ Codex (as bob), in ~/.codex/config.toml, with LIAISON_TOKEN={bob} in the environ
   bearer_token_env_var = "LIAISON_TOKEN"
   tool_timeout_sec = 120
 
+An A2A client (as partner): the signed card is at {url}/.well-known/agent-card.json;
+  curl -s {url}/a2a/jsonrpc -H 'A2A-Version: 1.0' -H 'Authorization: Bearer {partner}' \
+    -H 'Content-Type: application/json' -d '{{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{{"message":{{"messageId":"m1","role":"ROLE_USER","parts":[{{"text":"Which TLS versions do you accept?"}}]}},"configuration":{{"returnImmediately":true}}}}}}'
+
 The same facts are in demo.json in the data directory.
 "#,
         channel = d.channel,
@@ -166,5 +170,6 @@ The same facts are in demo.json in the data directory.
         bob_human = d.bob.human_token.as_deref().unwrap_or("-"),
         partner = d.partner.agent_token,
         mcp = d.mcp_url,
+        url = d.url,
     )
 }
