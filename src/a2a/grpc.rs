@@ -226,6 +226,7 @@ impl GrpcA2a {
             tokio::select! {
                 () = sub.woken() => {}
                 () = tx.closed() => return Ok(()),
+                () = self.service.stopping() => return Ok(()),
             }
             events = self
                 .service

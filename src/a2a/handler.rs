@@ -395,7 +395,11 @@ fn async_stream(
                     }
                     if events.is_empty() {
                         if let Some(s) = sub.as_mut() {
-                            s.woken().await;
+                            // The server stopping ends the stream, so shutdown is not held open.
+                            tokio::select! {
+                                () = s.woken() => {}
+                                () = service.stopping() => return None,
+                            }
                         }
                         continue;
                     }

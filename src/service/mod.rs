@@ -172,6 +172,11 @@ impl Service {
         &self.inner.settings
     }
 
+    /// Resolves when the server begins to stop: streams end so that shutdown is not held open.
+    pub async fn stopping(&self) {
+        self.inner.shutdown.cancelled().await;
+    }
+
     /// The bootstrap admin as a caller, for start-up tasks such as `--demo`; never for a front.
     pub async fn system_admin(&self) -> Result<Caller> {
         let id = PersonId::parse("admin").expect("a valid slug");
