@@ -17,7 +17,7 @@ use super::errors::{A2aError, ErrorKind};
 use super::pb;
 use super::wkt::Timestamp as PbTimestamp;
 use crate::domain::{Attachment, Kind, MessageId, TaskState, ThreadId, Timestamp};
-use crate::service::{ErrorCode, ServiceError, TaskMessage, TaskView};
+use crate::service::{ErrorCode, PushConfigSpec, ServiceError, TaskMessage, TaskView};
 use crate::store::{MessageRecord, PushConfigRecord, TaskEventRecord, ThreadRecord};
 
 /// The `message.metadata` key naming the skill of a new task.
@@ -321,6 +321,56 @@ pub fn event(
         )),
     });
     out
+}
+
+/// `historyLength`: none is all, a negative value is invalid.
+pub fn history_length(n: Option<i32>) -> Result<Option<usize>, A2aError> {
+    n.map(|n| {
+        usize::try_from(n)
+            .map_err(|_| invalid_params(format!("historyLength {n} must not be negative")))
+    })
+    .transpose()
+}
+
+/// The task of a request's `id`: an id that is not ours cannot be the caller's task.
+pub fn task_id(id: &str) -> Result<ThreadId, A2aError> {
+    if id.is_empty() {
+        return Err(invalid_params("the task id is required"));
+    }
+    ThreadId::parse(id).map_err(|_| A2aError::new(ErrorKind::TaskNotFound, format!("no task {id}")))
+}
+
+/// A push config from the wire; refused without an http(s) URL or with credentials but no scheme.
+pub fn push_spec(c: pb::TaskPushNotificationConfig) -> Result<PushConfigSpec, A2aError> {
+    // Checked before a SendMessage creates its task (the service checks the URL again).
+    if !(c.url.starts_with("https://") || c.url.starts_with("http://")) {
+        return Err(invalid_params(
+            "the push notification config needs an http(s) url",
+        ));
+    }
+    let (auth_scheme, auth_credentials) = match c.authentication {
+        Some(a) if !a.scheme.is_empty() => (
+            Some(a.scheme),
+            (!a.credentials.is_empty()).then_some(a.credentials),
+        ),
+        Some(a) if !a.credentials.is_empty() => {
+            return Err(invalid_params(
+                "authentication.scheme is required with credentials",
+            ));
+        }
+        _ => (None, None),
+    };
+    Ok(PushConfigSpec {
+        id: (!c.id.is_empty()).then_some(c.id),
+        url: c.url,
+        token: (!c.token.is_empty()).then_some(c.token),
+        auth_scheme,
+        auth_credentials,
+    })
+}
+
+fn invalid_params(why: impl Into<String>) -> A2aError {
+    A2aError::new(ErrorKind::InvalidParams, why)
 }
 
 /// A stored push config on the wire; credentials are never shown back.

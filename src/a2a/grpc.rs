@@ -25,7 +25,7 @@ use tokio::sync::mpsc;
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 
-use super::convert;
+use super::convert::{self, history_length, push_spec, task_id};
 use super::errors::{A2aError, ErrorKind, SpecVersion};
 use super::params::check_grpc_version;
 use super::pb;
@@ -303,63 +303,6 @@ fn decode_send(req: pb::SendMessageRequest) -> Result<(TaskMessage, SendOptions)
     Ok((msg, options))
 }
 
-/// `historyLength`: none is all, a negative value is invalid.
-fn history_length(n: Option<i32>) -> Result<Option<usize>, A2aError> {
-    n.map(|n| {
-        usize::try_from(n).map_err(|_| invalid(format!("historyLength {n} must not be negative")))
-    })
-    .transpose()
-}
-
-/// The task of a request's `id`: an id that is not ours cannot be the caller's task.
-fn task_id(id: &str) -> Result<ThreadId, A2aError> {
-    if id.is_empty() {
-        return Err(invalid("the task id is required"));
-    }
-    ThreadId::parse(id).map_err(|_| A2aError::new(ErrorKind::TaskNotFound, format!("no task {id}")))
-}
-
-fn push_spec(c: pb::TaskPushNotificationConfig) -> Result<PushConfigSpec, A2aError> {
-    // Checked before a SendMessage creates its task (the service checks the URL again).
-    if !(c.url.starts_with("https://") || c.url.starts_with("http://")) {
-        return Err(invalid("the push notification config needs an http(s) url"));
-    }
-    let (auth_scheme, auth_credentials) = match c.authentication {
-        Some(a) if !a.scheme.is_empty() => (
-            Some(a.scheme),
-            (!a.credentials.is_empty()).then_some(a.credentials),
-        ),
-        Some(a) if !a.credentials.is_empty() => {
-            return Err(invalid(
-                "authentication.scheme is required with credentials",
-            ));
-        }
-        _ => (None, None),
-    };
-    Ok(PushConfigSpec {
-        id: (!c.id.is_empty()).then_some(c.id),
-        url: c.url,
-        token: (!c.token.is_empty()).then_some(c.token),
-        auth_scheme,
-        auth_credentials,
-    })
-}
-
-/// A stored push config on the wire (credentials are already redacted by the service).
-fn push_out(r: PushConfigRecord) -> pb::TaskPushNotificationConfig {
-    pb::TaskPushNotificationConfig {
-        tenant: String::new(),
-        id: r.id,
-        task_id: r.thread.to_string(),
-        url: r.url,
-        token: r.token.unwrap_or_default(),
-        authentication: r.auth_scheme.map(|scheme| pb::AuthenticationInfo {
-            scheme,
-            credentials: r.auth_credentials.unwrap_or_default(),
-        }),
-    }
-}
-
 fn list_filter(req: &pb::ListTasksRequest) -> Result<TaskFilter, A2aError> {
     let state = pb::TaskState::try_from(req.status)
         .map_err(|_| invalid(format!("unknown status {}", req.status)))?;
@@ -545,7 +488,7 @@ impl A2aService for GrpcA2a {
             .set_push_config(&caller, &task, spec)
             .await
             .map_err(|e| self.svc(e))?;
-        Ok(Response::new(push_out(record)))
+        Ok(Response::new(convert::push_config(&record)))
     }
 
     async fn get_task_push_notification_config(
@@ -556,7 +499,7 @@ impl A2aService for GrpcA2a {
         let req = request.into_inner();
         let task = task_id(&req.task_id).map_err(|e| self.a2a(e))?;
         let record = self.push_config(&caller, &task, &req.id).await?;
-        Ok(Response::new(push_out(record)))
+        Ok(Response::new(convert::push_config(&record)))
     }
 
     async fn list_task_push_notification_configs(
@@ -573,7 +516,7 @@ impl A2aService for GrpcA2a {
             .map_err(|e| self.svc(e))?;
         // A task has few configs: one page holds them all.
         Ok(Response::new(pb::ListTaskPushNotificationConfigsResponse {
-            configs: configs.into_iter().map(push_out).collect(),
+            configs: configs.iter().map(convert::push_config).collect(),
             next_page_token: String::new(),
         }))
     }

@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use futures::Stream;
 
-use super::convert;
+use super::convert::{self, history_length, task_id};
 use super::errors::{A2aError, ErrorKind};
 use super::pb;
 use crate::domain::{TaskState, ThreadId};
-use crate::service::{Caller, PushConfigSpec, Service, TaskView};
+use crate::service::{Caller, Service, TaskView};
 use crate::store::TaskFilter;
 
 /// A stream of responses that ends after a terminal or interrupted state.
@@ -22,21 +22,6 @@ pub struct A2a {
     service: Service,
     /// How long a blocking SendMessage waits for a terminal or interrupted state.
     blocking_wait: Duration,
-}
-
-fn task_id(id: &str) -> Result<ThreadId, A2aError> {
-    ThreadId::parse(id).map_err(|_| A2aError::new(ErrorKind::TaskNotFound, format!("no task {id}")))
-}
-
-fn history_length(n: Option<i32>) -> Result<Option<usize>, A2aError> {
-    match n {
-        None => Ok(None),
-        Some(n) if n < 0 => Err(A2aError::new(
-            ErrorKind::InvalidParams,
-            "historyLength must not be negative",
-        )),
-        Some(n) => Ok(Some(n as usize)),
-    }
 }
 
 fn ends_stream(state: TaskState) -> bool {
@@ -263,14 +248,7 @@ impl A2a {
         task: &ThreadId,
         c: pb::TaskPushNotificationConfig,
     ) -> Result<pb::TaskPushNotificationConfig, A2aError> {
-        let auth = c.authentication.unwrap_or_default();
-        let spec = PushConfigSpec {
-            id: (!c.id.is_empty()).then_some(c.id),
-            url: c.url,
-            token: (!c.token.is_empty()).then_some(c.token),
-            auth_scheme: (!auth.scheme.is_empty()).then_some(auth.scheme),
-            auth_credentials: (!auth.credentials.is_empty()).then_some(auth.credentials),
-        };
+        let spec = convert::push_spec(c)?;
         let record = self
             .service
             .set_push_config(caller, task, spec)

@@ -10,7 +10,7 @@ use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::any;
 use futures::StreamExt as _;
 use serde::de::DeserializeOwned;
@@ -18,6 +18,7 @@ use serde_json::Value;
 
 use super::errors::{A2aError, ErrorKind, SpecVersion};
 use super::handler::{A2a, Events};
+use super::rpc::json;
 use super::{params, pb, protojson, query};
 use crate::service::Caller;
 
@@ -41,15 +42,6 @@ pub fn router(a2a: A2a) -> Router {
     Router::new()
         .route(&format!("{PATH}/{{*path}}"), any(endpoint))
         .with_state(a2a)
-}
-
-fn json(status: StatusCode, value: &Value) -> Response {
-    let mut r = (status, value.to_string()).into_response();
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    r
 }
 
 fn error(e: &A2aError) -> Response {

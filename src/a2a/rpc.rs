@@ -27,7 +27,8 @@ pub fn router(a2a: A2a) -> Router {
         .with_state(a2a)
 }
 
-fn json(status: StatusCode, value: &Value) -> Response {
+/// A JSON response with this status (shared with the HTTP+JSON binding).
+pub(super) fn json(status: StatusCode, value: &Value) -> Response {
     let mut r = (status, value.to_string()).into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
