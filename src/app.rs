@@ -17,7 +17,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::a2a;
-use crate::a2a::card::{CardDefinition, Endpoints, SignedCard};
+use crate::a2a::card::{CardDefinition, CardSigner, Endpoints};
 use crate::bus::{LocalBus, PgBus, WakeBus};
 use crate::clock::SystemClock;
 use crate::config::Config;
@@ -101,11 +101,19 @@ impl App {
             .context("Could not read the master key")?;
         let keys = a2a::keys::KeyRing::load_or_create(&config.data_dir, &master)
             .context("Could not open the signing keys")?;
-        let signed = Arc::new(
-            SignedCard::sign(&card, &endpoints, &keys).context("Could not sign the Agent Card")?,
-        );
-        let a2a_handler =
-            a2a::handler::A2a::new(service.clone(), Duration::from_secs(config.blocking_wait_s));
+        let cards = Arc::new(CardSigner::new(card, endpoints, keys));
+        let signed = Arc::new(cards.public().context("Could not sign the Agent Card")?);
+        let mut a2a_handler =
+            a2a::handler::A2a::new(service.clone(), Duration::from_secs(config.blocking_wait_s))
+                .with_version(config.spec_version)
+                .with_rest_content_type(config.rest_content_type)
+                .with_extended_cards(cards);
+        if let Some(jwt) = config.jwt.clone() {
+            let http = reqwest::Client::builder()
+                .build()
+                .context("Could not build the HTTP client for the JWT key set")?;
+            a2a_handler = a2a_handler.with_jwt(Arc::new(a2a::jwt::JwtVerifier::new(jwt, http)?));
+        }
         let router = Router::new()
             .route("/healthz", get(|| async { "ok" }))
             .route("/readyz", get(readyz))
@@ -113,11 +121,8 @@ impl App {
             .merge(crate::admin::router(service.clone()))
             .merge(a2a::http::router(signed))
             .merge(a2a::rpc::router(a2a_handler.clone()))
-            .merge(a2a::rest::router(a2a_handler))
-            .merge(a2a::grpc::grpc_routes(
-                service.clone(),
-                a2a::errors::SpecVersion::default(),
-            ))
+            .merge(a2a::rest::router(a2a_handler.clone()))
+            .merge(a2a::grpc::grpc_routes(a2a_handler))
             .merge(crate::mcp::router(
                 service.clone(),
                 &config.mcp,

@@ -32,6 +32,24 @@ struct Raw {
 struct RawA2a {
     card_dir: PathBuf,
     blocking_wait_s: u64,
+    spec_version: crate::a2a::errors::SpecVersion,
+    rest_content_type: String,
+    jwt: Option<RawJwt>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawJwt {
+    issuer: String,
+    audience: String,
+    jwks_file: Option<PathBuf>,
+    jwks_url: Option<String>,
+    #[serde(default = "default_leeway_s")]
+    leeway_s: u64,
+}
+
+fn default_leeway_s() -> u64 {
+    60
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -114,6 +132,8 @@ ttl_s = 120
 [a2a]
 card_dir = "agent-card"
 blocking_wait_s = 30
+spec_version = "1.0.1"
+rest_content_type = "application/json"
 [mcp]
 allowed_hosts = []
 allowed_origins = []
@@ -136,6 +156,12 @@ pub struct Config {
     pub card_dir: PathBuf,
     /// Longest wait of a blocking SendMessage before it returns the task as it stands.
     pub blocking_wait_s: u64,
+    /// The A2A error table answered with (v1.0.1 unless configured).
+    pub spec_version: crate::a2a::errors::SpecVersion,
+    /// The media type of A2A HTTP+JSON responses.
+    pub rest_content_type: &'static str,
+    /// JWTs of this issuer authenticate parties (`[a2a.jwt]`).
+    pub jwt: Option<crate::a2a::jwt::JwtSettings>,
     pub mcp: McpSettings,
 }
 
@@ -222,6 +248,16 @@ impl Config {
             .database_url
             .clone()
             .unwrap_or_else(|| sqlite_url(&raw.data_dir));
+        let rest_content_type = crate::a2a::handler::REST_CONTENT_TYPES
+            .into_iter()
+            .find(|t| *t == raw.a2a.rest_content_type)
+            .with_context(|| {
+                format!(
+                    "a2a.rest_content_type {:?} must be application/json or application/a2a+json",
+                    raw.a2a.rest_content_type
+                )
+            })?;
+        let jwt = raw.a2a.jwt.clone().map(jwt_settings).transpose()?;
         Ok(Config {
             data_dir: raw.data_dir,
             listen,
@@ -230,6 +266,9 @@ impl Config {
             log_format: raw.log_format,
             card_dir: raw.a2a.card_dir.clone(),
             blocking_wait_s: raw.a2a.blocking_wait_s,
+            spec_version: raw.a2a.spec_version,
+            rest_content_type,
+            jwt,
             settings: Settings {
                 label_language: raw.label_language,
                 max_wait_s: raw.inbox.max_wait_s,
@@ -250,6 +289,27 @@ impl Config {
     pub fn uses_sqlite(&self) -> bool {
         self.database_url.starts_with("sqlite:")
     }
+}
+
+fn jwt_settings(raw: RawJwt) -> anyhow::Result<crate::a2a::jwt::JwtSettings> {
+    use crate::a2a::jwt::{JwtSettings, KeySource};
+    let keys = match (raw.jwks_file, raw.jwks_url) {
+        (Some(file), None) => KeySource::File(file),
+        (None, Some(url)) if url.starts_with("https://") || url.starts_with("http://") => {
+            KeySource::Url(url)
+        }
+        (None, Some(url)) => anyhow::bail!("a2a.jwt.jwks_url {url:?} must be an http(s) URL"),
+        _ => anyhow::bail!("a2a.jwt needs exactly one of jwks_file and jwks_url"),
+    };
+    if raw.issuer.is_empty() || raw.audience.is_empty() {
+        anyhow::bail!("a2a.jwt.issuer and a2a.jwt.audience must not be empty");
+    }
+    Ok(JwtSettings {
+        issuer: raw.issuer,
+        audience: raw.audience,
+        keys,
+        leeway_s: raw.leeway_s,
+    })
 }
 
 fn sqlite_url(dir: &Path) -> String {
@@ -330,5 +390,53 @@ mod tests {
         Config::load(&example, []).unwrap();
         let env = [("LIAISON_INBOX__NO_SUCH_FIELD".to_owned(), "1".to_owned())];
         assert!(Config::load(&Overrides::default(), env).is_err());
+    }
+
+    fn with_env(pairs: &[(&str, &str)]) -> anyhow::Result<Config> {
+        let env = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
+        Config::load(&Overrides::default(), env)
+    }
+
+    #[test]
+    fn a2a_switches_resolve_and_bad_values_are_refused() {
+        use crate::a2a::errors::SpecVersion;
+        use crate::a2a::jwt::KeySource;
+        let c = with_env(&[]).unwrap();
+        assert_eq!(c.spec_version, SpecVersion::V1_0_1);
+        assert_eq!(c.rest_content_type, "application/json");
+        assert!(c.jwt.is_none());
+        let c = with_env(&[
+            ("LIAISON_A2A__SPEC_VERSION", "1.0.0"),
+            ("LIAISON_A2A__REST_CONTENT_TYPE", "application/a2a+json"),
+            ("LIAISON_A2A__JWT__ISSUER", "https://issuer.test"),
+            ("LIAISON_A2A__JWT__AUDIENCE", "https://liaison.test"),
+            ("LIAISON_A2A__JWT__JWKS_URL", "https://issuer.test/jwks"),
+        ])
+        .unwrap();
+        assert_eq!(c.spec_version, SpecVersion::V1_0_0);
+        assert_eq!(c.rest_content_type, "application/a2a+json");
+        let jwt = c.jwt.unwrap();
+        assert_eq!(jwt.keys, KeySource::Url("https://issuer.test/jwks".into()));
+        assert_eq!(jwt.leeway_s, 60);
+        for bad in [
+            vec![("LIAISON_A2A__SPEC_VERSION", "0.3")],
+            vec![("LIAISON_A2A__REST_CONTENT_TYPE", "text/html")],
+            // Neither key source.
+            vec![
+                ("LIAISON_A2A__JWT__ISSUER", "https://issuer.test"),
+                ("LIAISON_A2A__JWT__AUDIENCE", "a"),
+            ],
+            // Both key sources.
+            vec![
+                ("LIAISON_A2A__JWT__ISSUER", "https://issuer.test"),
+                ("LIAISON_A2A__JWT__AUDIENCE", "a"),
+                ("LIAISON_A2A__JWT__JWKS_URL", "https://issuer.test/jwks"),
+                ("LIAISON_A2A__JWT__JWKS_FILE", "/etc/jwks.json"),
+            ],
+        ] {
+            assert!(with_env(&bad).is_err(), "{bad:?}");
+        }
     }
 }

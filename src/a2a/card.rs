@@ -482,28 +482,8 @@ impl SignedCard {
         keys: &KeyRing,
     ) -> Result<SignedCard, CardError> {
         let mut card = definition.to_proto(endpoints, None);
-        let payload = canonical_payload(&card)?;
-        let encoded_payload = URL_SAFE_NO_PAD.encode(&payload);
-        let jku = endpoints.jwks_url();
         let mut validator = ring::digest::Context::new(&ring::digest::SHA256);
-        validator.update(&payload);
-        for key in keys.keys() {
-            let header = serde_json::json!({
-                "alg": ALG_ES256,
-                "jku": jku,
-                "kid": key.kid(),
-                "typ": "JOSE",
-            });
-            let protected = URL_SAFE_NO_PAD.encode(serde_json_canonicalizer::to_vec(&header)?);
-            let signing_input = format!("{protected}.{encoded_payload}");
-            let signature = key.sign(signing_input.as_bytes())?;
-            validator.update(protected.as_bytes());
-            card.signatures.push(pb::AgentCardSignature {
-                protected,
-                signature: URL_SAFE_NO_PAD.encode(signature),
-                header: None,
-            });
-        }
+        sign_into(&mut card, endpoints, keys, Some(&mut validator))?;
         let json = serde_json::to_vec(&card)?;
         let etag = format!(
             "W/\"{}\"",
@@ -544,6 +524,79 @@ impl SignedCard {
     /// The key set as served.
     pub fn jwks_json(&self) -> &[u8] {
         &self.jwks_json
+    }
+}
+
+/// Appends one signature per key of `keys` to `card` (JWS ES256 over the RFC 8785 canonical card
+/// without `signatures`; protected header `alg`, `jku`, `kid`, `typ`). `validator`, when given,
+/// digests what identifies the signed content and keys (for the `ETag`).
+fn sign_into(
+    card: &mut pb::AgentCard,
+    endpoints: &Endpoints,
+    keys: &KeyRing,
+    mut validator: Option<&mut ring::digest::Context>,
+) -> Result<(), CardError> {
+    let payload = canonical_payload(card)?;
+    let encoded_payload = URL_SAFE_NO_PAD.encode(&payload);
+    let jku = endpoints.jwks_url();
+    if let Some(v) = validator.as_deref_mut() {
+        v.update(&payload);
+    }
+    for key in keys.keys() {
+        let header = serde_json::json!({
+            "alg": ALG_ES256,
+            "jku": jku,
+            "kid": key.kid(),
+            "typ": "JOSE",
+        });
+        let protected = URL_SAFE_NO_PAD.encode(serde_json_canonicalizer::to_vec(&header)?);
+        let signing_input = format!("{protected}.{encoded_payload}");
+        let signature = key.sign(signing_input.as_bytes())?;
+        if let Some(v) = validator.as_deref_mut() {
+            v.update(protected.as_bytes());
+        }
+        card.signatures.push(pb::AgentCardSignature {
+            protected,
+            signature: URL_SAFE_NO_PAD.encode(signature),
+            header: None,
+        });
+    }
+    Ok(())
+}
+
+/// What signs cards after start-up: a party's extended card (GetExtendedAgentCard), which lists
+/// only the skills that party may use, signed like the public card.
+#[derive(Debug)]
+pub struct CardSigner {
+    definition: CardDefinition,
+    endpoints: Endpoints,
+    keys: KeyRing,
+}
+
+impl CardSigner {
+    pub fn new(definition: CardDefinition, endpoints: Endpoints, keys: KeyRing) -> CardSigner {
+        CardSigner {
+            definition,
+            endpoints,
+            keys,
+        }
+    }
+
+    /// The signed public card (served at [`CARD_PATH`]).
+    pub fn public(&self) -> Result<SignedCard, CardError> {
+        SignedCard::sign(&self.definition, &self.endpoints, &self.keys)
+    }
+
+    /// Whether the card declares `capabilities.extendedAgentCard`.
+    pub fn offers_extended_card(&self) -> bool {
+        self.definition.file.capabilities.extended_agent_card
+    }
+
+    /// The extended card listing only `skills` (ids; unknown ones are ignored), signed.
+    pub fn extended(&self, skills: &[&str]) -> Result<pb::AgentCard, CardError> {
+        let mut card = self.definition.to_proto(&self.endpoints, Some(skills));
+        sign_into(&mut card, &self.endpoints, &self.keys, None)?;
+        Ok(card)
     }
 }
 

@@ -18,7 +18,7 @@ use super::pb;
 use super::wkt::Timestamp as PbTimestamp;
 use crate::domain::{Attachment, Kind, MessageId, TaskState, ThreadId, Timestamp};
 use crate::service::{ErrorCode, PushConfigSpec, ServiceError, TaskMessage, TaskView};
-use crate::store::{MessageRecord, PushConfigRecord, TaskEventRecord, ThreadRecord};
+use crate::store::{MessageRecord, PushConfigRecord, TaskEventRecord, TaskFilter, ThreadRecord};
 
 /// The `message.metadata` key naming the skill of a new task.
 pub const SKILL_METADATA: &str = "skill";
@@ -340,6 +340,42 @@ pub fn task_id(id: &str) -> Result<ThreadId, A2aError> {
     ThreadId::parse(id).map_err(|_| A2aError::new(ErrorKind::TaskNotFound, format!("no task {id}")))
 }
 
+/// ListTasks page size when the request gives none.
+pub const DEFAULT_PAGE_SIZE: i32 = 50;
+
+/// The store filter of a ListTasks request: page size 1-100 (default 50), a known non-`AUTH_REQUIRED`
+/// status, and `statusTimestampAfter` rounded up to the millisecond (the filter is "at or after").
+pub fn list_filter(req: &pb::ListTasksRequest) -> Result<TaskFilter, A2aError> {
+    let page_size = req.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
+    if !(1..=100).contains(&page_size) {
+        return Err(invalid_params(format!(
+            "pageSize {page_size} is out of range: use 1-100"
+        )));
+    }
+    let state = pb::TaskState::try_from(req.status)
+        .map_err(|_| invalid_params(format!("unknown status {}", req.status)))?;
+    let updated_since = req
+        .status_timestamp_after
+        .map(|t| {
+            if !(0..1_000_000_000).contains(&t.nanos) {
+                return Err(invalid_params("statusTimestampAfter has invalid nanos"));
+            }
+            t.seconds
+                .checked_mul(1000)
+                .and_then(|ms| ms.checked_add((i64::from(t.nanos) + 999_999) / 1_000_000))
+                .map(Timestamp)
+                .ok_or_else(|| invalid_params("statusTimestampAfter is out of range"))
+        })
+        .transpose()?;
+    Ok(TaskFilter {
+        context_id: (!req.context_id.is_empty()).then(|| req.context_id.clone()),
+        state: task_state_filter(state)?,
+        updated_since,
+        limit: i64::from(page_size),
+        offset: 0,
+    })
+}
+
 /// A push config from the wire; refused without an http(s) URL or with credentials but no scheme.
 pub fn push_spec(c: pb::TaskPushNotificationConfig) -> Result<PushConfigSpec, A2aError> {
     // Checked before a SendMessage creates its task (the service checks the URL again).
@@ -494,5 +530,74 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!(foreign.kind, ErrorKind::TaskNotFound);
+    }
+
+    #[test]
+    fn list_requests_become_filters() {
+        let filter = list_filter(&pb::ListTasksRequest {
+            context_id: "ctx".into(),
+            status: pb::TaskState::InputRequired as i32,
+            status_timestamp_after: Some(crate::a2a::wkt::Timestamp {
+                seconds: 10,
+                nanos: 1,
+            }),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(filter.context_id.as_deref(), Some("ctx"));
+        assert_eq!(filter.state, Some(TaskState::InputRequired));
+        // Rounded up: the filter is "at or after", so 10.000000001 s starts at 10.001 s.
+        assert_eq!(filter.updated_since, Some(Timestamp(10_001)));
+        assert_eq!(filter.limit, i64::from(DEFAULT_PAGE_SIZE));
+        let none = list_filter(&pb::ListTasksRequest::default()).unwrap();
+        assert_eq!(
+            (none.context_id, none.state, none.updated_since),
+            (None, None, None)
+        );
+        for bad in [
+            pb::ListTasksRequest {
+                status: 99,
+                ..Default::default()
+            },
+            pb::ListTasksRequest {
+                status: pb::TaskState::AuthRequired as i32,
+                ..Default::default()
+            },
+            pb::ListTasksRequest {
+                page_size: Some(0),
+                ..Default::default()
+            },
+            pb::ListTasksRequest {
+                page_size: Some(101),
+                ..Default::default()
+            },
+        ] {
+            assert_eq!(
+                list_filter(&bad).unwrap_err().kind,
+                ErrorKind::InvalidParams
+            );
+        }
+    }
+
+    #[test]
+    fn bad_push_configs_and_history_lengths_are_invalid_params() {
+        let negative = history_length(Some(-1)).unwrap_err();
+        assert_eq!(negative.kind, ErrorKind::InvalidParams);
+        let credentials_without_scheme = push_spec(pb::TaskPushNotificationConfig {
+            url: "https://x.test".into(),
+            authentication: Some(pb::AuthenticationInfo {
+                scheme: String::new(),
+                credentials: "c".into(),
+            }),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert_eq!(credentials_without_scheme.kind, ErrorKind::InvalidParams);
+        let no_url = push_spec(pb::TaskPushNotificationConfig {
+            url: "ftp://x.test".into(),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert_eq!(no_url.kind, ErrorKind::InvalidParams);
     }
 }

@@ -1,262 +1,89 @@
-//! The gRPC binding of A2A (`lf.a2a.v1.A2AService`) over the service layer.
+//! The gRPC binding of A2A (`lf.a2a.v1.A2AService`): a thin frame around [`A2a`].
 //!
-//! Every RPC checks `a2a-version`, authenticates the `authorization: Bearer …` metadata, decodes
-//! with [`convert`], calls the service, encodes with [`convert`] and maps errors through the one
-//! error table (`convert::service_error(e).grpc_status(version)`).
-//!
-//! Streams (SendStreamingMessage, SubscribeToTask) send the Task snapshot first, then the task's
-//! logged events after the snapshot's `last_event`, waiting on the task's bus subscription. A
-//! stream ends after an event in a terminal or interrupted (`INPUT_REQUIRED`) state. A
-//! SendStreamingMessage whose snapshot is already terminal or interrupted ends after the snapshot;
-//! SubscribeToTask refuses a terminal task (UnsupportedOperation) and, on an interrupted task,
-//! waits for the next terminal or interrupted event.
-//!
-//! Blocking SendMessage (no `returnImmediately`) waits on the task's subscription up to
-//! [`BLOCKING_WAIT`] for a terminal or interrupted state, then returns the task as it stands.
+//! Every RPC checks `a2a-version`, authenticates the `authorization: Bearer …` metadata, then
+//! calls the same [`A2a`] operation the JSON bindings call; errors become statuses through the one
+//! error table ([`A2aError::grpc_status`] for the configured spec version), with
+//! `google.rpc.ErrorInfo` in the details. Streams are the handler's event streams, item by item.
 //!
 //! Authentication failures are plain `UNAUTHENTICATED` statuses (no A2A error covers them).
-//! gRPC is served on the main port as HTTP/2 cleartext: [`grpc_routes`] is an axum router to merge.
+//! gRPC is served on the main port (HTTP/2 cleartext, or TLS when the server has a certificate):
+//! [`grpc_routes`] is an axum router to merge.
 
 use std::pin::Pin;
-use std::time::Duration;
 
-use futures::Stream;
-use tokio::sync::mpsc;
+use futures::{Stream, StreamExt as _};
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 
-use super::convert::{self, history_length, push_spec, task_id};
-use super::errors::{A2aError, ErrorKind, SpecVersion};
+use super::errors::A2aError;
+use super::handler::A2a;
 use super::params::check_grpc_version;
 use super::pb;
 use super::pb::a2a_service_server::{A2aService, A2aServiceServer};
-use crate::domain::{TaskState, ThreadId, Timestamp};
-use crate::service::{
-    Caller, ErrorCode, PushConfigSpec, Service, ServiceError, TaskMessage, TaskView,
-};
-use crate::store::{PushConfigRecord, TaskFilter};
-
-/// Longest a blocking SendMessage waits for a terminal or interrupted state.
-pub const BLOCKING_WAIT: Duration = Duration::from_secs(30);
-/// ListTasks page size when the request gives none.
-const DEFAULT_PAGE_SIZE: i64 = 50;
-/// Stream responses buffered per stream before the producer waits for the client.
-const STREAM_BUFFER: usize = 16;
+use crate::service::{Caller, ErrorCode};
 
 /// The gRPC routes (`/lf.a2a.v1.A2AService/*`) as an axum router, to merge into the main router
-/// (served on the same port; the client speaks HTTP/2 cleartext).
+/// (served on the same port).
 ///
 /// Only the service's own path prefix is routed and the router has no fallback (tonic's `Routes`
 /// would add one answering `UNIMPLEMENTED` to every other path, and axum refuses to merge two
 /// routers that both have a fallback).
-pub fn grpc_routes(service: Service, version: SpecVersion) -> axum::Router {
+pub fn grpc_routes(a2a: A2a) -> axum::Router {
     use tonic::server::NamedService as _;
-    let server = A2aServiceServer::new(GrpcA2a::new(service, version));
+    let server = A2aServiceServer::new(GrpcA2a::new(a2a));
     let path = format!("/{}/{{*rpc}}", A2aServiceServer::<GrpcA2a>::NAME);
     axum::Router::new().route_service(&path, server)
 }
 
-/// The A2A gRPC service: the tonic trait over [`Service`].
+/// The A2A gRPC service: the tonic trait over [`A2a`].
 #[derive(Clone)]
 pub struct GrpcA2a {
-    service: Service,
-    version: SpecVersion,
+    a2a: A2a,
 }
 
 type ResponseStream = Pin<Box<dyn Stream<Item = Result<pb::StreamResponse, Status>> + Send>>;
 
 impl GrpcA2a {
-    pub fn new(service: Service, version: SpecVersion) -> Self {
-        GrpcA2a { service, version }
+    pub fn new(a2a: A2a) -> Self {
+        GrpcA2a { a2a }
     }
 
-    fn a2a(&self, e: A2aError) -> Status {
-        e.grpc_status(self.version)
-    }
-
-    fn svc(&self, e: ServiceError) -> Status {
-        if e.code == ErrorCode::Internal {
-            tracing::error!(error = %e.message, "A2A gRPC call failed");
-        }
-        self.a2a(convert::service_error(e))
+    fn status(&self, e: A2aError) -> Status {
+        e.grpc_status(self.a2a.version())
     }
 
     /// The version check and authentication every RPC starts with.
     async fn begin(&self, metadata: &MetadataMap) -> Result<Caller, Status> {
-        check_grpc_version(metadata).map_err(|e| self.a2a(e))?;
+        check_grpc_version(metadata).map_err(|e| self.status(e))?;
         let secret = bearer(metadata).ok_or_else(|| {
             Status::unauthenticated("send the metadata authorization: Bearer <token>")
         })?;
-        match self.service.authenticate(secret).await {
+        match self.a2a.authenticate(secret).await {
             Ok(caller) => Ok(caller),
             Err(e) if is_auth_failure(e.code) => Err(Status::unauthenticated(e.message)),
-            Err(e) => Err(self.svc(e)),
+            Err(e) => Err(self.status(super::convert::service_error(e))),
         }
     }
 
-    /// Sends the message of a SendMessage request; returns the task and the requested history.
-    async fn send(
-        &self,
-        caller: &Caller,
-        req: pb::SendMessageRequest,
-    ) -> Result<(TaskView, SendOptions), Status> {
-        let (msg, options) = decode_send(req).map_err(|e| self.a2a(e))?;
-        let view = self
-            .service
-            .send_task_message(caller, msg)
+    /// Authenticates, then runs one unary operation of the handler.
+    async fn unary<T, R, F>(&self, request: Request<T>, op: F) -> Result<Response<R>, Status>
+    where
+        F: AsyncFnOnce(&A2a, &Caller, T) -> Result<R, A2aError>,
+    {
+        let caller = self.begin(request.metadata()).await?;
+        op(&self.a2a, &caller, request.into_inner())
             .await
-            .map_err(|e| self.svc(e))?;
-        if let Some(spec) = options.push.clone() {
-            self.service
-                .set_push_config(caller, &view.thread.id, spec)
-                .await
-                .map_err(|e| self.svc(e))?;
-        }
-        Ok((view, options))
+            .map(Response::new)
+            .map_err(|e| self.status(e))
     }
 
-    /// Waits on the task's subscription until it is terminal or interrupted, or `limit` passes.
-    async fn wait_settled(
-        &self,
-        caller: &Caller,
-        id: &ThreadId,
-        mut after: i64,
-        limit: Duration,
-    ) -> Result<(), Status> {
-        let deadline = tokio::time::Instant::now() + limit;
-        let (events, sub) = self
-            .service
-            .task_events(caller, id, after, true)
-            .await
-            .map_err(|e| self.svc(e))?;
-        let Some(mut sub) = sub else { return Ok(()) };
-        let mut events = events;
-        loop {
-            for ev in &events {
-                after = after.max(ev.seq);
-                if settled(ev.state) {
-                    return Ok(());
-                }
-            }
-            if tokio::time::timeout_at(deadline, sub.woken())
-                .await
-                .is_err()
-            {
-                return Ok(());
-            }
-            events = self
-                .service
-                .task_events(caller, id, after, false)
-                .await
-                .map_err(|e| self.svc(e))?
-                .0;
-        }
+    /// The handler's events as gRPC stream items.
+    fn frames(&self, events: super::handler::Events) -> Response<ResponseStream> {
+        let version = self.a2a.version();
+        Response::new(Box::pin(
+            events.map(move |item| item.map_err(|e| e.grpc_status(version))),
+        ))
     }
-
-    /// A stream of the snapshot, then the task's events after it, until a terminal or
-    /// interrupted event (or right after the snapshot when `end_if_settled` and it is settled).
-    fn stream(
-        &self,
-        caller: Caller,
-        snapshot: TaskView,
-        include_history: bool,
-        end_if_settled: bool,
-    ) -> ResponseStream {
-        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
-        let this = self.clone();
-        tokio::spawn(async move {
-            let first = pb::StreamResponse {
-                payload: Some(pb::stream_response::Payload::Task(convert::task(
-                    &snapshot,
-                    include_history,
-                ))),
-            };
-            if tx.send(Ok(first)).await.is_err() {
-                return;
-            }
-            if end_if_settled && settled(snapshot.state()) {
-                return;
-            }
-            if let Err(status) = this.follow(&caller, &snapshot, &tx).await {
-                let _ = tx.send(Err(status)).await;
-            }
-        });
-        Box::pin(futures::stream::unfold(rx, |mut rx| async move {
-            rx.recv().await.map(|item| (item, rx))
-        }))
-    }
-
-    /// Sends the events after the snapshot until a terminal or interrupted one, or the client
-    /// goes away.
-    async fn follow(
-        &self,
-        caller: &Caller,
-        snapshot: &TaskView,
-        tx: &mpsc::Sender<Result<pb::StreamResponse, Status>>,
-    ) -> Result<(), Status> {
-        let thread = &snapshot.thread;
-        let mut after = thread.task.as_ref().map_or(0, |t| t.last_event);
-        let (mut events, sub) = self
-            .service
-            .task_events(caller, &thread.id, after, true)
-            .await
-            .map_err(|e| self.svc(e))?;
-        let Some(mut sub) = sub else { return Ok(()) };
-        loop {
-            for ev in &events {
-                after = after.max(ev.seq);
-                let cause = match convert::event_message(ev) {
-                    Some(id) => Some(
-                        self.service
-                            .task_message(caller, id)
-                            .await
-                            .map_err(|e| self.svc(e))?,
-                    ),
-                    None => None,
-                };
-                for item in convert::event(ev, thread, cause.as_ref()) {
-                    if tx.send(Ok(item)).await.is_err() {
-                        return Ok(());
-                    }
-                }
-                if settled(ev.state) {
-                    return Ok(());
-                }
-            }
-            tokio::select! {
-                () = sub.woken() => {}
-                () = tx.closed() => return Ok(()),
-                () = self.service.stopping() => return Ok(()),
-            }
-            events = self
-                .service
-                .task_events(caller, &thread.id, after, false)
-                .await
-                .map_err(|e| self.svc(e))?
-                .0;
-        }
-    }
-
-    /// One push config of a task, by id.
-    async fn push_config(
-        &self,
-        caller: &Caller,
-        task: &ThreadId,
-        id: &str,
-    ) -> Result<PushConfigRecord, Status> {
-        self.service
-            .push_configs(caller, task)
-            .await
-            .map_err(|e| self.svc(e))?
-            .into_iter()
-            .find(|c| c.id == id)
-            .ok_or_else(|| self.svc(ServiceError::not_found("push notification config", id)))
-    }
-}
-
-/// Terminal or interrupted: where a blocking send stops waiting and a stream ends.
-fn settled(state: TaskState) -> bool {
-    state.is_terminal() || state.is_interrupted()
 }
 
 fn is_auth_failure(code: ErrorCode) -> bool {
@@ -276,92 +103,19 @@ fn bearer(metadata: &MetadataMap) -> Option<&str> {
     (!secret.is_empty()).then_some(secret)
 }
 
-/// What a SendMessage request asks besides the message.
-#[derive(Debug, Clone, Default)]
-struct SendOptions {
-    return_immediately: bool,
-    history_length: Option<usize>,
-    push: Option<PushConfigSpec>,
-}
-
-fn invalid(why: impl Into<String>) -> A2aError {
-    A2aError::new(ErrorKind::InvalidParams, why)
-}
-
-fn decode_send(req: pb::SendMessageRequest) -> Result<(TaskMessage, SendOptions), A2aError> {
-    let message = req.message.ok_or_else(|| invalid("message is required"))?;
-    let msg = convert::incoming_message(message)?;
-    let config = req.configuration.unwrap_or_default();
-    let options = SendOptions {
-        return_immediately: config.return_immediately,
-        history_length: history_length(config.history_length)?,
-        push: config
-            .task_push_notification_config
-            .map(push_spec)
-            .transpose()?,
-    };
-    Ok((msg, options))
-}
-
-fn list_filter(req: &pb::ListTasksRequest) -> Result<TaskFilter, A2aError> {
-    let state = pb::TaskState::try_from(req.status)
-        .map_err(|_| invalid(format!("unknown status {}", req.status)))?;
-    let updated_since = req
-        .status_timestamp_after
-        .map(|t| {
-            if !(0..1_000_000_000).contains(&t.nanos) {
-                return Err(invalid("statusTimestampAfter has invalid nanos"));
-            }
-            t.seconds
-                .checked_mul(1000)
-                .and_then(|ms| ms.checked_add((i64::from(t.nanos) + 999_999) / 1_000_000))
-                .map(Timestamp)
-                .ok_or_else(|| invalid("statusTimestampAfter is out of range"))
-        })
-        .transpose()?;
-    Ok(TaskFilter {
-        context_id: (!req.context_id.is_empty()).then(|| req.context_id.clone()),
-        state: convert::task_state_filter(state)?,
-        updated_since,
-        limit: req.page_size.map_or(DEFAULT_PAGE_SIZE, i64::from),
-        offset: 0,
-    })
-}
-
 #[tonic::async_trait]
 impl A2aService for GrpcA2a {
     async fn send_message(
         &self,
         request: Request<pb::SendMessageRequest>,
     ) -> Result<Response<pb::SendMessageResponse>, Status> {
-        let caller = self.begin(request.metadata()).await?;
-        let (view, options) = self.send(&caller, request.into_inner()).await?;
-        let id = view.thread.id.clone();
-        let view = if options.return_immediately || settled(view.state()) {
-            match options.history_length {
-                None => view,
-                Some(n) => self
-                    .service
-                    .task(&caller, &id, Some(n))
-                    .await
-                    .map_err(|e| self.svc(e))?,
-            }
-        } else {
-            let after = view.thread.task.as_ref().map_or(0, |t| t.last_event);
-            self.wait_settled(&caller, &id, after, BLOCKING_WAIT)
-                .await?;
-            self.service
-                .task(&caller, &id, options.history_length)
-                .await
-                .map_err(|e| self.svc(e))?
-        };
-        let include_history = options.history_length != Some(0);
-        Ok(Response::new(pb::SendMessageResponse {
-            payload: Some(pb::send_message_response::Payload::Task(convert::task(
-                &view,
-                include_history,
-            ))),
-        }))
+        self.unary(request, async |a2a, caller, req| {
+            let task = a2a.send_message(caller, req).await?;
+            Ok(pb::SendMessageResponse {
+                payload: Some(pb::send_message_response::Payload::Task(task)),
+            })
+        })
+        .await
     }
 
     type SendStreamingMessageStream = ResponseStream;
@@ -371,85 +125,40 @@ impl A2aService for GrpcA2a {
         request: Request<pb::SendMessageRequest>,
     ) -> Result<Response<Self::SendStreamingMessageStream>, Status> {
         let caller = self.begin(request.metadata()).await?;
-        let (view, options) = self.send(&caller, request.into_inner()).await?;
-        let view = match options.history_length {
-            None | Some(0) => view,
-            Some(n) => self
-                .service
-                .task(&caller, &view.thread.id, Some(n))
-                .await
-                .map_err(|e| self.svc(e))?,
-        };
-        let include_history = options.history_length != Some(0);
-        Ok(Response::new(self.stream(
-            caller,
-            view,
-            include_history,
-            true,
-        )))
+        match self.a2a.send_streaming(&caller, request.into_inner()).await {
+            Ok(events) => Ok(self.frames(events)),
+            Err(e) => Err(self.status(e)),
+        }
     }
 
     async fn get_task(
         &self,
         request: Request<pb::GetTaskRequest>,
     ) -> Result<Response<pb::Task>, Status> {
-        let caller = self.begin(request.metadata()).await?;
-        let req = request.into_inner();
-        let id = task_id(&req.id).map_err(|e| self.a2a(e))?;
-        let history = history_length(req.history_length).map_err(|e| self.a2a(e))?;
-        let view = self
-            .service
-            .task(&caller, &id, history)
-            .await
-            .map_err(|e| self.svc(e))?;
-        Ok(Response::new(convert::task(&view, history != Some(0))))
+        self.unary(request, async |a2a, caller, req| {
+            a2a.get_task(caller, req).await
+        })
+        .await
     }
 
     async fn list_tasks(
         &self,
         request: Request<pb::ListTasksRequest>,
     ) -> Result<Response<pb::ListTasksResponse>, Status> {
-        let caller = self.begin(request.metadata()).await?;
-        let req = request.into_inner();
-        let filter = list_filter(&req).map_err(|e| self.a2a(e))?;
-        let history = history_length(req.history_length).map_err(|e| self.a2a(e))?;
-        let listing = self
-            .service
-            .list_tasks(&caller, filter, Some(req.page_token.as_str()), history)
-            .await
-            .map_err(|e| self.svc(e))?;
-        let include_artifacts = req.include_artifacts.unwrap_or(false);
-        let tasks = listing
-            .tasks
-            .iter()
-            .map(|view| {
-                let mut task = convert::task(view, history != Some(0));
-                if !include_artifacts {
-                    task.artifacts.clear();
-                }
-                task
-            })
-            .collect();
-        Ok(Response::new(pb::ListTasksResponse {
-            tasks,
-            next_page_token: listing.next_page_token.unwrap_or_default(),
-            page_size: i32::try_from(listing.page_size).unwrap_or(i32::MAX),
-            total_size: i32::try_from(listing.total).unwrap_or(i32::MAX),
-        }))
+        self.unary(request, async |a2a, caller, req| {
+            a2a.list_tasks(caller, req).await
+        })
+        .await
     }
 
     async fn cancel_task(
         &self,
         request: Request<pb::CancelTaskRequest>,
     ) -> Result<Response<pb::Task>, Status> {
-        let caller = self.begin(request.metadata()).await?;
-        let id = task_id(&request.get_ref().id).map_err(|e| self.a2a(e))?;
-        let view = self
-            .service
-            .cancel_task(&caller, &id)
-            .await
-            .map_err(|e| self.svc(e))?;
-        Ok(Response::new(convert::task(&view, true)))
+        self.unary(request, async |a2a, caller, req| {
+            a2a.cancel_task(caller, req).await
+        })
+        .await
     }
 
     type SubscribeToTaskStream = ResponseStream;
@@ -459,88 +168,61 @@ impl A2aService for GrpcA2a {
         request: Request<pb::SubscribeToTaskRequest>,
     ) -> Result<Response<Self::SubscribeToTaskStream>, Status> {
         let caller = self.begin(request.metadata()).await?;
-        let id = task_id(&request.get_ref().id).map_err(|e| self.a2a(e))?;
-        let view = self
-            .service
-            .task(&caller, &id, None)
-            .await
-            .map_err(|e| self.svc(e))?;
-        let state = view.state();
-        if state.is_terminal() {
-            return Err(self.a2a(A2aError::new(
-                ErrorKind::UnsupportedOperation,
-                format!("task {id} is {state}; a terminal task has no updates to subscribe to"),
-            )));
+        match self.a2a.subscribe(&caller, request.into_inner()).await {
+            Ok(events) => Ok(self.frames(events)),
+            Err(e) => Err(self.status(e)),
         }
-        Ok(Response::new(self.stream(caller, view, true, false)))
     }
 
     async fn create_task_push_notification_config(
         &self,
         request: Request<pb::TaskPushNotificationConfig>,
     ) -> Result<Response<pb::TaskPushNotificationConfig>, Status> {
-        let caller = self.begin(request.metadata()).await?;
-        let req = request.into_inner();
-        let task = task_id(&req.task_id).map_err(|e| self.a2a(e))?;
-        let spec = push_spec(req).map_err(|e| self.a2a(e))?;
-        let record = self
-            .service
-            .set_push_config(&caller, &task, spec)
-            .await
-            .map_err(|e| self.svc(e))?;
-        Ok(Response::new(convert::push_config(&record)))
+        self.unary(request, async |a2a, caller, req| {
+            a2a.create_push_config(caller, req).await
+        })
+        .await
     }
 
     async fn get_task_push_notification_config(
         &self,
         request: Request<pb::GetTaskPushNotificationConfigRequest>,
     ) -> Result<Response<pb::TaskPushNotificationConfig>, Status> {
-        let caller = self.begin(request.metadata()).await?;
-        let req = request.into_inner();
-        let task = task_id(&req.task_id).map_err(|e| self.a2a(e))?;
-        let record = self.push_config(&caller, &task, &req.id).await?;
-        Ok(Response::new(convert::push_config(&record)))
+        self.unary(request, async |a2a, caller, req| {
+            a2a.get_push_config(caller, req).await
+        })
+        .await
     }
 
     async fn list_task_push_notification_configs(
         &self,
         request: Request<pb::ListTaskPushNotificationConfigsRequest>,
     ) -> Result<Response<pb::ListTaskPushNotificationConfigsResponse>, Status> {
-        let caller = self.begin(request.metadata()).await?;
-        let req = request.into_inner();
-        let task = task_id(&req.task_id).map_err(|e| self.a2a(e))?;
-        let configs = self
-            .service
-            .push_configs(&caller, &task)
-            .await
-            .map_err(|e| self.svc(e))?;
-        // A task has few configs: one page holds them all.
-        Ok(Response::new(pb::ListTaskPushNotificationConfigsResponse {
-            configs: configs.iter().map(convert::push_config).collect(),
-            next_page_token: String::new(),
-        }))
+        self.unary(request, async |a2a, caller, req| {
+            a2a.list_push_configs(caller, req).await
+        })
+        .await
     }
 
     async fn get_extended_agent_card(
         &self,
         request: Request<pb::GetExtendedAgentCardRequest>,
     ) -> Result<Response<pb::AgentCard>, Status> {
-        self.begin(request.metadata()).await?;
-        Err(self.a2a(A2aError::of(ErrorKind::ExtendedAgentCardNotConfigured)))
+        self.unary(request, async |a2a, caller, req| {
+            a2a.extended_card(caller, req).await
+        })
+        .await
     }
 
     async fn delete_task_push_notification_config(
         &self,
         request: Request<pb::DeleteTaskPushNotificationConfigRequest>,
     ) -> Result<Response<pbjson_types::Empty>, Status> {
-        let caller = self.begin(request.metadata()).await?;
-        let req = request.into_inner();
-        let task = task_id(&req.task_id).map_err(|e| self.a2a(e))?;
-        self.service
-            .delete_push_config(&caller, &task, &req.id)
-            .await
-            .map_err(|e| self.svc(e))?;
-        Ok(Response::new(pbjson_types::Empty {}))
+        self.unary(request, async |a2a, caller, req| {
+            a2a.delete_push_config(caller, req).await?;
+            Ok(pbjson_types::Empty {})
+        })
+        .await
     }
 }
 
@@ -553,11 +235,16 @@ mod tests {
     use tonic_types::StatusExt as _;
 
     use super::*;
+    use crate::a2a::convert::{self, task_id};
+    use crate::a2a::errors::{ErrorKind, SpecVersion};
     use crate::bus::LocalBus;
     use crate::clock::ManualClock;
     use crate::domain::{AgentIdentity, ChannelName, Kind, PersonId, PersonKind, Scope, Scopes};
+    use crate::domain::{ThreadId, Timestamp};
     use crate::service::{ChannelSpec, PostRequest, Settings, SkillRoute, TokenSpec};
-    use crate::store::Store;
+    use crate::service::{Service, ServiceError};
+    use crate::store::{Store, TaskFilter};
+    use std::time::Duration;
 
     fn text(t: &str) -> pb::Part {
         pb::Part {
@@ -583,80 +270,6 @@ mod tests {
     }
 
     #[test]
-    fn send_requests_decode_message_and_options() {
-        let req = pb::SendMessageRequest {
-            message: Some(user_message("m1", "hello")),
-            configuration: Some(pb::SendMessageConfiguration {
-                return_immediately: true,
-                history_length: Some(3),
-                task_push_notification_config: Some(pb::TaskPushNotificationConfig {
-                    url: "https://hooks.test/a2a".into(),
-                    token: "tok".into(),
-                    authentication: Some(pb::AuthenticationInfo {
-                        scheme: "Bearer".into(),
-                        credentials: "secret".into(),
-                    }),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        let (msg, options) = decode_send(req).unwrap();
-        assert_eq!(msg.message_id, "m1");
-        assert_eq!(msg.body, "hello");
-        assert!(options.return_immediately);
-        assert_eq!(options.history_length, Some(3));
-        let push = options.push.unwrap();
-        assert_eq!(push.id, None);
-        assert_eq!(push.url, "https://hooks.test/a2a");
-        assert_eq!(push.token.as_deref(), Some("tok"));
-        assert_eq!(push.auth_scheme.as_deref(), Some("Bearer"));
-        assert_eq!(push.auth_credentials.as_deref(), Some("secret"));
-
-        let (_, defaults) = decode_send(pb::SendMessageRequest {
-            message: Some(user_message("m2", "x")),
-            ..Default::default()
-        })
-        .unwrap();
-        assert!(!defaults.return_immediately);
-        assert_eq!(defaults.history_length, None);
-        assert!(defaults.push.is_none());
-    }
-
-    #[test]
-    fn bad_send_requests_are_invalid_params() {
-        let no_message = decode_send(pb::SendMessageRequest::default()).unwrap_err();
-        assert_eq!(no_message.kind, ErrorKind::InvalidParams);
-        let negative = decode_send(pb::SendMessageRequest {
-            message: Some(user_message("m", "x")),
-            configuration: Some(pb::SendMessageConfiguration {
-                history_length: Some(-1),
-                ..Default::default()
-            }),
-            ..Default::default()
-        })
-        .unwrap_err();
-        assert_eq!(negative.kind, ErrorKind::InvalidParams);
-        let credentials_without_scheme = push_spec(pb::TaskPushNotificationConfig {
-            url: "https://x.test".into(),
-            authentication: Some(pb::AuthenticationInfo {
-                scheme: String::new(),
-                credentials: "c".into(),
-            }),
-            ..Default::default()
-        })
-        .unwrap_err();
-        assert_eq!(credentials_without_scheme.kind, ErrorKind::InvalidParams);
-        let no_url = push_spec(pb::TaskPushNotificationConfig {
-            url: "ftp://x.test".into(),
-            ..Default::default()
-        })
-        .unwrap_err();
-        assert_eq!(no_url.kind, ErrorKind::InvalidParams);
-    }
-
-    #[test]
     fn task_ids_that_are_not_ours_are_not_found() {
         assert_eq!(task_id("").unwrap_err().kind, ErrorKind::InvalidParams);
         assert_eq!(
@@ -668,45 +281,6 @@ mod tests {
             .grpc_status(SpecVersion::V1_0_1);
         assert_eq!(status.code(), Code::NotFound);
         assert_eq!(reason(&status), "TASK_NOT_FOUND");
-    }
-
-    #[test]
-    fn list_requests_become_filters() {
-        let filter = list_filter(&pb::ListTasksRequest {
-            context_id: "ctx".into(),
-            status: pb::TaskState::InputRequired as i32,
-            status_timestamp_after: Some(crate::a2a::wkt::Timestamp {
-                seconds: 10,
-                nanos: 1,
-            }),
-            ..Default::default()
-        })
-        .unwrap();
-        assert_eq!(filter.context_id.as_deref(), Some("ctx"));
-        assert_eq!(filter.state, Some(TaskState::InputRequired));
-        // Rounded up: the filter is "at or after", so 10.000000001 s starts at 10.001 s.
-        assert_eq!(filter.updated_since, Some(Timestamp(10_001)));
-        assert_eq!(filter.limit, DEFAULT_PAGE_SIZE);
-        let none = list_filter(&pb::ListTasksRequest::default()).unwrap();
-        assert_eq!(
-            (none.context_id, none.state, none.updated_since),
-            (None, None, None)
-        );
-        for bad in [
-            pb::ListTasksRequest {
-                status: 99,
-                ..Default::default()
-            },
-            pb::ListTasksRequest {
-                status: pb::TaskState::AuthRequired as i32,
-                ..Default::default()
-            },
-        ] {
-            assert_eq!(
-                list_filter(&bad).unwrap_err().kind,
-                ErrorKind::InvalidParams
-            );
-        }
     }
 
     #[test]
@@ -762,7 +336,7 @@ mod tests {
     #[tokio::test]
     async fn the_router_serves_the_service_path_only() {
         let env = env(SpecVersion::V1_0_1).await;
-        let router = grpc_routes(env.service.clone(), SpecVersion::V1_0_1);
+        let router = grpc_routes(A2a::new(env.service.clone(), Duration::from_secs(30)));
         // No a2a-version: FAILED_PRECONDITION (9).
         let (http, grpc) = grpc_status_via_router(router.clone(), "GetTask", &[]).await;
         assert_eq!((http, grpc.as_deref()), (200, Some("9")));
@@ -886,7 +460,9 @@ mod tests {
             .unwrap()
             .secret;
         Env {
-            grpc: GrpcA2a::new(service.clone(), version),
+            grpc: GrpcA2a::new(
+                A2a::new(service.clone(), Duration::from_secs(30)).with_version(version),
+            ),
             service,
             alice,
             partner_secret,

@@ -3,16 +3,18 @@
 //! frames (JSON-RPC envelope, REST routes, gRPC) around these.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::Stream;
 
+use super::card::CardSigner;
 use super::convert::{self, history_length, task_id};
-use super::errors::{A2aError, ErrorKind};
+use super::errors::{A2aError, ErrorKind, SpecVersion};
+use super::jwt::JwtVerifier;
 use super::pb;
 use crate::domain::{TaskState, ThreadId};
-use crate::service::{Caller, Service, TaskView};
-use crate::store::TaskFilter;
+use crate::service::{Caller, ErrorCode, Service, ServiceError, TaskView};
 
 /// A stream of responses that ends after a terminal or interrupted state.
 pub type Events = Pin<Box<dyn Stream<Item = Result<pb::StreamResponse, A2aError>> + Send>>;
@@ -22,22 +24,108 @@ pub struct A2a {
     service: Service,
     /// How long a blocking SendMessage waits for a terminal or interrupted state.
     blocking_wait: Duration,
+    /// The error table the bindings answer with.
+    version: SpecVersion,
+    /// Signs a party's extended card; `None` when the card does not offer one.
+    cards: Option<Arc<CardSigner>>,
+    /// Accepts JWTs of the configured issuer as party credentials; `None` when not configured.
+    jwt: Option<Arc<JwtVerifier>>,
+    /// The media type of HTTP+JSON responses.
+    rest_content_type: axum::http::HeaderValue,
 }
+
+/// The media types an HTTP+JSON response may be labelled with.
+pub const REST_CONTENT_TYPES: [&str; 2] = ["application/json", "application/a2a+json"];
 
 fn ends_stream(state: TaskState) -> bool {
     state.is_terminal() || state.is_interrupted()
 }
 
 impl A2a {
+    /// The operations over `service`, answering with the v1.0.1 error table, without an extended
+    /// card or JWT parties (see the `with_*` methods).
     pub fn new(service: Service, blocking_wait: Duration) -> Self {
         Self {
             service,
             blocking_wait,
+            version: SpecVersion::default(),
+            cards: None,
+            jwt: None,
+            rest_content_type: axum::http::HeaderValue::from_static(REST_CONTENT_TYPES[0]),
         }
+    }
+
+    /// Labels HTTP+JSON responses with `media`, one of [`REST_CONTENT_TYPES`].
+    pub fn with_rest_content_type(mut self, media: &'static str) -> Self {
+        debug_assert!(REST_CONTENT_TYPES.contains(&media));
+        self.rest_content_type = axum::http::HeaderValue::from_static(media);
+        self
+    }
+
+    pub fn rest_content_type(&self) -> &axum::http::HeaderValue {
+        &self.rest_content_type
+    }
+
+    pub fn with_version(mut self, version: SpecVersion) -> Self {
+        self.version = version;
+        self
+    }
+
+    /// Serves GetExtendedAgentCard, signed by `cards`, when the card offers it.
+    pub fn with_extended_cards(mut self, cards: Arc<CardSigner>) -> Self {
+        self.cards = cards.offers_extended_card().then_some(cards);
+        self
+    }
+
+    pub fn with_jwt(mut self, jwt: Arc<JwtVerifier>) -> Self {
+        self.jwt = Some(jwt);
+        self
     }
 
     pub fn service(&self) -> &Service {
         &self.service
+    }
+
+    /// The spec version whose error table the bindings answer with.
+    pub fn version(&self) -> SpecVersion {
+        self.version
+    }
+
+    /// The caller behind a bearer credential: a token issued by this gateway (`lsn_…`), or a JWT of
+    /// the configured issuer whose subject is a party's. Anything else is unauthenticated.
+    pub async fn authenticate(&self, credential: &str) -> Result<Caller, ServiceError> {
+        match &self.jwt {
+            Some(jwt) if JwtVerifier::looks_like_jwt(credential) => {
+                let subject = jwt.verify(credential).await.map_err(|e| {
+                    tracing::debug!(error = %e, "A JWT was refused.");
+                    ServiceError::new(ErrorCode::Unauthenticated, format!("invalid JWT: {e}"))
+                })?;
+                self.service.party_caller(&subject).await
+            }
+            _ => self.service.authenticate(credential).await,
+        }
+    }
+
+    /// GetExtendedAgentCard: the card as this party sees it (only the skills it may use), signed.
+    pub async fn extended_card(
+        &self,
+        caller: &Caller,
+        _req: pb::GetExtendedAgentCardRequest,
+    ) -> Result<pb::AgentCard, A2aError> {
+        let cards = self
+            .cards
+            .as_ref()
+            .ok_or_else(|| A2aError::of(ErrorKind::ExtendedAgentCardNotConfigured))?;
+        let skills = self
+            .service
+            .skills_for(caller)
+            .await
+            .map_err(convert::service_error)?;
+        let ids: Vec<&str> = skills.iter().map(|s| s.id.as_str()).collect();
+        cards.extended(&ids).map_err(|e| {
+            tracing::error!(error = %e, "Could not sign an extended card.");
+            A2aError::new(ErrorKind::InternalError, "could not sign the extended card")
+        })
     }
 
     /// Sends a message; unless `returnImmediately`, waits (up to the configured cap) for the task to
@@ -184,24 +272,8 @@ impl A2a {
         caller: &Caller,
         req: pb::ListTasksRequest,
     ) -> Result<pb::ListTasksResponse, A2aError> {
-        let page_size = req.page_size.unwrap_or(50);
-        if !(1..=100).contains(&page_size) {
-            return Err(A2aError::new(
-                ErrorKind::InvalidParams,
-                format!("pageSize {page_size} is out of range: use 1-100"),
-            ));
-        }
-        let filter = TaskFilter {
-            context_id: (!req.context_id.is_empty()).then_some(req.context_id),
-            state: convert::task_state_filter(
-                pb::TaskState::try_from(req.status).unwrap_or_default(),
-            )?,
-            updated_since: req.status_timestamp_after.map(|t| {
-                crate::domain::Timestamp(t.seconds * 1000 + i64::from(t.nanos) / 1_000_000)
-            }),
-            limit: i64::from(page_size),
-            offset: 0,
-        };
+        let filter = convert::list_filter(&req)?;
+        let page_size = i32::try_from(filter.limit).unwrap_or(i32::MAX);
         let history = history_length(req.history_length)?;
         let listing = self
             .service

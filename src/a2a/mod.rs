@@ -5,8 +5,11 @@
 //! - [`errors`]: the one error table (JSON-RPC, HTTP, gRPC, ErrorInfo; spec v1.0.1 or v1.0.0).
 //! - [`params`]: `A2A-Version`, `A2A-Extensions`, content types; [`jsonrpc`]: the JSON-RPC
 //!   envelope; [`query`]: HTTP+JSON query strings into requests.
+//! - [`handler`]: the operations every binding calls; [`rpc`], [`rest`], [`grpc`]: the bindings;
+//!   [`convert`]: the one conversion between wire types and the service's.
 //! - [`card`], [`keys`], [`http`]: the signed Agent Card, its keys, the discovery routes;
-//!   [`push_auth`]: the bearer JWT of push notifications and webhooks.
+//!   [`push_auth`]: the bearer JWT of push notifications and webhooks; [`jwt`]: party JWTs of a
+//!   configured issuer.
 //!
 //! Everything protocol-shaped lives here; prost types never leave this module. It calls the
 //! service layer; it never opens or queries the store itself. Decisions on the protocol's loose
@@ -19,6 +22,7 @@ pub mod grpc;
 pub mod handler;
 pub mod http;
 pub mod jsonrpc;
+pub mod jwt;
 pub mod keys;
 pub mod params;
 mod pb;

@@ -69,6 +69,19 @@ pub fn requested_version(headers: &HeaderMap, query: Option<&str>) -> Option<Str
         .map(|(_, value)| value.to_owned())
 }
 
+/// The credential of `Authorization: Bearer …` (empty when there is none, which authenticates as
+/// no one).
+pub fn bearer(headers: &HeaderMap) -> &str {
+    headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map_or("", str::trim)
+}
+
 /// The extension URIs a request opts into (every `A2A-Extensions` header, comma-separated).
 pub fn requested_extensions(headers: &HeaderMap) -> Vec<String> {
     headers

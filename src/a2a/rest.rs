@@ -44,9 +44,17 @@ pub fn router(a2a: A2a) -> Router {
         .with_state(a2a)
 }
 
-fn error(e: &A2aError) -> Response {
-    let (status, body) = e.rest_error(SpecVersion::default());
-    json(status, &body)
+fn error(a2a: &A2a, e: &A2aError) -> Response {
+    let (status, body) = e.rest_error(a2a.version());
+    respond(a2a, status, &body)
+}
+
+/// A JSON response in the configured media type (`a2a.rest_content_type`).
+fn respond(a2a: &A2a, status: StatusCode, value: &Value) -> Response {
+    let mut r = json(status, value);
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, a2a.rest_content_type().clone());
+    r
 }
 
 fn not_found() -> A2aError {
@@ -120,17 +128,17 @@ async fn endpoint(
 ) -> Response {
     let route = match route(&method, &path) {
         Ok(r) => r,
-        Err(e) => return error(&e),
+        Err(e) => return error(&a2a, &e),
     };
     if let Err(e) =
         params::check_version(params::requested_version(&headers, uri.query()).as_deref())
     {
-        return error(&e);
+        return error(&a2a, &e);
     }
-    let caller = match crate::admin::authenticate(a2a.service(), &headers).await {
+    let caller = match a2a.authenticate(params::bearer(&headers)).await {
         Ok(c) => c,
         Err(e) => {
-            let mut r = error(&A2aError::new(ErrorKind::InvalidRequest, e.message));
+            let mut r = error(&a2a, &A2aError::new(ErrorKind::InvalidRequest, e.message));
             *r.status_mut() = StatusCode::UNAUTHORIZED;
             r.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
@@ -138,9 +146,9 @@ async fn endpoint(
         }
     };
     match handle(&a2a, &caller, route, &uri, &method, &headers, &body).await {
-        Ok(Reply::Json(v)) => json(StatusCode::OK, &v),
-        Ok(Reply::Stream(events)) => sse(events),
-        Err(e) => error(&e),
+        Ok(Reply::Json(v)) => respond(&a2a, StatusCode::OK, &v),
+        Ok(Reply::Stream(events)) => sse(events, a2a.version()),
+        Err(e) => error(&a2a, &e),
     }
 }
 
@@ -216,15 +224,18 @@ async fn handle(
             };
             render(protojson::render(&a2a.get_push_config(caller, req).await?))
         }
-        Route::ExtendedCard => Err(A2aError::of(ErrorKind::ExtendedAgentCardNotConfigured)),
+        Route::ExtendedCard => render(protojson::render(
+            &a2a.extended_card(caller, pb::GetExtendedAgentCardRequest::default())
+                .await?,
+        )),
     }
 }
 
-fn sse(events: Events) -> Response {
-    let body = events.map(|item| {
+fn sse(events: Events, version: SpecVersion) -> Response {
+    let body = events.map(move |item| {
         let value = match item {
             Ok(response) => protojson::render(&response),
-            Err(e) => e.rest_error(SpecVersion::default()).1,
+            Err(e) => e.rest_error(version).1,
         };
         Ok::<_, std::convert::Infallible>(format!("data: {value}\n\n"))
     });

@@ -64,7 +64,7 @@ async fn endpoint(
     {
         return json(StatusCode::OK, &jsonrpc::failure(&id, &e));
     }
-    let caller = match crate::admin::authenticate(a2a.service(), &headers).await {
+    let caller = match a2a.authenticate(params::bearer(&headers)).await {
         Ok(c) => c,
         Err(e) => {
             let error = A2aError::new(ErrorKind::InvalidRequest, e.message);
@@ -130,7 +130,7 @@ async fn dispatch(
             Value::Object(Default::default())
         }
         Method::GetExtendedAgentCard => {
-            return Err(A2aError::of(ErrorKind::ExtendedAgentCardNotConfigured));
+            protojson::render(&a2a.extended_card(caller, p(params)?).await?)
         }
         Method::SendStreamingMessage | Method::SubscribeToTask => {
             unreachable!("streaming methods are answered as SSE")

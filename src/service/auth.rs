@@ -4,6 +4,7 @@ use base64::Engine as _;
 use ring::rand::SecureRandom as _;
 
 use super::{Caller, ErrorCode, Result, Service, ServiceError};
+use crate::domain::{Scope, Scopes};
 
 /// Every secret starts with this, so a leaked one is easy to recognise (e.g. by secret scanners).
 pub(super) const SECRET_PREFIX: &str = "lsn_";
@@ -75,6 +76,29 @@ impl Service {
             person,
             scopes: token.scopes,
             token_id: token.id,
+            agent: None,
+        })
+    }
+
+    /// The caller behind a verified JWT: the party whose `jwt_subject` is `subject`, with the
+    /// `agent` scope. A subject no party has is unauthenticated (the token proved an identity this
+    /// gateway does not know).
+    pub async fn party_caller(&self, subject: &str) -> Result<Caller> {
+        let party = self
+            .inner
+            .store
+            .party_by_subject(subject)
+            .await?
+            .ok_or_else(|| {
+                ServiceError::new(
+                    ErrorCode::Unauthenticated,
+                    "the JWT's subject is not a party of this gateway",
+                )
+            })?;
+        Ok(Caller {
+            person: party.person,
+            scopes: Scopes::default().with(Scope::Agent),
+            token_id: format!("jwt:{subject}"),
             agent: None,
         })
     }

@@ -182,30 +182,34 @@ impl Store {
 
     /// Every party (external person not removed), with settings.
     pub async fn parties(&self) -> Result<Vec<PartyRecord>> {
-        let rows = sqlx::query(
-            "SELECT p.id, p.kind, p.display_name, p.created_at, x.default_skill, x.jwt_subject FROM persons p \
-             LEFT JOIN parties x ON x.person_id = p.id WHERE p.kind = 'external' AND p.removed_at IS NULL ORDER BY p.id",
-        )
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!("{PARTIES} ORDER BY p.id")))
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter().map(party).collect()
     }
 
     pub async fn party(&self, id: &PersonId) -> Result<Option<PartyRecord>> {
-        Ok(self
-            .parties()
+        sqlx::query(sqlx::AssertSqlSafe(format!("{PARTIES} AND p.id = $1")))
+            .bind(id.as_str())
+            .fetch_optional(&self.pool)
             .await?
-            .into_iter()
-            .find(|p| &p.person.id == id))
+            .as_ref()
+            .map(party)
+            .transpose()
     }
 
-    /// The party a JWT subject maps to.
+    /// The party a JWT subject maps to (checked on every JWT-authenticated request; the subject
+    /// is unique and indexed).
     pub async fn party_by_subject(&self, subject: &str) -> Result<Option<PartyRecord>> {
-        Ok(self
-            .parties()
-            .await?
-            .into_iter()
-            .find(|p| p.jwt_subject.as_deref() == Some(subject)))
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "{PARTIES} AND x.jwt_subject = $1"
+        )))
+        .bind(subject)
+        .fetch_optional(&self.pool)
+        .await?
+        .as_ref()
+        .map(party)
+        .transpose()
     }
 
     /// Stores (or replaces, by id) a push config of a task.
@@ -259,6 +263,11 @@ impl Store {
         .await
     }
 }
+
+/// Parties: external persons not removed, with their settings (a `WHERE` clause to extend).
+const PARTIES: &str = "SELECT p.id, p.kind, p.display_name, p.created_at, x.default_skill, x.jwt_subject \
+     FROM persons p LEFT JOIN parties x ON x.person_id = p.id \
+     WHERE p.kind = 'external' AND p.removed_at IS NULL";
 
 fn party(row: &AnyRow) -> Result<PartyRecord> {
     Ok(PartyRecord {

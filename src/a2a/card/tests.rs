@@ -148,7 +148,7 @@ fn shipped_card_lists_every_binding_at_the_public_url() {
     );
     assert_eq!(
         value["capabilities"],
-        json!({"streaming": true, "pushNotifications": false, "extendedAgentCard": false})
+        json!({"streaming": true, "pushNotifications": false, "extendedAgentCard": true})
     );
     assert_eq!(
         value["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],
@@ -351,6 +351,30 @@ fn extended_card_lists_only_the_given_skills() {
     let card = definition.to_proto(&endpoints(), Some(&["handoff"]));
     let ids: Vec<&str> = card.skills.iter().map(|skill| skill.id.as_str()).collect();
     assert_eq!(ids, ["handoff"]);
+}
+
+#[test]
+fn a_signed_extended_card_verifies_and_lists_only_the_given_skills() {
+    let definition = CardDefinition::from_toml(CARD).unwrap();
+    let (ring, records) = ring_of(1);
+    let jwks = ring.jwks();
+    let signer = CardSigner::new(definition, endpoints(), ring);
+    assert!(signer.offers_extended_card());
+    let card = signer.extended(&["ask", "no-such-skill"]).unwrap();
+    let ids: Vec<&str> = card.skills.iter().map(|skill| skill.id.as_str()).collect();
+    assert_eq!(ids, ["ask"]);
+    let json = serde_json::to_vec(&card).unwrap();
+    assert_eq!(verify_card(&json, &jwks), Ok(records[0].kid.clone()));
+    // The public card from the same signer lists every skill.
+    let public = card_value(&signer.public().unwrap());
+    assert_eq!(public["skills"].as_array().unwrap().len(), 3);
+    // A card that does not offer it says so.
+    let closed = CardDefinition::from_toml(
+        &CARD.replace("extended_agent_card = true", "extended_agent_card = false"),
+    )
+    .unwrap();
+    let (ring, _) = ring_of(1);
+    assert!(!CardSigner::new(closed, endpoints(), ring).offers_extended_card());
 }
 
 #[test]

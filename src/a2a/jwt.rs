@@ -1,0 +1,498 @@
+//! JWTs of a configured issuer as party credentials (the card's `openIdConnect` scheme).
+//!
+//! A token is accepted when its signature verifies with a key of the issuer's key set (RS256 or
+//! ES256; the algorithm comes from our key, never from the token alone, and `none`/HMAC are
+//! refused), `iss` is the configured issuer, `aud` names the configured audience, `exp` is in the
+//! future and `nbf` (if any) in the past, both with a small leeway. Its `sub` is then mapped to a
+//! party by the service (`party add --jwt-subject`).
+//!
+//! The key set comes from a file (read at start) or a URL (fetched on first use, refreshed every
+//! [`REFRESH`], and again when a token names an unknown `kid`, at most once per [`REFETCH_GAP`], so
+//! a flood of forged kids cannot make us hammer the issuer).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ring::signature::{self, RsaPublicKeyComponents, UnparsedPublicKey};
+use serde_json::Value;
+use tokio::sync::Mutex;
+
+/// How long a fetched key set is used before it is fetched again.
+pub const REFRESH: Duration = Duration::from_secs(600);
+/// The shortest time between two fetches of the key set.
+pub const REFETCH_GAP: Duration = Duration::from_secs(30);
+/// Longest token we look at (a bound on work done before the signature is checked).
+const MAX_TOKEN_LEN: usize = 16 * 1024;
+
+/// Where the issuer's keys come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySource {
+    File(PathBuf),
+    Url(String),
+}
+
+/// The `[a2a.jwt]` settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JwtSettings {
+    pub issuer: String,
+    pub audience: String,
+    pub keys: KeySource,
+    /// Clock skew tolerated on `exp` and `nbf`, in seconds.
+    pub leeway_s: u64,
+}
+
+/// Why a token was refused (said in the 401, logged at debug).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum JwtError {
+    #[error("not a JWT (three base64url segments)")]
+    Malformed,
+    #[error("algorithm {0:?} is not accepted (RS256 or ES256)")]
+    Algorithm(String),
+    #[error("no key of the issuer matches")]
+    UnknownKey,
+    #[error("bad signature")]
+    Signature,
+    #[error("claim {0} is missing or wrong")]
+    Claim(&'static str),
+    #[error("expired")]
+    Expired,
+    #[error("not valid yet")]
+    NotYetValid,
+    #[error("the issuer's key set is unavailable: {0}")]
+    KeySet(String),
+}
+
+/// One public key of the issuer.
+#[derive(Debug, Clone)]
+enum Key {
+    Rsa {
+        kid: Option<String>,
+        n: Vec<u8>,
+        e: Vec<u8>,
+    },
+    Ec {
+        kid: Option<String>,
+        point: Vec<u8>,
+    },
+}
+
+impl Key {
+    fn kid(&self) -> Option<&str> {
+        match self {
+            Key::Rsa { kid, .. } | Key::Ec { kid, .. } => kid.as_deref(),
+        }
+    }
+
+    fn alg(&self) -> &'static str {
+        match self {
+            Key::Rsa { .. } => "RS256",
+            Key::Ec { .. } => "ES256",
+        }
+    }
+
+    fn verify(&self, message: &[u8], sig: &[u8]) -> bool {
+        match self {
+            Key::Rsa { n, e, .. } => RsaPublicKeyComponents { n, e }
+                .verify(&signature::RSA_PKCS1_2048_8192_SHA256, message, sig)
+                .is_ok(),
+            Key::Ec { point, .. } => {
+                UnparsedPublicKey::new(&signature::ECDSA_P256_SHA256_FIXED, point)
+                    .verify(message, sig)
+                    .is_ok()
+            }
+        }
+    }
+}
+
+/// The signing keys of a JWK set (RFC 7517) we can use: RSA, and EC on P-256; encryption keys
+/// and other types are skipped.
+fn parse_key_set(json: &[u8]) -> Result<Vec<Key>, JwtError> {
+    let set: Value =
+        serde_json::from_slice(json).map_err(|e| JwtError::KeySet(format!("not JSON: {e}")))?;
+    let keys = set["keys"]
+        .as_array()
+        .ok_or_else(|| JwtError::KeySet("no \"keys\" array".into()))?;
+    let b64 = |v: &Value| v.as_str().and_then(|s| URL_SAFE_NO_PAD.decode(s).ok());
+    let mut out = Vec::new();
+    for k in keys {
+        if k["use"].as_str().is_some_and(|u| u != "sig") {
+            continue;
+        }
+        let kid = k["kid"].as_str().map(str::to_owned);
+        match (k["kty"].as_str(), k["alg"].as_str()) {
+            (Some("RSA"), None | Some("RS256")) => {
+                if let (Some(n), Some(e)) = (b64(&k["n"]), b64(&k["e"])) {
+                    out.push(Key::Rsa { kid, n, e });
+                }
+            }
+            (Some("EC"), None | Some("ES256")) if k["crv"] == "P-256" => {
+                if let (Some(x), Some(y)) = (b64(&k["x"]), b64(&k["y"]))
+                    && x.len() == 32
+                    && y.len() == 32
+                {
+                    let mut point = vec![0x04];
+                    point.extend_from_slice(&x);
+                    point.extend_from_slice(&y);
+                    out.push(Key::Ec { kid, point });
+                }
+            }
+            _ => {}
+        }
+    }
+    if out.is_empty() {
+        return Err(JwtError::KeySet(
+            "no RS256 or ES256 signing key in the set".into(),
+        ));
+    }
+    Ok(out)
+}
+
+#[derive(Debug, Default)]
+struct Cache {
+    keys: Vec<Key>,
+    fetched: Option<Instant>,
+}
+
+/// Verifies party JWTs; shared by the bindings.
+#[derive(Debug)]
+pub struct JwtVerifier {
+    settings: JwtSettings,
+    http: reqwest::Client,
+    cache: Mutex<Cache>,
+}
+
+impl JwtVerifier {
+    /// A verifier for `settings`; a key file is read (and must hold a usable key) now.
+    pub fn new(settings: JwtSettings, http: reqwest::Client) -> anyhow::Result<JwtVerifier> {
+        let mut cache = Cache::default();
+        if let KeySource::File(path) = &settings.keys {
+            let bytes = std::fs::read(path).map_err(|e| {
+                anyhow::anyhow!("Could not read the JWT key set {}: {e}", path.display())
+            })?;
+            cache.keys = parse_key_set(&bytes)
+                .map_err(|e| anyhow::anyhow!("JWT key set {}: {e}", path.display()))?;
+        }
+        Ok(JwtVerifier {
+            settings,
+            http,
+            cache: Mutex::new(cache),
+        })
+    }
+
+    /// Whether a bearer credential is shaped like a JWT (ours start with `lsn_` and have no dots).
+    pub fn looks_like_jwt(credential: &str) -> bool {
+        credential.bytes().filter(|b| *b == b'.').count() == 2
+    }
+
+    /// The subject of a valid token.
+    pub async fn verify(&self, token: &str) -> Result<String, JwtError> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        self.verify_at(token, now).await
+    }
+
+    async fn verify_at(&self, token: &str, now: i64) -> Result<String, JwtError> {
+        if token.len() > MAX_TOKEN_LEN {
+            return Err(JwtError::Malformed);
+        }
+        let mut parts = token.split('.');
+        let (Some(header), Some(claims), Some(sig), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(JwtError::Malformed);
+        };
+        let decode = |s: &str| URL_SAFE_NO_PAD.decode(s).map_err(|_| JwtError::Malformed);
+        let header: Value =
+            serde_json::from_slice(&decode(header)?).map_err(|_| JwtError::Malformed)?;
+        let alg = header["alg"].as_str().unwrap_or_default().to_owned();
+        if alg != "RS256" && alg != "ES256" {
+            return Err(JwtError::Algorithm(alg));
+        }
+        let kid = header["kid"].as_str();
+        let signature = decode(sig)?;
+        let signing_input = &token.as_bytes()[..header_len(token)];
+        let key = self.key(kid, &alg).await?;
+        if !key.verify(signing_input, &signature) {
+            return Err(JwtError::Signature);
+        }
+        let claims: Value =
+            serde_json::from_slice(&decode(claims)?).map_err(|_| JwtError::Malformed)?;
+        self.check_claims(&claims, now)
+    }
+
+    fn check_claims(&self, claims: &Value, now: i64) -> Result<String, JwtError> {
+        let s = &self.settings;
+        let leeway = s.leeway_s as i64;
+        if claims["iss"].as_str() != Some(s.issuer.as_str()) {
+            return Err(JwtError::Claim("iss"));
+        }
+        let audience_ok = match &claims["aud"] {
+            Value::String(a) => *a == s.audience,
+            Value::Array(list) => list.iter().any(|a| a.as_str() == Some(&s.audience)),
+            _ => false,
+        };
+        if !audience_ok {
+            return Err(JwtError::Claim("aud"));
+        }
+        let exp = claims["exp"].as_i64().ok_or(JwtError::Claim("exp"))?;
+        if now > exp + leeway {
+            return Err(JwtError::Expired);
+        }
+        if let Some(nbf) = claims.get("nbf") {
+            let nbf = nbf.as_i64().ok_or(JwtError::Claim("nbf"))?;
+            if now + leeway < nbf {
+                return Err(JwtError::NotYetValid);
+            }
+        }
+        match claims["sub"].as_str() {
+            Some(sub) if !sub.is_empty() && sub.len() <= 255 => Ok(sub.to_owned()),
+            _ => Err(JwtError::Claim("sub")),
+        }
+    }
+
+    /// The key for a token's `kid` and `alg` (without a `kid`, the only key of that type). Fetches
+    /// the set when it is stale, or when the kid is unknown and the last fetch is old enough.
+    async fn key(&self, kid: Option<&str>, alg: &str) -> Result<Key, JwtError> {
+        let mut cache = self.cache.lock().await;
+        let url = match &self.settings.keys {
+            KeySource::Url(url) => Some(url.as_str()),
+            KeySource::File(_) => None,
+        };
+        if let Some(url) = url
+            && cache.fetched.is_none_or(|t| t.elapsed() >= REFRESH)
+        {
+            self.fetch(url, &mut cache).await?;
+        }
+        if let Some(key) = find(&cache.keys, kid, alg) {
+            return Ok(key.clone());
+        }
+        match url {
+            Some(url) if cache.fetched.is_none_or(|t| t.elapsed() >= REFETCH_GAP) => {
+                self.fetch(url, &mut cache).await?;
+                find(&cache.keys, kid, alg)
+                    .cloned()
+                    .ok_or(JwtError::UnknownKey)
+            }
+            _ => Err(JwtError::UnknownKey),
+        }
+    }
+
+    async fn fetch(&self, url: &str, cache: &mut Cache) -> Result<(), JwtError> {
+        // A failed fetch also counts, so an unreachable issuer is not asked on every request.
+        cache.fetched = Some(Instant::now());
+        let unavailable = |e: reqwest::Error| JwtError::KeySet(e.to_string());
+        let body = self
+            .http
+            .get(url)
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .map_err(unavailable)?
+            .bytes()
+            .await
+            .map_err(unavailable)?;
+        cache.keys = parse_key_set(&body)?;
+        tracing::info!(
+            url,
+            keys = cache.keys.len(),
+            "Fetched the JWT issuer's key set."
+        );
+        Ok(())
+    }
+}
+
+/// Length of `header.claims` (the signing input) in a token with three segments.
+fn header_len(token: &str) -> usize {
+    token.rfind('.').unwrap_or(0)
+}
+
+fn find<'k>(keys: &'k [Key], kid: Option<&str>, alg: &str) -> Option<&'k Key> {
+    let mut usable = keys.iter().filter(|k| k.alg() == alg);
+    match kid {
+        Some(kid) => usable.find(|k| k.kid() == Some(kid)),
+        None => {
+            let only = usable.next()?;
+            usable.next().is_none().then_some(only)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::a2a::keys::{MasterKey, SigningKey};
+    use serde_json::json;
+
+    const NOW: i64 = 1_800_000_000;
+
+    fn settings(keys: KeySource) -> JwtSettings {
+        JwtSettings {
+            issuer: "https://issuer.test".into(),
+            audience: "https://liaison.test".into(),
+            keys,
+            leeway_s: 60,
+        }
+    }
+
+    /// A verifier over `key`'s public half, and the key.
+    fn verifier() -> (JwtVerifier, SigningKey) {
+        let master = MasterKey::from_hex(&"11".repeat(32)).unwrap();
+        let (key, _) = SigningKey::generate(&master).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jwks.json");
+        let jwks = json!({"keys": [
+            {"kty": "oct", "k": "c2VjcmV0", "kid": "hmac"},
+            {"kty": "EC", "crv": "P-256", "use": "enc", "x": "AA", "y": "AA", "kid": "enc"},
+            serde_json::to_value(key.public_jwk()).unwrap(),
+        ]});
+        std::fs::write(&path, jwks.to_string()).unwrap();
+        let v = JwtVerifier::new(
+            settings(KeySource::File(path)),
+            reqwest::Client::builder().build().unwrap(),
+        )
+        .unwrap();
+        (v, key)
+    }
+
+    fn claims() -> Value {
+        json!({
+            "iss": "https://issuer.test",
+            "aud": ["other", "https://liaison.test"],
+            "sub": "partner-7",
+            "exp": NOW + 300,
+            "nbf": NOW - 10,
+        })
+    }
+
+    fn with(mut c: Value, key: &str, v: Value) -> Value {
+        if v.is_null() {
+            c.as_object_mut().unwrap().remove(key);
+        } else {
+            c[key] = v;
+        }
+        c
+    }
+
+    #[tokio::test]
+    async fn a_valid_token_yields_its_subject() {
+        let (v, key) = verifier();
+        let token = key.sign_jwt(&claims()).unwrap();
+        assert!(JwtVerifier::looks_like_jwt(&token));
+        assert!(!JwtVerifier::looks_like_jwt("lsn_abc"));
+        assert_eq!(v.verify_at(&token, NOW).await.unwrap(), "partner-7");
+        // Within the leeway either side.
+        assert!(v.verify_at(&token, NOW + 300 + 60).await.is_ok());
+        let early = key
+            .sign_jwt(&with(claims(), "nbf", json!(NOW + 30)))
+            .unwrap();
+        assert!(v.verify_at(&early, NOW).await.is_ok());
+        let plain_aud = key
+            .sign_jwt(&with(claims(), "aud", json!("https://liaison.test")))
+            .unwrap();
+        assert!(v.verify_at(&plain_aud, NOW).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn wrong_claims_are_refused() {
+        let (v, key) = verifier();
+        let cases = [
+            (
+                with(claims(), "iss", json!("https://evil.test")),
+                JwtError::Claim("iss"),
+            ),
+            (
+                with(claims(), "aud", json!("other")),
+                JwtError::Claim("aud"),
+            ),
+            (with(claims(), "aud", Value::Null), JwtError::Claim("aud")),
+            (with(claims(), "exp", Value::Null), JwtError::Claim("exp")),
+            (with(claims(), "exp", json!(NOW - 61)), JwtError::Expired),
+            (
+                with(claims(), "nbf", json!(NOW + 61)),
+                JwtError::NotYetValid,
+            ),
+            (with(claims(), "sub", json!("")), JwtError::Claim("sub")),
+            (with(claims(), "sub", json!(7)), JwtError::Claim("sub")),
+        ];
+        for (c, want) in cases {
+            let token = key.sign_jwt(&c).unwrap();
+            assert_eq!(v.verify_at(&token, NOW).await.unwrap_err(), want, "{c}");
+        }
+    }
+
+    #[tokio::test]
+    async fn forged_and_malformed_tokens_are_refused() {
+        let (v, key) = verifier();
+        let token = key.sign_jwt(&claims()).unwrap();
+        let (head, rest) = token.split_once('.').unwrap();
+        let (_, sig) = rest.rsplit_once('.').unwrap();
+        // Claims changed after signing.
+        let forged_claims =
+            URL_SAFE_NO_PAD.encode(with(claims(), "sub", json!("admin")).to_string());
+        let forged = format!("{head}.{forged_claims}.{sig}");
+        assert_eq!(
+            v.verify_at(&forged, NOW).await.unwrap_err(),
+            JwtError::Signature
+        );
+        // alg none / HS256 (with the public key as an HMAC secret) are never accepted.
+        for alg in ["none", "HS256"] {
+            let h = URL_SAFE_NO_PAD.encode(json!({"alg": alg, "kid": key.kid()}).to_string());
+            let t = format!("{h}.{}.{sig}", rest.split_once('.').unwrap().0);
+            assert_eq!(
+                v.verify_at(&t, NOW).await.unwrap_err(),
+                JwtError::Algorithm(alg.into())
+            );
+        }
+        // A key id the issuer does not have.
+        let h = URL_SAFE_NO_PAD.encode(json!({"alg": "ES256", "kid": "nope"}).to_string());
+        let t = format!("{h}.{}.{sig}", rest.split_once('.').unwrap().0);
+        assert_eq!(
+            v.verify_at(&t, NOW).await.unwrap_err(),
+            JwtError::UnknownKey
+        );
+        // RS256 named, but the only key is EC: no key of that algorithm.
+        let h = URL_SAFE_NO_PAD.encode(json!({"alg": "RS256"}).to_string());
+        let t = format!("{h}.{}.{sig}", rest.split_once('.').unwrap().0);
+        assert_eq!(
+            v.verify_at(&t, NOW).await.unwrap_err(),
+            JwtError::UnknownKey
+        );
+        for bad in [
+            "",
+            "a.b",
+            "a.b.c.d",
+            "!!.!!.!!",
+            &"a".repeat(MAX_TOKEN_LEN + 1),
+        ] {
+            assert_eq!(
+                v.verify_at(bad, NOW).await.unwrap_err(),
+                JwtError::Malformed
+            );
+        }
+    }
+
+    #[test]
+    fn key_sets_without_a_usable_key_are_refused() {
+        assert!(parse_key_set(b"{}").is_err());
+        assert!(parse_key_set(b"not json").is_err());
+        assert!(parse_key_set(br#"{"keys":[{"kty":"oct","k":"AA"}]}"#).is_err());
+        let rsa =
+            parse_key_set(br#"{"keys":[{"kty":"RSA","n":"AQAB","e":"AQAB","kid":"r"}]}"#).unwrap();
+        assert_eq!(rsa[0].alg(), "RS256");
+        assert_eq!(rsa[0].kid(), Some("r"));
+    }
+
+    #[test]
+    fn a_missing_key_file_fails_at_start() {
+        let err = JwtVerifier::new(
+            settings(KeySource::File("/nonexistent/jwks.json".into())),
+            reqwest::Client::builder().build().unwrap(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("/nonexistent/jwks.json"), "{err}");
+    }
+}
