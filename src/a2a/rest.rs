@@ -64,22 +64,22 @@ fn not_found() -> A2aError {
     )
 }
 
-/// Parses the path (after `/a2a/rest/`) and method into a route; an optional tenant segment first.
+/// Parses the path (after `/a2a/rest/`) and method into a route. The path is read as it is
+/// first, then with its first segment taken as the tenant: a tenant is an opaque string, so one
+/// that looks like a route's start (`tasks-eu`, `message`) is still a tenant. Only a path that
+/// reads as a route both ways (e.g. `tasks/tasks`) is taken without a tenant.
 fn route(method: &Method, path: &str) -> Result<Route, A2aError> {
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let roots = [
-        "message:send",
-        "message:stream",
-        "tasks",
-        "extendedAgentCard",
-    ];
-    let segments = match segments.first() {
-        Some(first) if !roots.contains(first) && !first.starts_with("tasks") => &segments[1..],
-        _ => &segments[..],
-    };
+    match_route(method, &segments)
+        .or_else(|| match_route(method, segments.get(1..)?))
+        .ok_or_else(not_found)
+}
+
+/// The route of a path without a tenant, if it is one.
+fn match_route(method: &Method, segments: &[&str]) -> Option<Route> {
     let get = method == Method::GET;
     let post = method == Method::POST;
-    Ok(match (segments, get, post) {
+    Some(match (segments, get, post) {
         (["message:send"], _, true) => Route::Send,
         (["message:stream"], _, true) => Route::Stream,
         (["tasks"], true, _) => Route::ListTasks,
@@ -88,7 +88,7 @@ fn route(method: &Method, path: &str) -> Result<Route, A2aError> {
             Some((id, "cancel")) if post => Route::Cancel(id.to_owned()),
             Some((id, "subscribe")) if get || post => Route::Subscribe(id.to_owned()),
             None if get => Route::GetTask((*id).to_owned()),
-            _ => return Err(not_found()),
+            _ => return None,
         },
         (["tasks", id, "pushNotificationConfigs"], _, _) if get || post => {
             Route::PushConfigs((*id).to_owned())
@@ -98,7 +98,7 @@ fn route(method: &Method, path: &str) -> Result<Route, A2aError> {
         {
             Route::PushConfig((*id).to_owned(), (*config).to_owned())
         }
-        _ => return Err(not_found()),
+        _ => return None,
     })
 }
 
@@ -114,8 +114,18 @@ fn body_of<T: DeserializeOwned + Default>(
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok()),
     )?;
+    decode_body(body)
+}
+
+/// A JSON body as the request `T`: a body that is not JSON is a parse error; JSON whose fields do
+/// not fit the request is InvalidParams, as the same params are over JSON-RPC. The syntax is
+/// checked over the whole body first, so a misfit early in a body that is cut short later is still
+/// a parse error.
+fn decode_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, A2aError> {
+    serde_json::from_slice::<serde::de::IgnoredAny>(body)
+        .map_err(|e| A2aError::new(ErrorKind::ParseError, format!("Invalid JSON body: {e}")))?;
     serde_json::from_slice(body)
-        .map_err(|e| A2aError::new(ErrorKind::ParseError, format!("Invalid JSON body: {e}")))
+        .map_err(|e| A2aError::new(ErrorKind::InvalidParams, format!("Invalid params: {e}")))
 }
 
 async fn endpoint(
@@ -283,5 +293,71 @@ mod tests {
         );
         assert!(route(&Method::DELETE, "tasks/t").is_err());
         assert!(route(&Method::GET, "message:send").is_err());
+        assert!(route(&Method::GET, "acme/message:send").is_err());
+        assert!(route(&Method::GET, "a/b/tasks/t").is_err());
+    }
+
+    #[test]
+    fn a_tenant_may_look_like_the_start_of_a_route() {
+        for tenant in [
+            "tasks-eu",
+            "tasks:x",
+            "message",
+            "extendedAgentCard",
+            "message:send",
+        ] {
+            let path = format!("{tenant}/tasks/thr_1");
+            assert!(
+                matches!(route(&Method::GET, &path), Ok(Route::GetTask(id)) if id == "thr_1"),
+                "{path}"
+            );
+            let path = format!("{tenant}/tasks/thr_1:cancel");
+            assert!(
+                matches!(route(&Method::POST, &path), Ok(Route::Cancel(id)) if id == "thr_1"),
+                "{path}"
+            );
+            let path = format!("{tenant}/tasks");
+            assert!(
+                matches!(route(&Method::GET, &path), Ok(Route::ListTasks)),
+                "{path}"
+            );
+        }
+        assert!(matches!(
+            route(&Method::POST, "tasks/message:send"),
+            Ok(Route::Send)
+        ));
+        // Read both ways, a path is taken without a tenant: the task `tasks`.
+        assert!(
+            matches!(route(&Method::GET, "tasks/tasks"), Ok(Route::GetTask(id)) if id == "tasks")
+        );
+    }
+
+    #[test]
+    fn a_body_that_is_not_json_is_a_parse_error_and_a_misfit_invalid_params() {
+        for body in [&b"{nope"[..], b"{\"message\":", b"\xff\xfe", b"{} {}"] {
+            let error = decode_body::<pb::SendMessageRequest>(body).unwrap_err();
+            assert_eq!(error.kind, ErrorKind::ParseError, "{body:?}");
+        }
+        // A misfit (`id` is a string) before the body is cut short: still not JSON.
+        let error = decode_body::<pb::CancelTaskRequest>(br#"{"id": 1,"#).unwrap_err();
+        assert_eq!(error.kind, ErrorKind::ParseError);
+        for body in [
+            &br#"{"message": "text"}"#[..],
+            br#"{"message": {"parts": "text"}}"#,
+            br#"{"message": {"role": "ROLE_NOBODY"}}"#,
+            br#"{"configuration": {"historyLength": "many"}}"#,
+            b"[]",
+            b"7",
+        ] {
+            let error = decode_body::<pb::SendMessageRequest>(body).unwrap_err();
+            assert_eq!(
+                error.kind,
+                ErrorKind::InvalidParams,
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+        let request: pb::CancelTaskRequest = decode_body(br#"{"unknown": 1}"#).unwrap();
+        assert_eq!(request, pb::CancelTaskRequest::default());
     }
 }
