@@ -20,6 +20,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_server(true)
         .build_client(false)
         .build_transport(false)
+        // Undecodable requests become A2A errors, not INTERNAL (src/a2a/codec.rs).
+        .codec_path("crate::a2a::codec::A2aCodec")
         // Well-known types come from pbjson-types, which carries their ProtoJSON forms, except
         // Timestamp: A2A wants `Z` and milliseconds (see src/a2a/wkt.rs).
         .compile_well_known_types(true)

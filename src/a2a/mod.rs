@@ -16,6 +16,7 @@
 //! ends are in `README.md` next to this file.
 
 pub mod card;
+pub mod codec;
 pub mod convert;
 pub mod errors;
 pub mod grpc;

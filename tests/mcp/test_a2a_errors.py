@@ -660,12 +660,6 @@ MALFORMED_PROTOBUF = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="grpc.rs decodes with tonic's ProstCodec, whose decode error is a bare INTERNAL status "
-    "with no details; it should be INVALID_ARGUMENT with ErrorInfo (see the report)",
-)
 @pytest.mark.parametrize("method", ["GetTask", "SendMessage"])
 @pytest.mark.parametrize("payload", MALFORMED_PROTOBUF, ids=["bad-varint", "not-utf8", "truncated"])
 async def test_a_malformed_protobuf_body_is_invalid_argument(world, method, payload):
