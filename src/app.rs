@@ -101,6 +101,19 @@ impl App {
             .context("Could not read the master key")?;
         let keys = a2a::keys::KeyRing::load_or_create(&config.data_dir, &master)
             .context("Could not open the signing keys")?;
+        // The card may only promise JWTs the server checks; JWTs accepted but not declared are
+        // allowed (a party told out of band), with a warning.
+        match (card.accepts_oidc(), config.jwt.is_some()) {
+            (true, false) => anyhow::bail!(
+                "agent-card/card.toml declares openid_connect_url, but [a2a.jwt] is not configured: \
+                 configure the issuer, or remove the scheme from the card"
+            ),
+            (false, true) => tracing::warn!(
+                "[a2a.jwt] is configured but the card does not declare an OpenID Connect scheme; \
+                 set [security] openid_connect_url in card.toml so clients can discover it"
+            ),
+            _ => {}
+        }
         let cards = Arc::new(CardSigner::new(card, endpoints, keys));
         let signed = Arc::new(cards.public().context("Could not sign the Agent Card")?);
         let mut a2a_handler =
