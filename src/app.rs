@@ -31,6 +31,8 @@ pub const MASTER_KEY_FILE: &str = "master.key";
 
 pub struct App {
     listener: TcpListener,
+    /// Serves TLS when `[tls]` is configured.
+    tls: Option<tokio_rustls::TlsAcceptor>,
     router: Router,
     service: Service,
     /// The URL clients use: the configured public URL, else derived from the bound address.
@@ -82,15 +84,19 @@ impl App {
             }
             None => None,
         };
+        let tls = match &config.tls {
+            Some(files) => Some(crate::tls::acceptor(&files.cert_file, &files.key_file)?),
+            None => None,
+        };
         let listener = TcpListener::bind(config.listen)
             .await
             .with_context(|| format!("Could not listen on {}", config.listen))?;
         let addr = listener.local_addr()?;
-        let public_url = config
-            .public_url
-            .clone()
-            .unwrap_or_else(|| format!("http://{addr}"));
-        // The card advertises exactly the bindings served; gRPC shares the HTTP port (h2c).
+        let public_url = config.public_url.clone().unwrap_or_else(|| {
+            let scheme = if tls.is_some() { "https" } else { "http" };
+            format!("{scheme}://{addr}")
+        });
+        // The card advertises exactly the bindings served; gRPC shares the HTTP port (h2c, or TLS with [tls]).
         let endpoints = Endpoints {
             public_url: public_url.clone(),
             jsonrpc_url: format!("{public_url}{}", a2a::rpc::PATH),
@@ -145,6 +151,7 @@ impl App {
             .layer(tower_http::trace::TraceLayer::new_for_http());
         Ok(App {
             listener,
+            tls,
             router,
             service,
             public_url,
@@ -176,10 +183,15 @@ impl App {
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
         let shutdown = self.shutdown.clone();
         tracing::info!(addr = %self.local_addr(), public_url = %self.public_url, "Serving.");
-        axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(async move { shutdown.cancelled().await })
-            .await
-            .context("The HTTP server failed")?;
+        match self.tls {
+            Some(acceptor) => crate::tls::serve(self.listener, self.router, acceptor, shutdown)
+                .await
+                .context("The HTTPS server failed")?,
+            None => axum::serve(self.listener, self.router)
+                .with_graceful_shutdown(async move { shutdown.cancelled().await })
+                .await
+                .context("The HTTP server failed")?,
+        }
         self.service.store().close().await;
         tracing::info!("Stopped.");
         Ok(())

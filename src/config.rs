@@ -25,6 +25,15 @@ struct Raw {
     presence: RawPresence,
     mcp: RawMcp,
     a2a: RawA2a,
+    tls: Option<TlsFiles>,
+}
+
+/// `[tls]`: serve every route (gRPC included) over TLS with this PEM certificate chain and key.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFiles {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -140,7 +149,7 @@ allowed_origins = []
 "#;
 
 /// Top-level fields without a default, which the environment may still set.
-const OPTIONAL_FIELDS: &[&str] = &["public_url", "database_url"];
+const OPTIONAL_FIELDS: &[&str] = &["public_url", "database_url", "tls"];
 
 /// The resolved configuration.
 #[derive(Debug, Clone)]
@@ -163,6 +172,8 @@ pub struct Config {
     /// JWTs of this issuer authenticate parties (`[a2a.jwt]`).
     pub jwt: Option<crate::a2a::jwt::JwtSettings>,
     pub mcp: McpSettings,
+    /// Certificate and key to serve TLS with; plaintext (h2c for gRPC) when none.
+    pub tls: Option<TlsFiles>,
 }
 
 /// Values given on the command line; each overrides the file and the environment.
@@ -283,6 +294,7 @@ impl Config {
                 allowed_hosts: raw.mcp.allowed_hosts,
                 allowed_origins: raw.mcp.allowed_origins,
             },
+            tls: raw.tls,
         })
     }
 

@@ -120,7 +120,7 @@ def start_server(*extra_args: str) -> tuple[Server, str | None]:
         if not line:
             break
         output.append(line)
-        m = re.search(r"serving at (http://\S+)", line)
+        m = re.search(r"serving at (https?://\S+)", line)
         if m:
             url = m.group(1)
             break

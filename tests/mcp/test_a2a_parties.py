@@ -7,6 +7,7 @@ foreign key) are refused like an unknown token and change nothing."""
 from __future__ import annotations
 
 import json
+import ssl
 import time
 import uuid
 
@@ -155,3 +156,74 @@ def test_a_card_declaring_oidc_without_an_issuer_refuses_to_start(tmp_path, monk
     monkeypatch.setenv("LIAISON_A2A__CARD_DIR", str(card_dir))
     with pytest.raises(RuntimeError, match=r"\[a2a.jwt\] is not configured"):
         start_server()
+
+
+def self_signed(tmp_path):
+    """A certificate for 127.0.0.1 and its key, as PEM files."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "liaison test")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_pem = cert.public_bytes(serialization.Encoding.PEM)
+    (tmp_path / "cert.pem").write_bytes(cert_pem)
+    (tmp_path / "key.pem").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_pem
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_with_tls_configured_every_binding_is_served_over_tls(binding, tmp_path, monkeypatch):
+    cert_pem = self_signed(tmp_path)
+    monkeypatch.setenv("LIAISON_TLS__CERT_FILE", str(tmp_path / "cert.pem"))
+    monkeypatch.setenv("LIAISON_TLS__KEY_FILE", str(tmp_path / "key.pem"))
+    srv, dbname = start_server("--demo")
+    try:
+        assert srv.url.startswith("https://127.0.0.1:")
+        demo = json.loads((srv.data_dir / "demo.json").read_text())
+        token = demo["partner"]["agent_token"]
+        # Plaintext on the TLS port is refused.
+        with pytest.raises(httpx.HTTPError):
+            async with httpx.AsyncClient(timeout=5) as plain:
+                await plain.get(srv.url.replace("https://", "http://") + "/healthz")
+        ca = str(tmp_path / "cert.pem")
+        headers = {"A2A-Version": "1.0", "Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(headers=headers, timeout=30, verify=ssl.create_default_context(cafile=ca)) as http:
+            card = await A2ACardResolver(http, srv.url).get_agent_card()
+            urls = {i.protocol_binding: i.url for i in card.supported_interfaces}
+            assert urls["JSONRPC"].startswith("https://") and urls["GRPC"] == srv.url.removeprefix("https://")
+            (await verifier_for(http, srv.url))(card)
+            config = ClientConfig(
+                streaming=False,
+                httpx_client=http,
+                supported_protocol_bindings=[binding],
+                grpc_channel_factory=lambda url: grpc.aio.secure_channel(
+                    url, grpc.ssl_channel_credentials(root_certificates=cert_pem), interceptors=[_Metadata(token)]
+                ),
+            )
+            client = ClientFactory(config).create(card)
+            task = await send(client, user_message("Over TLS"))
+            assert (await client.get_task(GetTaskRequest(id=task.id))).status.state == TaskState.TASK_STATE_SUBMITTED
+            await client.close()
+    finally:
+        stop_server(srv, dbname)
