@@ -163,6 +163,9 @@ An A2A client (as partner): the signed card is at {url}/.well-known/agent-card.j
   curl -s {url}/a2a/jsonrpc -H 'A2A-Version: 1.0' -H 'Authorization: Bearer {partner}' \
     -H 'Content-Type: application/json' -d '{{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{{"message":{{"messageId":"m1","role":"ROLE_USER","parts":[{{"text":"Which TLS versions do you accept?"}}]}},"configuration":{{"returnImmediately":true}}}}}}'
 
+Or with the official A2A SDK (pip install "a2a-sdk[grpc,signing]" httpx), over any binding:
+  python examples/a2a_delegate.py --demo <data dir>/demo.json --binding GRPC --skill handoff "Which TLS versions?"
+
 The same facts are in demo.json in the data directory.
 "#,
         channel = d.channel,

@@ -48,6 +48,10 @@ pub enum Command {
         /// Base URL of the server, e.g. http://127.0.0.1:8080
         #[arg(default_value = "http://127.0.0.1:8080")]
         url: String,
+        /// Do not verify the server's TLS certificate (a local check of a server with [tls],
+        /// whose certificate names its public host, not 127.0.0.1).
+        #[arg(long)]
+        insecure: bool,
     },
 }
 
@@ -84,9 +88,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Mcp(args) => crate::mcp::agent::mcp(args).await,
         Command::Hook(command) => crate::mcp::agent::hook(command).await,
         Command::Watch(args) => crate::mcp::watch::run(args).await,
-        Command::Healthcheck { url } => {
+        Command::Healthcheck { url, insecure } => {
             let url = format!("{}/readyz", url.trim_end_matches('/'));
-            let response = reqwest::Client::new()
+            let response = reqwest::Client::builder()
+                .tls_danger_accept_invalid_certs(insecure)
+                .build()?
                 .get(&url)
                 .timeout(std::time::Duration::from_secs(5))
                 .send()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import ssl
+import subprocess
 import time
 import uuid
 
@@ -20,7 +21,7 @@ from a2a.types import GetExtendedAgentCardRequest, GetTaskRequest, ListTasksRequ
 from a2a.utils.signing import create_signature_verifier
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from conftest import ROOT, start_server, stop_server
+from conftest import ROOT, binary, start_server, stop_server
 from test_a2a import _Metadata, send, user_message
 
 BINDINGS = ["JSONRPC", "HTTP+JSON", "GRPC"]
@@ -206,6 +207,10 @@ async def test_with_tls_configured_every_binding_is_served_over_tls(binding, tmp
         with pytest.raises(httpx.HTTPError):
             async with httpx.AsyncClient(timeout=5) as plain:
                 await plain.get(srv.url.replace("https://", "http://") + "/healthz")
+        # The container health check: the certificate is not trusted, unless told not to verify it.
+        check = [str(binary()), "healthcheck", srv.url]
+        assert subprocess.run(check, capture_output=True).returncode != 0
+        assert subprocess.run([*check, "--insecure"], capture_output=True).returncode == 0
         ca = str(tmp_path / "cert.pem")
         headers = {"A2A-Version": "1.0", "Authorization": f"Bearer {token}"}
         async with httpx.AsyncClient(headers=headers, timeout=30, verify=ssl.create_default_context(cafile=ca)) as http:
