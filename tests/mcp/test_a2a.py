@@ -16,6 +16,7 @@ from a2a.client import A2ACardResolver, ClientCallContext, ClientConfig, ClientF
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
+    ListTasksRequest,
     Message,
     Part,
     Role,
@@ -122,6 +123,22 @@ async def test_a_party_delegates_a_task_that_an_mcp_agent_answers(binding):
                 await client.cancel_task(CancelTaskRequest(id=task_id))
             with pytest.raises(Exception, match="(?i)not found|no task"):
                 await client.get_task(GetTaskRequest(id="thr_" + "0" * 32))
+
+            # A second task is canceled (twice: idempotent); the listing puts it first (newest
+            # status), counts both and pages by token.
+            other = await send(client, user_message("Never mind this one"))
+            for _ in range(2):
+                canceled = await client.cancel_task(CancelTaskRequest(id=other.id))
+                assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+            listing = await client.list_tasks(ListTasksRequest())
+            assert [t.id for t in listing.tasks] == [other.id, task_id]
+            assert listing.total_size == 2
+            first = await client.list_tasks(ListTasksRequest(page_size=1))
+            assert [t.id for t in first.tasks] == [other.id] and first.next_page_token
+            second = await client.list_tasks(ListTasksRequest(page_size=1, page_token=first.next_page_token))
+            assert [t.id for t in second.tasks] == [task_id] and not second.next_page_token
+            only_done = await client.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_COMPLETED))
+            assert [t.id for t in only_done.tasks] == [task_id]
             await client.close()
     finally:
         stop_server(srv, dbname)
