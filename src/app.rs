@@ -13,6 +13,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
+use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -187,10 +188,17 @@ impl App {
             Some(acceptor) => crate::tls::serve(self.listener, self.router, acceptor, shutdown)
                 .await
                 .context("The HTTPS server failed")?,
-            None => axum::serve(self.listener, self.router)
-                .with_graceful_shutdown(async move { shutdown.cancelled().await })
-                .await
-                .context("The HTTP server failed")?,
+            // Small answers (a JSON-RPC result, an SSE event) go out at once, not after a
+            // delayed ACK.
+            None => axum::serve(
+                self.listener.tap_io(|tcp| {
+                    let _ = tcp.set_nodelay(true);
+                }),
+                self.router,
+            )
+            .with_graceful_shutdown(async move { shutdown.cancelled().await })
+            .await
+            .context("The HTTP server failed")?,
         }
         self.service.store().close().await;
         tracing::info!("Stopped.");

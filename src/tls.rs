@@ -69,6 +69,7 @@ pub async fn serve(
             },
             () = shutdown.cancelled() => break,
         };
+        let _ = tcp.set_nodelay(true);
         let (acceptor, builder, watcher) = (acceptor.clone(), builder.clone(), graceful.watcher());
         let service = TowerToHyperService::new(router.clone());
         tokio::spawn(async move {

@@ -57,6 +57,27 @@ fn respond(a2a: &A2a, status: StatusCode, value: &Value) -> Response {
     r
 }
 
+/// HTTP 401 with an AIP-193 body whose code and status say so (the A2A table has no row for a
+/// missing or refused credential; the ErrorInfo reason is the gRPC code's name, as gRPC answers).
+fn unauthenticated(a2a: &A2a, message: &str) -> Response {
+    let body = serde_json::json!({
+        "error": {
+            "code": 401,
+            "status": "UNAUTHENTICATED",
+            "message": message,
+            "details": [{
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": "UNAUTHENTICATED",
+                "domain": super::errors::ERROR_DOMAIN,
+            }],
+        }
+    });
+    let mut r = respond(a2a, StatusCode::UNAUTHORIZED, &body);
+    r.headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    r
+}
+
 fn not_found() -> A2aError {
     A2aError::new(
         ErrorKind::MethodNotFound,
@@ -147,13 +168,7 @@ async fn endpoint(
     }
     let caller = match a2a.authenticate(params::bearer(&headers)).await {
         Ok(c) => c,
-        Err(e) => {
-            let mut r = error(&a2a, &A2aError::new(ErrorKind::InvalidRequest, e.message));
-            *r.status_mut() = StatusCode::UNAUTHORIZED;
-            r.headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            return r;
-        }
+        Err(e) => return unauthenticated(&a2a, &e.message),
     };
     match handle(&a2a, &caller, route, &uri, &method, &headers, &body).await {
         Ok(Reply::Json(v)) => respond(&a2a, StatusCode::OK, &v),

@@ -679,3 +679,23 @@ async def test_a_well_formed_protobuf_body_passes_the_raw_path(world):
     payload = GetTaskRequest(id=UNKNOWN).SerializeToString()
     reply = await grpc_raw(Peer(world.url, GRPC, None).target, "GetTask", payload, metadata)
     assert_error(reply, "TASK_NOT_FOUND")
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+@pytest.mark.parametrize("token", [None, "lsn_unknown", "a.b.c"], ids=["none", "unknown", "jwt-shaped"])
+async def test_a_missing_or_unknown_credential_is_unauthenticated(world, binding, token):
+    """Not an A2A error: HTTP 401 on the JSON bindings (the REST body's code and status say 401
+    UNAUTHENTICATED too), gRPC UNAUTHENTICATED. Nothing is created."""
+    peer = Peer(world.url, binding, None)
+    peer.token = token
+    before = await world.peer(JSONRPC).call("ListTasks", {})
+    reply = await peer.call("SendMessage", send_params("sneaking in"))
+    if binding == GRPC:
+        assert reply.status == S.UNAUTHENTICATED, reply
+    else:
+        assert reply.status == 401, reply
+        if binding == REST:
+            assert reply.body["error"]["code"] == 401 and reply.body["error"]["status"] == "UNAUTHENTICATED", reply
+            assert reply.body["error"]["details"][0]["reason"] == "UNAUTHENTICATED", reply
+    after = await world.peer(JSONRPC).call("ListTasks", {})
+    assert after.result["totalSize"] == before.result["totalSize"]
