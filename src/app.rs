@@ -106,8 +106,7 @@ impl App {
         };
         let master = a2a::keys::MasterKey::load(&config.data_dir)
             .context("Could not read the master key")?;
-        let keys = a2a::keys::KeyRing::load_or_create(&config.data_dir, &master)
-            .context("Could not open the signing keys")?;
+        let keys = shared_key_ring(service.store(), &config.data_dir, &master).await?;
         // The card may only promise JWTs the server checks; JWTs accepted but not declared are
         // allowed (a party told out of band), with a warning.
         match (card.accepts_oidc(), config.jwt.is_some()) {
@@ -214,6 +213,34 @@ async fn readyz(State(service): State<Service>) -> (StatusCode, &'static str) {
             (StatusCode::SERVICE_UNAVAILABLE, "database unavailable")
         }
     }
+}
+
+/// The Agent Card's key ring, kept in the store so every replica signs with the same keys and
+/// serves the same JWKS. The first start creates it: from the `signing-keys.json` an earlier
+/// version left in the data directory (keeping its key id), else with one new key.
+async fn shared_key_ring(
+    store: &crate::store::Store,
+    data_dir: &Path,
+    master: &a2a::keys::MasterKey,
+) -> anyhow::Result<a2a::keys::KeyRing> {
+    let mut candidate = a2a::keys::load_records(data_dir)?;
+    if candidate.is_empty() {
+        candidate.push(a2a::keys::SigningKey::generate(master)?.1);
+    }
+    let now = chrono::Utc::now();
+    let stored = store
+        .signing_keys_or_init(
+            serde_json::to_string(&candidate)?,
+            crate::domain::Timestamp(now.timestamp_millis()),
+        )
+        .await
+        .context("Could not read the signing keys from the database")?;
+    let records: Vec<a2a::keys::SealedKey> =
+        serde_json::from_str(&stored).context("The stored signing keys are not valid JSON")?;
+    a2a::keys::KeyRing::open(&a2a::keys::live(&records, now), master).context(
+        "Could not open the signing keys: every replica needs the same master key \
+         (LIAISON_MASTER_KEY)",
+    )
 }
 
 /// The card definition of `dir`, or the one built into the binary when `dir` has no `card.toml`.

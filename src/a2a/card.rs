@@ -498,19 +498,6 @@ impl SignedCard {
         })
     }
 
-    /// Start-up in one call: the card of `<card_dir>/card.toml`, signed with the key ring of
-    /// `data_dir` (created on first start, sealed under the master key).
-    pub fn load(
-        card_dir: &Path,
-        data_dir: &Path,
-        endpoints: &Endpoints,
-    ) -> Result<SignedCard, CardError> {
-        let definition = CardDefinition::load(card_dir)?;
-        let master = super::keys::MasterKey::load(data_dir)?;
-        let keys = KeyRing::load_or_create(data_dir, &master)?;
-        SignedCard::sign(&definition, endpoints, &keys)
-    }
-
     /// The card as served (ProtoJSON).
     pub fn json(&self) -> &[u8] {
         &self.json

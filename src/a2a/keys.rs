@@ -1,10 +1,10 @@
 //! Signing keys for the Agent Card (and later push-notification JWTs): ES256 (ECDSA P-256), the
 //! private part sealed with AES-256-GCM under the master key, the public parts published as a JWKS.
 //!
-//! Storage for now: one JSON file, `<data-dir>/signing-keys.json` (mode 0600), holding
-//! [`SealedKey`] records. A `SealedKey` is plain data with no secret in clear, so the store can
-//! take over persistence by saving these records in a table and calling [`KeyRing::open`] on
-//! them; nothing else here touches the file. Depends on no other module of the crate.
+//! A [`SealedKey`] is plain data with no secret in clear: the store keeps the ring's records (one
+//! row shared by every replica, see `app::shared_key_ring`) and [`KeyRing::open`] unseals them.
+//! [`load_records`] reads the `<data-dir>/signing-keys.json` of earlier versions, to import it.
+//! Depends on no other module of the crate.
 
 use std::path::{Path, PathBuf};
 
@@ -385,33 +385,6 @@ impl KeyRing {
         Ok(KeyRing { keys })
     }
 
-    /// The file-backed ring of `data_dir`: opens the live keys of `signing-keys.json`, or
-    /// creates the file with one new key on first start.
-    pub fn load_or_create(data_dir: &Path, master: &MasterKey) -> Result<KeyRing, KeyError> {
-        let path = data_dir.join(KEYS_FILE);
-        match std::fs::read(&path) {
-            Ok(bytes) => {
-                let records: Vec<SealedKey> =
-                    serde_json::from_slice(&bytes).map_err(|source| KeyError::Json {
-                        path: path.clone(),
-                        source,
-                    })?;
-                KeyRing::open(&live(&records, chrono::Utc::now()), master)
-            }
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                let (key, record) = SigningKey::generate(master)?;
-                let json =
-                    serde_json::to_vec_pretty(&[record]).map_err(|source| KeyError::Json {
-                        path: path.clone(),
-                        source,
-                    })?;
-                write_private_file(&path, &json)?;
-                Ok(KeyRing { keys: vec![key] })
-            }
-            Err(source) => Err(KeyError::Io { path, source }),
-        }
-    }
-
     /// The key that signs from now on.
     pub fn signer(&self) -> &SigningKey {
         &self.keys[0]
@@ -494,20 +467,8 @@ pub enum RetireError {
     Signing,
 }
 
-/// Replaces `<data_dir>/signing-keys.json` atomically (write a 0600 temporary file, then rename).
-pub fn save_records(data_dir: &Path, records: &[SealedKey]) -> Result<(), KeyError> {
-    let path = data_dir.join(KEYS_FILE);
-    let temporary = data_dir.join(format!("{KEYS_FILE}.tmp"));
-    let json = serde_json::to_vec_pretty(records).map_err(|source| KeyError::Json {
-        path: path.clone(),
-        source,
-    })?;
-    let _ = std::fs::remove_file(&temporary);
-    write_private_file(&temporary, &json)?;
-    std::fs::rename(&temporary, &path).map_err(|source| KeyError::Io { path, source })
-}
-
-/// Reads `<data_dir>/signing-keys.json` (no file: no records).
+/// Reads `<data_dir>/signing-keys.json`, where versions before the shared ring kept the keys (no
+/// file: no records). Start-up imports them into the store so the card keeps its key id.
 pub fn load_records(data_dir: &Path) -> Result<Vec<SealedKey>, KeyError> {
     let path = data_dir.join(KEYS_FILE);
     match std::fs::read(&path) {
@@ -543,25 +504,6 @@ fn thumbprint(point: &[u8]) -> Option<String> {
     let canonical = serde_json_canonicalizer::to_vec(&members).ok()?;
     let digest = ring::digest::digest(&ring::digest::SHA256, &canonical);
     Some(URL_SAFE_NO_PAD.encode(digest.as_ref()))
-}
-
-/// Writes a new file readable only by its owner.
-fn write_private_file(path: &Path, contents: &[u8]) -> Result<(), KeyError> {
-    use std::io::Write as _;
-    let io = |source| KeyError::Io {
-        path: path.to_owned(),
-        source,
-    };
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        options.mode(0o600);
-    }
-    let mut file = options.open(path).map_err(io)?;
-    file.write_all(contents).map_err(io)?;
-    file.sync_all().map_err(io)
 }
 
 #[cfg(test)]
@@ -638,24 +580,6 @@ mod tests {
         assert_eq!(jwk.kid, URL_SAFE_NO_PAD.encode(digest.as_ref()));
     }
 
-    #[test]
-    fn file_ring_is_created_once_then_reopened() {
-        let dir = tempfile::tempdir().unwrap();
-        let first = KeyRing::load_or_create(dir.path(), &master()).unwrap();
-        let second = KeyRing::load_or_create(dir.path(), &master()).unwrap();
-        assert_eq!(first.signer().kid(), second.signer().kid());
-        assert_eq!(first.jwks(), second.jwks());
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt as _;
-            let mode = std::fs::metadata(dir.path().join(KEYS_FILE))
-                .unwrap()
-                .permissions()
-                .mode();
-            assert_eq!(mode & 0o777, 0o600);
-        }
-    }
-
     fn at(text: &str) -> chrono::DateTime<chrono::Utc> {
         chrono::DateTime::parse_from_rfc3339(text).unwrap().to_utc()
     }
@@ -719,34 +643,6 @@ mod tests {
         assert_eq!(retire(&mut records, &first.kid), Ok(()));
         assert_eq!(records.len(), 1);
         assert_eq!(records[0].kid, new.kid);
-    }
-
-    #[test]
-    fn records_are_saved_and_reloaded_privately() {
-        let dir = tempfile::tempdir().unwrap();
-        assert!(load_records(dir.path()).unwrap().is_empty());
-        KeyRing::load_or_create(dir.path(), &master()).unwrap();
-        let mut records = load_records(dir.path()).unwrap();
-        let new = rotate(
-            &mut records,
-            &master(),
-            chrono::Utc::now(),
-            ROTATION_OVERLAP,
-        )
-        .unwrap();
-        save_records(dir.path(), &records).unwrap();
-        let ring = KeyRing::load_or_create(dir.path(), &master()).unwrap();
-        assert_eq!(ring.signer().kid(), new.kid);
-        assert_eq!(ring.keys().len(), 2);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt as _;
-            let mode = std::fs::metadata(dir.path().join(KEYS_FILE))
-                .unwrap()
-                .permissions()
-                .mode();
-            assert_eq!(mode & 0o777, 0o600);
-        }
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod messages;
 mod people;
 mod postgres;
 mod records;
+mod signing_keys;
 mod sqlite;
 mod tasks;
 mod writer;

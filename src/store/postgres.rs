@@ -21,6 +21,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "tasks",
         include_str!("migrations/postgres/0002_tasks.sql"),
     ),
+    (
+        3,
+        "signing keys",
+        include_str!("migrations/postgres/0003_signing_keys.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str) -> Result<(AnyPool, BatchWriter)> {

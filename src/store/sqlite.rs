@@ -17,6 +17,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("migrations/sqlite/0001_channel_core.sql"),
     ),
     (2, "tasks", include_str!("migrations/sqlite/0002_tasks.sql")),
+    (
+        3,
+        "signing keys",
+        include_str!("migrations/sqlite/0003_signing_keys.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str) -> Result<(AnyPool, BatchWriter)> {

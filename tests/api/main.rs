@@ -9,4 +9,5 @@ mod coordination;
 mod durability;
 mod inbox;
 mod posting;
+mod replicas;
 mod tasks;

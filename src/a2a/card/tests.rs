@@ -473,22 +473,6 @@ fn oidc_scheme_is_listed_when_configured() {
 }
 
 #[test]
-fn load_signs_with_the_key_ring_of_the_data_directory() {
-    let data = tempfile::tempdir().unwrap();
-    std::fs::write(data.path().join("master.key"), "42".repeat(32)).unwrap();
-    let card_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("agent-card");
-    let first = SignedCard::load(&card_dir, data.path(), &endpoints()).unwrap();
-    let second = SignedCard::load(&card_dir, data.path(), &endpoints()).unwrap();
-    assert_eq!(
-        first.jwks_json(),
-        second.jwks_json(),
-        "the key is created once"
-    );
-    let jwks: Jwks = serde_json::from_slice(second.jwks_json()).unwrap();
-    assert!(verify_card(first.json(), &jwks).is_ok());
-}
-
-#[test]
 fn skill_routes_feed_the_service_settings() {
     let definition = CardDefinition::from_toml(CARD).unwrap();
     let routes = definition.skill_routes();
