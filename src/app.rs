@@ -47,6 +47,8 @@ pub struct App {
 impl App {
     /// Initialises (if needed) and binds everything; serves nothing yet.
     pub async fn build(config: Config, shutdown: CancellationToken) -> anyhow::Result<App> {
+        // Outbound clients (the JWT key set) and the TLS listener need the rustls provider.
+        crate::tls::install_crypto_provider();
         std::fs::create_dir_all(&config.data_dir).with_context(|| {
             format!(
                 "Could not create the data directory {}",

@@ -152,7 +152,20 @@ fn parse_key_set(json: &[u8]) -> Result<Vec<Key>, JwtError> {
 #[derive(Debug, Default)]
 struct Cache {
     keys: Vec<Key>,
+    /// The last successful fetch.
     fetched: Option<Instant>,
+    /// The last attempt, successful or not.
+    tried: Option<Instant>,
+}
+
+impl Cache {
+    fn stale(&self, refresh: Duration) -> bool {
+        self.fetched.is_none_or(|t| t.elapsed() >= refresh)
+    }
+
+    fn may_fetch(&self, gap: Duration) -> bool {
+        self.tried.is_none_or(|t| t.elapsed() >= gap)
+    }
 }
 
 /// Verifies party JWTs; shared by the bindings.
@@ -161,6 +174,9 @@ pub struct JwtVerifier {
     settings: JwtSettings,
     http: reqwest::Client,
     cache: Mutex<Cache>,
+    /// [`REFRESH`] and [`REFETCH_GAP`] (shorter in tests).
+    refresh: Duration,
+    refetch_gap: Duration,
 }
 
 impl JwtVerifier {
@@ -178,6 +194,8 @@ impl JwtVerifier {
             settings,
             http,
             cache: Mutex::new(cache),
+            refresh: REFRESH,
+            refetch_gap: REFETCH_GAP,
         })
     }
 
@@ -254,35 +272,49 @@ impl JwtVerifier {
     }
 
     /// The key for a token's `kid` and `alg` (without a `kid`, the only key of that type). Fetches
-    /// the set when it is stale, or when the kid is unknown and the last fetch is old enough.
+    /// the set when it is stale, or when the kid is unknown and the last attempt is old enough.
+    /// When a refresh fails, the keys fetched before stay in use (an issuer's outage must not lock
+    /// its parties out); only with no keys at all is the failure the answer.
     async fn key(&self, kid: Option<&str>, alg: &str) -> Result<Key, JwtError> {
         let mut cache = self.cache.lock().await;
-        let url = match &self.settings.keys {
-            KeySource::Url(url) => Some(url.as_str()),
-            KeySource::File(_) => None,
+        let KeySource::Url(url) = &self.settings.keys else {
+            return find(&cache.keys, kid, alg)
+                .cloned()
+                .ok_or(JwtError::UnknownKey);
         };
-        if let Some(url) = url
-            && cache.fetched.is_none_or(|t| t.elapsed() >= REFRESH)
-        {
-            self.fetch(url, &mut cache).await?;
+        if cache.stale(self.refresh) && cache.may_fetch(self.refetch_gap) {
+            self.fetch_or_keep(url, &mut cache).await?;
         }
         if let Some(key) = find(&cache.keys, kid, alg) {
             return Ok(key.clone());
         }
-        match url {
-            Some(url) if cache.fetched.is_none_or(|t| t.elapsed() >= REFETCH_GAP) => {
-                self.fetch(url, &mut cache).await?;
-                find(&cache.keys, kid, alg)
-                    .cloned()
-                    .ok_or(JwtError::UnknownKey)
+        if cache.may_fetch(self.refetch_gap) {
+            self.fetch_or_keep(url, &mut cache).await?;
+        }
+        find(&cache.keys, kid, alg)
+            .cloned()
+            .ok_or(JwtError::UnknownKey)
+    }
+
+    async fn fetch_or_keep(&self, url: &str, cache: &mut Cache) -> Result<(), JwtError> {
+        // Every attempt counts, so an unreachable issuer is not asked on every request.
+        cache.tried = Some(Instant::now());
+        match self.fetch(url).await {
+            Ok(keys) => {
+                tracing::info!(url, keys = keys.len(), "Fetched the JWT issuer's key set.");
+                cache.keys = keys;
+                cache.fetched = cache.tried;
+                Ok(())
             }
-            _ => Err(JwtError::UnknownKey),
+            Err(e) if cache.keys.is_empty() => Err(e),
+            Err(e) => {
+                tracing::warn!(url, error = %e, "Could not refresh the JWT issuer's key set; the keys fetched before stay in use.");
+                Ok(())
+            }
         }
     }
 
-    async fn fetch(&self, url: &str, cache: &mut Cache) -> Result<(), JwtError> {
-        // A failed fetch also counts, so an unreachable issuer is not asked on every request.
-        cache.fetched = Some(Instant::now());
+    async fn fetch(&self, url: &str) -> Result<Vec<Key>, JwtError> {
         let unavailable = |e: reqwest::Error| JwtError::KeySet(e.to_string());
         let body = self
             .http
@@ -295,13 +327,7 @@ impl JwtVerifier {
             .bytes()
             .await
             .map_err(unavailable)?;
-        cache.keys = parse_key_set(&body)?;
-        tracing::info!(
-            url,
-            keys = cache.keys.len(),
-            "Fetched the JWT issuer's key set."
-        );
-        Ok(())
+        parse_key_set(&body)
     }
 }
 
@@ -329,6 +355,12 @@ mod tests {
 
     const NOW: i64 = 1_800_000_000;
 
+    /// An HTTP client (after installing the process's rustls provider, as the server does).
+    fn client() -> reqwest::Client {
+        crate::tls::install_crypto_provider();
+        reqwest::Client::builder().build().unwrap()
+    }
+
     fn settings(keys: KeySource) -> JwtSettings {
         JwtSettings {
             issuer: "https://issuer.test".into(),
@@ -350,11 +382,7 @@ mod tests {
             serde_json::to_value(key.public_jwk()).unwrap(),
         ]});
         std::fs::write(&path, jwks.to_string()).unwrap();
-        let v = JwtVerifier::new(
-            settings(KeySource::File(path)),
-            reqwest::Client::builder().build().unwrap(),
-        )
-        .unwrap();
+        let v = JwtVerifier::new(settings(KeySource::File(path)), client()).unwrap();
         (v, key)
     }
 
@@ -490,9 +518,95 @@ mod tests {
     fn a_missing_key_file_fails_at_start() {
         let err = JwtVerifier::new(
             settings(KeySource::File("/nonexistent/jwks.json".into())),
-            reqwest::Client::builder().build().unwrap(),
+            client(),
         )
         .unwrap_err();
         assert!(err.to_string().contains("/nonexistent/jwks.json"), "{err}");
+    }
+
+    /// An issuer's JWKS endpoint on a local port: serves `body`, or 503 while `down`; counts hits.
+    struct Issuer {
+        url: String,
+        body: std::sync::Arc<std::sync::Mutex<String>>,
+        down: std::sync::Arc<std::sync::atomic::AtomicBool>,
+        hits: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    async fn issuer(keys: &[&SigningKey]) -> Issuer {
+        use std::sync::atomic::Ordering;
+        let jwks = |keys: &[&SigningKey]| {
+            json!({"keys": keys.iter().map(|k| k.public_jwk()).collect::<Vec<_>>()}).to_string()
+        };
+        let body = std::sync::Arc::new(std::sync::Mutex::new(jwks(keys)));
+        let down = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (b, d, h) = (body.clone(), down.clone(), hits.clone());
+        let app = axum::Router::new().route(
+            "/jwks",
+            axum::routing::get(move || {
+                let (b, d, h) = (b.clone(), d.clone(), h.clone());
+                async move {
+                    h.fetch_add(1, Ordering::SeqCst);
+                    if d.load(Ordering::SeqCst) {
+                        Err(axum::http::StatusCode::SERVICE_UNAVAILABLE)
+                    } else {
+                        Ok(b.lock().unwrap().clone())
+                    }
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/jwks", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Issuer {
+            url,
+            body,
+            down,
+            hits,
+        }
+    }
+
+    #[tokio::test]
+    async fn keys_from_a_url_are_refreshed_rotated_in_and_kept_through_an_outage() {
+        use std::sync::atomic::Ordering;
+        let master = MasterKey::from_hex(&"22".repeat(32)).unwrap();
+        let (old, _) = SigningKey::generate(&master).unwrap();
+        let (new, _) = SigningKey::generate(&master).unwrap();
+        let idp = issuer(&[&old]).await;
+        let mut v = JwtVerifier::new(settings(KeySource::Url(idp.url.clone())), client()).unwrap();
+        let hits = || idp.hits.load(Ordering::SeqCst);
+        let old_token = old.sign_jwt(&claims()).unwrap();
+        let new_token = new.sign_jwt(&claims()).unwrap();
+
+        // Fetched on first use, then served from the cache.
+        assert!(v.verify_at(&old_token, NOW).await.is_ok());
+        assert!(v.verify_at(&old_token, NOW).await.is_ok());
+        assert_eq!(hits(), 1);
+        // A kid the cache lacks is not fetched again within the gap.
+        assert_eq!(
+            v.verify_at(&new_token, NOW).await.unwrap_err(),
+            JwtError::UnknownKey
+        );
+        assert_eq!(hits(), 1);
+
+        // With the gap passed, the issuer's rotated set is fetched for the new kid.
+        v.refetch_gap = Duration::ZERO;
+        *idp.body.lock().unwrap() =
+            json!({"keys": [old.public_jwk(), new.public_jwk()]}).to_string();
+        assert!(v.verify_at(&new_token, NOW).await.is_ok());
+        assert_eq!(hits(), 2);
+
+        // The issuer goes down when the set is due for a refresh: the cached keys stay in use.
+        v.refresh = Duration::ZERO;
+        idp.down.store(true, Ordering::SeqCst);
+        assert!(v.verify_at(&old_token, NOW).await.is_ok());
+        assert!(hits() >= 3, "a refresh was attempted");
+
+        // With nothing cached, an unreachable issuer is the answer.
+        let cold = JwtVerifier::new(settings(KeySource::Url(idp.url.clone())), client()).unwrap();
+        assert!(matches!(
+            cold.verify_at(&old_token, NOW).await.unwrap_err(),
+            JwtError::KeySet(_)
+        ));
     }
 }
