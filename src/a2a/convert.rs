@@ -429,6 +429,13 @@ pub fn event_message(ev: &TaskEventRecord) -> Option<&MessageId> {
     ev.message.as_ref()
 }
 
+/// Lets the handler use `?` on service calls: the one mapping below.
+impl From<ServiceError> for A2aError {
+    fn from(e: ServiceError) -> Self {
+        service_error(e)
+    }
+}
+
 /// A service error as an A2A error: unknown or foreign tasks are TaskNotFound, a message to an
 /// ended task is UnsupportedOperation, bad input is InvalidParams, the rest internal.
 pub fn service_error(e: ServiceError) -> A2aError {

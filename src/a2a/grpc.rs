@@ -61,7 +61,7 @@ impl GrpcA2a {
         match self.a2a.authenticate(secret).await {
             Ok(caller) => Ok(caller),
             Err(e) if is_auth_failure(e.code) => Err(Status::unauthenticated(e.message)),
-            Err(e) => Err(self.status(super::convert::service_error(e))),
+            Err(e) => Err(self.status(e.into())),
         }
     }
 

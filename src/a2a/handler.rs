@@ -2,6 +2,7 @@
 //! and a decoded request, calls the service, and returns wire types or an `A2aError`. A binding only
 //! frames (JSON-RPC envelope, REST routes, gRPC) around these.
 
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +14,7 @@ use super::convert::{self, history_length, task_id};
 use super::errors::{A2aError, ErrorKind, SpecVersion};
 use super::jwt::JwtVerifier;
 use super::pb;
+use crate::bus::Subscription;
 use crate::domain::{TaskState, ThreadId};
 use crate::service::{Caller, ErrorCode, Service, ServiceError, TaskView};
 
@@ -116,11 +118,7 @@ impl A2a {
             .cards
             .as_ref()
             .ok_or_else(|| A2aError::of(ErrorKind::ExtendedAgentCardNotConfigured))?;
-        let skills = self
-            .service
-            .skills_for(caller)
-            .await
-            .map_err(convert::service_error)?;
+        let skills = self.service.skills_for(caller).await?;
         let ids: Vec<&str> = skills.iter().map(|s| s.id.as_str()).collect();
         cards.extended(&ids).map_err(|e| {
             tracing::error!(error = %e, "Could not sign an extended card.");
@@ -158,11 +156,7 @@ impl A2a {
             .message
             .ok_or_else(|| A2aError::new(ErrorKind::InvalidParams, "message is required"))?;
         let message = convert::incoming_message(message)?;
-        let view = self
-            .service
-            .send_task_message(caller, message)
-            .await
-            .map_err(convert::service_error)?;
+        let view = self.service.send_task_message(caller, message).await?;
         if let Some(push) = req
             .configuration
             .and_then(|c| c.task_push_notification_config)
@@ -180,22 +174,14 @@ impl A2a {
     ) -> Result<TaskView, A2aError> {
         let deadline = tokio::time::Instant::now() + self.blocking_wait;
         let last = view.thread.task.as_ref().map_or(0, |t| t.last_event);
-        let (_, mut sub) = self
-            .service
-            .task_events(caller, id, last, true)
-            .await
-            .map_err(convert::service_error)?;
+        let (_, mut sub) = self.service.task_events(caller, id, last, true).await?;
         let sub = sub.as_mut().expect("asked for a subscription");
         while !ends_stream(view.state()) {
             tokio::select! {
                 () = sub.woken() => {}
                 () = tokio::time::sleep_until(deadline) => break,
             }
-            view = self
-                .service
-                .task(caller, id, None)
-                .await
-                .map_err(convert::service_error)?;
+            view = self.service.task(caller, id, None).await?;
         }
         Ok(view)
     }
@@ -209,11 +195,7 @@ impl A2a {
     ) -> Result<TaskView, A2aError> {
         match n {
             None => Ok(view),
-            Some(_) => self
-                .service
-                .task(caller, id, n)
-                .await
-                .map_err(convert::service_error),
+            Some(_) => Ok(self.service.task(caller, id, n).await?),
         }
     }
 
@@ -234,11 +216,7 @@ impl A2a {
         req: pb::SubscribeToTaskRequest,
     ) -> Result<Events, A2aError> {
         let id = task_id(&req.id)?;
-        let view = self
-            .service
-            .task(caller, &id, None)
-            .await
-            .map_err(convert::service_error)?;
+        let view = self.service.task(caller, &id, None).await?;
         if view.state().is_terminal() {
             return Err(A2aError::new(
                 ErrorKind::UnsupportedOperation,
@@ -262,8 +240,7 @@ impl A2a {
         let view = self
             .service
             .task(caller, &id, history_length(req.history_length)?)
-            .await
-            .map_err(convert::service_error)?;
+            .await?;
         Ok(convert::task(&view, true))
     }
 
@@ -278,8 +255,7 @@ impl A2a {
         let listing = self
             .service
             .list_tasks(caller, filter, Some(req.page_token.as_str()), history)
-            .await
-            .map_err(convert::service_error)?;
+            .await?;
         let include_artifacts = req.include_artifacts.unwrap_or(false);
         let tasks = listing
             .tasks
@@ -306,11 +282,7 @@ impl A2a {
         req: pb::CancelTaskRequest,
     ) -> Result<pb::Task, A2aError> {
         let id = task_id(&req.id)?;
-        let view = self
-            .service
-            .cancel_task(caller, &id)
-            .await
-            .map_err(convert::service_error)?;
+        let view = self.service.cancel_task(caller, &id).await?;
         Ok(convert::task(&view, true))
     }
 
@@ -321,11 +293,7 @@ impl A2a {
         c: pb::TaskPushNotificationConfig,
     ) -> Result<pb::TaskPushNotificationConfig, A2aError> {
         let spec = convert::push_spec(c)?;
-        let record = self
-            .service
-            .set_push_config(caller, task, spec)
-            .await
-            .map_err(convert::service_error)?;
+        let record = self.service.set_push_config(caller, task, spec).await?;
         Ok(convert::push_config(&record))
     }
 
@@ -344,11 +312,7 @@ impl A2a {
         req: pb::GetTaskPushNotificationConfigRequest,
     ) -> Result<pb::TaskPushNotificationConfig, A2aError> {
         let task = task_id(&req.task_id)?;
-        let configs = self
-            .service
-            .push_configs(caller, &task)
-            .await
-            .map_err(convert::service_error)?;
+        let configs = self.service.push_configs(caller, &task).await?;
         configs
             .iter()
             .find(|c| c.id == req.id)
@@ -367,11 +331,7 @@ impl A2a {
         req: pb::ListTaskPushNotificationConfigsRequest,
     ) -> Result<pb::ListTaskPushNotificationConfigsResponse, A2aError> {
         let task = task_id(&req.task_id)?;
-        let configs = self
-            .service
-            .push_configs(caller, &task)
-            .await
-            .map_err(convert::service_error)?;
+        let configs = self.service.push_configs(caller, &task).await?;
         Ok(pb::ListTaskPushNotificationConfigsResponse {
             configs: configs.iter().map(convert::push_config).collect(),
             next_page_token: String::new(),
@@ -384,10 +344,10 @@ impl A2a {
         req: pb::DeleteTaskPushNotificationConfigRequest,
     ) -> Result<(), A2aError> {
         let task = task_id(&req.task_id)?;
-        self.service
+        Ok(self
+            .service
             .delete_push_config(caller, &task, &req.id)
-            .await
-            .map_err(convert::service_error)
+            .await?)
     }
 }
 
@@ -399,83 +359,108 @@ fn async_stream(
     caller: Caller,
     view: TaskView,
 ) -> impl Stream<Item = Result<pb::StreamResponse, A2aError>> + Send {
-    let start = view.thread.task.as_ref().map_or(0, |t| t.last_event);
-    let first = pb::StreamResponse {
-        payload: Some(pb::stream_response::Payload::Task(convert::task(
-            &view, true,
-        ))),
+    let follower = Follower {
+        first: Some(pb::StreamResponse {
+            payload: Some(pb::stream_response::Payload::Task(convert::task(
+                &view, true,
+            ))),
+        }),
+        queue: VecDeque::new(),
+        after: view.thread.task.as_ref().map_or(0, |t| t.last_event),
+        done: ends_stream(view.state()),
+        subscription: None,
+        id: view.thread.id,
+        service,
+        caller,
     };
-    let done = ends_stream(view.state());
-    let id = view.thread.id.clone();
-    futures::stream::unfold(
-        (
-            Some(first),
-            std::collections::VecDeque::new(),
-            start,
-            done,
-            None,
-        ),
-        move |(first, mut queue, mut after, mut done, mut sub)| {
-            let (service, caller, id) = (service.clone(), caller.clone(), id.clone());
-            async move {
-                if let Some(first) = first {
-                    return Some((Ok(first), (None, queue, after, done, sub)));
-                }
-                loop {
-                    if let Some(item) = queue.pop_front() {
-                        return Some((Ok(item), (None, queue, after, done, sub)));
-                    }
-                    if done {
-                        return None;
-                    }
-                    let (events, fresh) = match service
-                        .task_events(&caller, &id, after, sub.is_none())
-                        .await
-                    {
-                        Ok(x) => x,
-                        Err(e) => {
-                            return Some((
-                                Err(convert::service_error(e)),
-                                (None, queue, after, true, sub),
-                            ));
-                        }
-                    };
-                    if fresh.is_some() {
-                        sub = fresh;
-                    }
-                    if events.is_empty() {
-                        if let Some(s) = sub.as_mut() {
-                            // The server stopping ends the stream, so shutdown is not held open.
-                            tokio::select! {
-                                () = s.woken() => {}
-                                () = service.stopping() => return None,
-                            }
-                        }
-                        continue;
-                    }
-                    let thread = match service.task(&caller, &id, Some(0)).await {
-                        Ok(v) => v.thread,
-                        Err(e) => {
-                            return Some((
-                                Err(convert::service_error(e)),
-                                (None, queue, after, true, sub),
-                            ));
-                        }
-                    };
-                    for ev in events {
-                        after = ev.seq;
-                        let cause = match &ev.message {
-                            Some(m) => service.task_message(&caller, m).await.ok(),
-                            None => None,
-                        };
-                        queue.extend(convert::event(&ev, &thread, cause.as_ref()));
-                        if ends_stream(ev.state) {
-                            done = true;
-                            break;
-                        }
-                    }
+    futures::stream::unfold(follower, |mut f| async move {
+        f.next().await.map(|item| (item, f))
+    })
+}
+
+/// The state of one task stream.
+struct Follower {
+    service: Service,
+    caller: Caller,
+    id: ThreadId,
+    /// The snapshot, until sent.
+    first: Option<pb::StreamResponse>,
+    /// Rendered events not sent yet.
+    queue: VecDeque<pb::StreamResponse>,
+    /// The last event read from the log.
+    after: i64,
+    /// An ending event was read (or the snapshot ended the task): stop once the queue is empty.
+    done: bool,
+    /// Wakes when the task logs an event; taken on the first read of the log.
+    subscription: Option<Subscription>,
+}
+
+impl Follower {
+    async fn next(&mut self) -> Option<Result<pb::StreamResponse, A2aError>> {
+        if let Some(first) = self.first.take() {
+            return Some(Ok(first));
+        }
+        loop {
+            if let Some(item) = self.queue.pop_front() {
+                return Some(Ok(item));
+            }
+            if self.done {
+                return None;
+            }
+            match self.read().await {
+                Ok(true) => {}
+                // The server stopping ends the stream, so shutdown is not held open.
+                Ok(false) => return None,
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
                 }
             }
-        },
-    )
+        }
+    }
+
+    /// Renders the events logged after `after` into the queue, first waiting for one if there are
+    /// none. `false` when the server is stopping.
+    async fn read(&mut self) -> Result<bool, A2aError> {
+        let (events, fresh) = self
+            .service
+            .task_events(
+                &self.caller,
+                &self.id,
+                self.after,
+                self.subscription.is_none(),
+            )
+            .await?;
+        if fresh.is_some() {
+            self.subscription = fresh;
+        }
+        if events.is_empty() {
+            if let Some(s) = self.subscription.as_mut() {
+                tokio::select! {
+                    () = s.woken() => {}
+                    () = self.service.stopping() => return Ok(false),
+                }
+            }
+            return Ok(true);
+        }
+        let thread = self
+            .service
+            .task(&self.caller, &self.id, Some(0))
+            .await?
+            .thread;
+        for ev in events {
+            self.after = ev.seq;
+            let cause = match &ev.message {
+                Some(m) => self.service.task_message(&self.caller, m).await.ok(),
+                None => None,
+            };
+            self.queue
+                .extend(convert::event(&ev, &thread, cause.as_ref()));
+            if ends_stream(ev.state) {
+                self.done = true;
+                break;
+            }
+        }
+        Ok(true)
+    }
 }
