@@ -129,6 +129,20 @@ pub fn inbox(page: &InboxPage) -> Vec<String> {
     blocks
 }
 
+/// The first line of an inbox entry's body, at most 80 characters: a preview for hook and watch
+/// summaries (quoted with `{:?}` where shown, so it cannot pass for our own text).
+pub fn first_line(entry: &Value) -> String {
+    entry["body"]
+        .as_str()
+        .unwrap_or_default()
+        .lines()
+        .next()
+        .unwrap_or("")
+        .chars()
+        .take(80)
+        .collect()
+}
+
 /// A slice of a body, labelled and delimited, with where to continue.
 pub fn slice(s: &MessageSlice) -> String {
     let header = format!(
