@@ -77,6 +77,9 @@ static CLOCK_TICKS: LazyLock<f64> = LazyLock::new(|| {
         .unwrap_or(100.0)
 });
 
+#[path = "support/mod.rs"]
+mod support;
+
 #[tokio::main]
 async fn main() {
     liaison::tls::install_crypto_provider();
@@ -93,26 +96,7 @@ async fn main() {
         "srv CPU ms/r"
     );
     run("sqlite", None).await;
-    if let Ok(admin) = std::env::var("LIAISON_BENCH_PG_URL") {
-        let name = format!("liaison_bench_{}", uuid::Uuid::now_v7().simple());
-        sqlx::any::install_default_drivers();
-        let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(&admin)
-            .await
-            .unwrap();
-        sqlx::Executor::execute(
-            &mut conn,
-            sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")),
-        )
-        .await
-        .unwrap();
-        let base = admin.rsplit_once('/').unwrap().0;
-        run("postgres", Some(&format!("{base}/{name}"))).await;
-        let _ = sqlx::Executor::execute(
-            &mut conn,
-            sqlx::AssertSqlSafe(format!("DROP DATABASE {name} WITH (FORCE)")),
-        )
-        .await;
-    }
+    support::with_postgres(|url| async move { run("postgres", Some(&url)).await }).await;
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -19,6 +19,9 @@ use tokio_util::sync::CancellationToken;
 const POSTS: usize = 2_000;
 const WAKEUPS: usize = 200;
 
+#[path = "support/mod.rs"]
+mod support;
+
 #[tokio::main]
 async fn main() {
     let dir = tempfile::tempdir().unwrap();
@@ -27,26 +30,7 @@ async fn main() {
         &format!("sqlite://{}", dir.path().join("bench.db").display()),
     )
     .await;
-    if let Ok(admin) = std::env::var("LIAISON_BENCH_PG_URL") {
-        let name = format!("liaison_bench_{}", uuid::Uuid::new_v4().simple());
-        sqlx::any::install_default_drivers();
-        let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(&admin)
-            .await
-            .unwrap();
-        sqlx::Executor::execute(
-            &mut conn,
-            sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")),
-        )
-        .await
-        .unwrap();
-        let base = admin.rsplit_once('/').unwrap().0;
-        run("postgres", &format!("{base}/{name}")).await;
-        let _ = sqlx::Executor::execute(
-            &mut conn,
-            sqlx::AssertSqlSafe(format!("DROP DATABASE {name} WITH (FORCE)")),
-        )
-        .await;
-    }
+    support::with_postgres(|url| async move { run("postgres", &url).await }).await;
 }
 
 async fn run(backend: &str, url: &str) {
