@@ -1,5 +1,5 @@
 //! Pure types and rules of liaison: identifiers, people, channels, messages, the derived thread state
-//! machine and the server label.
+//! machine, the server label and the rules for showing untrusted text.
 //!
 //! Nothing here does I/O, awaits, or knows about sqlx, axum or any wire format. Constrained values are
 //! newtypes built with `parse`, so a value of these types is valid by construction.
@@ -11,12 +11,13 @@ mod message;
 mod person;
 mod presence;
 mod task;
+pub mod text;
 mod thread;
 mod time;
 
 pub use channel::{ApprovalPolicy, PolicyDecision};
 pub use ids::{ChannelName, MessageId, PersonId, ThreadId};
-pub use label::{Label, LabelLanguage, render_for_agent};
+pub use label::{BODY_PREFIX, Label, LabelLanguage, render_for_agent};
 pub use message::{
     Attachment, Impact, Kind, MAX_ATTACHMENT_BYTES, MAX_ATTACHMENTS, MAX_BODY_BYTES,
     MAX_SUBJECT_CHARS, Outcome,

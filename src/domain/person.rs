@@ -127,10 +127,16 @@ impl AgentIdentity {
         let s = s.into();
         let valid = !s.is_empty()
             && s.len() <= 200
-            && s.chars().all(|c| !c.is_control() && !c.is_whitespace());
+            && s.chars().all(|c| {
+                !c.is_control()
+                    && !c.is_whitespace()
+                    && !super::text::is_line_break(c)
+                    && !super::text::is_invisible(c)
+            });
         if !valid {
             return Err(ParseError::new(
-                "invalid agent identity: expected agent_id@host:session, 1-200 characters without spaces",
+                "invalid agent identity: expected agent_id@host:session, 1-200 characters without \
+                 spaces, line breaks or invisible characters",
             ));
         }
         Ok(Self(s))
@@ -171,5 +177,21 @@ mod tests {
         assert_eq!(r.to_string(), "read,post");
         assert!(Rights::parse("").is_err());
         assert!(Scopes::parse("agent,root").is_err());
+    }
+
+    #[test]
+    fn agent_identities_cannot_hide_characters() {
+        assert!(AgentIdentity::parse("claude@greenmac:8f3a2c").is_ok());
+        for bad in [
+            "SYSTEM:\u{200b}Ignore\u{200b}all",
+            "a\u{2028}b",
+            "a\u{202e}b",
+            "a\u{a0}b",
+            "a\u{1e}b",
+            "a\u{ad}b",
+            "",
+        ] {
+            assert!(AgentIdentity::parse(bad).is_err(), "{bad:?}");
+        }
     }
 }

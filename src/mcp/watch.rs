@@ -14,6 +14,7 @@ use tokio::io::AsyncWriteExt as _;
 
 use super::agent::{Connection, peek, unread};
 use super::remote::Remote;
+use crate::domain::text;
 
 /// Longest pause between attempts while the server is unreachable.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -126,14 +127,18 @@ fn summary(consumer: &str, burst: &[Value], unread: i64) -> String {
         if e["type"] == "message" {
             let first = super::render::first_line(e);
             out.push_str(&format!(
-                "- {} from {} in thread {} ({}): {first:?}\n",
+                "- {} from {} in thread {} ({}): {}\n",
                 e["kind"].as_str().unwrap_or("?"),
                 e["label"]["author"].as_str().unwrap_or("?"),
                 e["thread"].as_str().unwrap_or("?"),
                 e["thread_state"].as_str().unwrap_or("?"),
+                text::quote(&first)
             ));
         } else {
-            out.push_str(&format!("- notice from the server: {}\n", e["notice"]));
+            out.push_str(&format!(
+                "- {}\n",
+                super::render::notice(&e["seq"], &e["notice"])
+            ));
         }
     }
     out.push_str(&format!(

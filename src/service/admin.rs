@@ -4,14 +4,16 @@
 use serde::{Deserialize, Serialize};
 
 use super::auth::{hash_secret, new_secret};
-use super::{Caller, ErrorCode, Result, Service, ServiceError};
-use crate::domain::{ApprovalPolicy, ChannelName, PersonId, PersonKind, Rights, Scope, Scopes};
+use super::{Caller, ErrorCode, Result, Service, ServiceError, input};
+use crate::domain::{
+    ApprovalPolicy, ChannelName, PersonId, PersonKind, Rights, Scope, Scopes, text,
+};
 use crate::store::{
     ChannelRecord, MemberRecord, PartyRecord, PersonRecord, StoreError, TokenRecord,
 };
 
 /// What `token issue` asks for.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TokenSpec {
     pub person: PersonId,
@@ -32,7 +34,7 @@ pub struct IssuedToken {
 }
 
 /// What `channel add` asks for.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChannelSpec {
     pub name: ChannelName,
@@ -47,7 +49,7 @@ pub struct ChannelSpec {
 }
 
 /// What `party add` asks for.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PartySpec {
     pub id: PersonId,
@@ -92,6 +94,23 @@ fn conflict_as(what: &str, id: &impl std::fmt::Display) -> impl FnOnce(StoreErro
     }
 }
 
+/// A display name as it will be shown: bidi controls and other invisible characters removed,
+/// unusual spaces made plain and collapsed (see [`text::display_name`]); one line of 1 to
+/// [`MAX_DISPLAY_NAME`] visible characters.
+fn clean_display_name(raw: &str) -> Result<String> {
+    input::storable_str("display_name", raw)?;
+    let name = text::display_name(raw);
+    if name.is_empty()
+        || name.chars().count() > MAX_DISPLAY_NAME
+        || raw.chars().any(text::is_line_break)
+    {
+        return Err(ServiceError::invalid(format!(
+            "display_name must be one line of 1-{MAX_DISPLAY_NAME} visible characters"
+        )));
+    }
+    Ok(name)
+}
+
 impl Service {
     /// Creates the first admin person and token if there is no person yet; returns the secret then.
     pub async fn bootstrap(&self) -> Result<Option<IssuedToken>> {
@@ -129,15 +148,7 @@ impl Service {
         display_name: String,
     ) -> Result<PersonRecord> {
         caller.require(Scope::Admin)?;
-        let display_name = display_name.trim().to_owned();
-        if display_name.is_empty()
-            || display_name.chars().count() > MAX_DISPLAY_NAME
-            || display_name.contains(['\n', '\r'])
-        {
-            return Err(ServiceError::invalid(format!(
-                "display_name must be one line of 1-{MAX_DISPLAY_NAME} characters"
-            )));
-        }
+        let display_name = clean_display_name(&display_name)?;
         let person = PersonRecord {
             id: id.clone(),
             kind,
@@ -161,15 +172,8 @@ impl Service {
         spec: PartySpec,
     ) -> Result<(PartyRecord, Option<IssuedToken>)> {
         caller.require(Scope::Admin)?;
-        let display_name = spec.display_name.trim().to_owned();
-        if display_name.is_empty()
-            || display_name.chars().count() > MAX_DISPLAY_NAME
-            || display_name.contains(['\n', '\r'])
-        {
-            return Err(ServiceError::invalid(format!(
-                "display_name must be one line of 1-{MAX_DISPLAY_NAME} characters"
-            )));
-        }
+        input::storable("party", &spec)?;
+        let display_name = clean_display_name(&spec.display_name)?;
         if let Some(skill) = &spec.default_skill
             && !self.inner.settings.skills.iter().any(|s| &s.id == skill)
         {
@@ -258,6 +262,7 @@ impl Service {
 
     pub async fn issue_token(&self, caller: &Caller, spec: TokenSpec) -> Result<IssuedToken> {
         caller.require(Scope::Admin)?;
+        input::storable("token", &spec)?;
         self.issue_token_unchecked(spec).await
     }
 
@@ -338,6 +343,7 @@ impl Service {
 
     pub async fn add_channel(&self, caller: &Caller, spec: ChannelSpec) -> Result<ChannelRecord> {
         caller.require(Scope::Admin)?;
+        input::storable("channel", &spec)?;
         if spec.description.chars().count() > MAX_DESCRIPTION {
             return Err(ServiceError::invalid(format!(
                 "description is longer than {MAX_DESCRIPTION} characters"

@@ -4,7 +4,7 @@ use base64::Engine as _;
 use ring::rand::SecureRandom as _;
 
 use super::{Caller, ErrorCode, Result, Service, ServiceError};
-use crate::domain::{Scope, Scopes};
+use crate::domain::{Scope, Scopes, text};
 
 /// Every secret starts with this, so a leaked one is easy to recognise (e.g. by secret scanners).
 pub(super) const SECRET_PREFIX: &str = "lsn_";
@@ -84,6 +84,12 @@ impl Service {
     /// `agent` scope. A subject no party has is unauthenticated (the token proved an identity this
     /// gateway does not know).
     pub async fn party_caller(&self, subject: &str) -> Result<Caller> {
+        if text::first_storable_violation(subject).is_some() {
+            return Err(ServiceError::new(
+                ErrorCode::Unauthenticated,
+                "the JWT's subject is not a party of this gateway",
+            ));
+        }
         let party = self
             .inner
             .store

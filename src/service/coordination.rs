@@ -2,9 +2,9 @@
 
 use serde::Serialize;
 
-use super::{Caller, ErrorCode, Result, Service, ServiceError};
+use super::{Caller, ErrorCode, Result, Service, ServiceError, input};
 use crate::bus::Topic;
-use crate::domain::{LeaseMode, ThreadId, Transition};
+use crate::domain::{LeaseMode, ThreadId, Transition, text};
 use crate::store::{ClaimAttempt, ClaimRecord, LeaseAttempt, LeaseRecord, PresenceRecord};
 
 /// Which thread to claim.
@@ -24,7 +24,7 @@ pub enum ClaimAction {
     Release,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize)]
 pub struct PresenceSpec {
     pub transition: Transition,
     pub task: Option<String>,
@@ -182,8 +182,10 @@ impl Service {
             ClaimAttempt::Held(holder) => Err(ServiceError::new(
                 ErrorCode::AlreadyClaimed,
                 format!(
-                    "thread {thread} is claimed by {} (session {}, self-declared) until {}",
-                    holder.person, holder.session, holder.expires_at
+                    "thread {thread} is claimed by {} (self-declared session {}) until {}",
+                    holder.person,
+                    text::quote(holder.session.as_str()),
+                    holder.expires_at
                 ),
             )
             .with_details(serde_json::json!({ "holder": holder }))),
@@ -203,6 +205,7 @@ impl Service {
         caller.require_participant()?;
         let agent = caller.session()?.clone();
         let ttl_s = ttl(spec.ttl_s, self.inner.settings.presence_ttl_s, "ttl_s")?;
+        input::storable("presence", &spec)?;
         if let Some(task) = &spec.task
             && (task.chars().count() > 500 || task.contains(['\n', '\r']))
         {
@@ -263,8 +266,11 @@ impl Service {
                     .iter()
                     .map(|h| {
                         format!(
-                            "{} ({}, {} until {})",
-                            h.person, h.agent, h.mode, h.expires_at
+                            "{} (self-declared agent {}, {} until {})",
+                            h.person,
+                            text::quote(h.agent.as_str()),
+                            h.mode,
+                            h.expires_at
                         )
                     })
                     .collect();
@@ -272,7 +278,7 @@ impl Service {
                     ErrorCode::LeaseHeld,
                     format!(
                         "{} is held by {}; wait for expiry, or pass force to take it",
-                        spec.resource,
+                        text::quote(&spec.resource),
                         names.join(", ")
                     ),
                 )
@@ -292,7 +298,8 @@ impl Service {
             .await?
         {
             return Err(ServiceError::invalid(format!(
-                "your session holds no lease on {resource}"
+                "your session holds no lease on {}",
+                text::quote(resource)
             )));
         }
         Ok(())

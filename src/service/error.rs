@@ -151,6 +151,10 @@ impl From<StoreError> for ServiceError {
             StoreError::Conflict(what) => {
                 ServiceError::new(ErrorCode::AlreadyExists, format!("already exists ({what})"))
             }
+            StoreError::InvalidData(why) => {
+                tracing::info!(error = %why, "The database refused a value as invalid data.");
+                ServiceError::invalid(format!("a value cannot be stored: {why}"))
+            }
             StoreError::NotFound(what) => {
                 ServiceError::new(ErrorCode::NotFound, format!("no such {what}"))
             }

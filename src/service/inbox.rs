@@ -9,12 +9,13 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{Caller, DeliveredMessage, ErrorCode, Result, Service, ServiceError};
+use super::{Caller, DeliveredMessage, ErrorCode, MAX_SLICE_CHARS, Result, Service, ServiceError};
 use crate::bus::Topic;
 use crate::domain::{PersonId, Timestamp};
 use crate::store::{EntryContent, InboxEntry};
 
-/// Characters of body included in an inbox entry; `read_message` returns the rest.
+/// Characters of body included in an inbox entry (less when the page's bodies together would pass
+/// [`MAX_SLICE_CHARS`]); `read_message` returns the rest.
 pub const PREVIEW_CHARS: usize = 2_000;
 
 #[derive(Debug, Clone, Default)]
@@ -234,8 +235,9 @@ impl Service {
     ) -> Result<InboxPage> {
         let cursor = entries.last().map_or(acked, |e| e.seq);
         let mut items = Vec::with_capacity(entries.len());
+        let mut budget = MAX_SLICE_CHARS;
         for entry in entries {
-            items.push(self.item(entry).await?);
+            items.push(self.item(entry, &mut budget).await?);
         }
         Ok(InboxPage {
             consumer,
@@ -248,7 +250,8 @@ impl Service {
         })
     }
 
-    async fn item(&self, entry: InboxEntry) -> Result<InboxItem> {
+    /// One entry, its body cut to [`PREVIEW_CHARS`] and to what is left of the page's `budget`.
+    async fn item(&self, entry: InboxEntry, budget: &mut usize) -> Result<InboxItem> {
         let content = match entry.content {
             EntryContent::Message {
                 message, thread, ..
@@ -262,11 +265,8 @@ impl Service {
                     .thread(&thread)
                     .await?
                     .map_or("open", |t| t.state.name());
-                let body_chars = record.body.chars().count();
-                let body_truncated = body_chars > PREVIEW_CHARS;
-                if body_truncated {
-                    record.body = record.body.chars().take(PREVIEW_CHARS).collect();
-                }
+                let (body_chars, body_truncated) =
+                    super::messages::cut_body(&mut record, PREVIEW_CHARS, budget);
                 ItemContent::Message {
                     message: Box::new(self.deliver(record).await?),
                     thread_state,

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use super::{Caller, ErrorCode, Result, Service, ServiceError};
+use super::{Caller, ErrorCode, Result, Service, ServiceError, input};
 use crate::bus::Topic;
 use crate::domain::{
     Attachment, ChannelName, Impact, Kind, Label, MAX_ATTACHMENTS, MAX_BODY_BYTES,
@@ -15,8 +15,25 @@ use crate::store::{
     ChannelRecord, ClaimRecord, MessageRecord, NewMessage, NewTask, StoreError, ThreadRecord,
 };
 
-/// Most characters of body one read returns.
+/// Most characters of body one read returns, and most characters of body any one result holds in
+/// all (SPEC §3): a thread page or an inbox page cuts bodies to share this budget, and says so.
 pub const MAX_SLICE_CHARS: usize = 20_000;
+
+/// Cuts `record`'s body to at most `max` characters and `budget`, spending the budget. Returns the
+/// whole body's length in characters and whether it was cut.
+pub(super) fn cut_body(
+    record: &mut MessageRecord,
+    max: usize,
+    budget: &mut usize,
+) -> (usize, bool) {
+    let body_chars = record.body.chars().count();
+    let keep = body_chars.min(max).min(*budget);
+    *budget -= keep;
+    if keep < body_chars {
+        record.body = record.body.chars().take(keep).collect();
+    }
+    (body_chars, keep < body_chars)
+}
 /// Longest idempotency key.
 const MAX_IDEMPOTENCY_KEY: usize = 200;
 
@@ -66,10 +83,23 @@ pub struct ThreadView {
     pub thread: ThreadRecord,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub claim: Option<ClaimRecord>,
-    pub messages: Vec<DeliveredMessage>,
+    /// Bodies share a budget of [`MAX_SLICE_CHARS`] characters; a cut one says so and
+    /// `read_message` returns the rest.
+    pub messages: Vec<ThreadMessage>,
     /// Pass as `after` to get the next page; none when this page reaches the end.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<i64>,
+}
+
+/// A message of a thread page, its body possibly cut.
+#[derive(Debug, Clone, Serialize)]
+pub struct ThreadMessage {
+    #[serde(flatten)]
+    pub message: DeliveredMessage,
+    /// Length of the whole body, in characters.
+    pub body_chars: usize,
+    /// True when `message.body` holds only the first part of it.
+    pub body_truncated: bool,
 }
 
 /// A slice of one message's body.
@@ -107,6 +137,7 @@ impl Service {
         req: PostRequest,
         task: Option<NewTask>,
     ) -> Result<PostReceipt> {
+        input::storable("post", &req)?;
         let kind = req.kind.ok_or_else(|| {
             ServiceError::invalid(
                 "kind is required: announce, question, request, handoff, reply or close",
@@ -261,8 +292,14 @@ impl Service {
         };
         let claim = self.inner.store.live_claim(id, self.now()).await?;
         let mut delivered = Vec::with_capacity(messages.len());
-        for m in messages {
-            delivered.push(self.deliver(m).await?);
+        let mut budget = MAX_SLICE_CHARS;
+        for mut m in messages {
+            let (body_chars, body_truncated) = cut_body(&mut m, MAX_SLICE_CHARS, &mut budget);
+            delivered.push(ThreadMessage {
+                message: self.deliver(m).await?,
+                body_chars,
+                body_truncated,
+            });
         }
         Ok(ThreadView {
             thread,

@@ -10,6 +10,7 @@ mod auth;
 mod coordination;
 mod error;
 mod inbox;
+mod input;
 mod messages;
 mod tasks;
 
@@ -22,7 +23,10 @@ pub use admin::{ChannelSpec, IssuedToken, MemberChange, PartySpec, TokenSpec};
 pub use coordination::{ClaimAction, ClaimTarget, LeaseSpec, PresenceSpec};
 pub use error::{ErrorCode, Result, ServiceError};
 pub use inbox::{InboxItem, InboxPage, InboxRequest, ItemContent};
-pub use messages::{DeliveredMessage, MessageSlice, PostReceipt, PostRequest, ThreadView};
+pub use messages::{
+    DeliveredMessage, MAX_SLICE_CHARS, MessageSlice, PostReceipt, PostRequest, ThreadMessage,
+    ThreadView,
+};
 pub use tasks::{PushConfigSpec, SkillRoute, TaskListing, TaskMessage, TaskView};
 
 use crate::bus::WakeBus;

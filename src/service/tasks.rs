@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::{Caller, ErrorCode, PostRequest, Result, Service, ServiceError};
+use super::{Caller, ErrorCode, PostRequest, Result, Service, ServiceError, input};
 use crate::bus::{Subscription, Topic};
 use crate::domain::{
     Attachment, ChannelName, Impact, Kind, Outcome, PersonId, TaskState, ThreadId,
@@ -23,7 +23,7 @@ pub struct SkillRoute {
 }
 
 /// A message from an external party (an A2A `ROLE_USER` message), already converted from the wire.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct TaskMessage {
     /// The client's message id: a retry with the same id returns the first result.
     pub message_id: String,
@@ -66,7 +66,7 @@ pub struct TaskListing {
 }
 
 /// A push notification config as a party gives it.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct PushConfigSpec {
     pub id: Option<String>,
     pub url: String,
@@ -83,6 +83,7 @@ impl Service {
     /// Handles a party's message: a new task routed by skill, or the next message of a task.
     pub async fn send_task_message(&self, caller: &Caller, msg: TaskMessage) -> Result<TaskView> {
         caller.require_party()?;
+        input::storable("message", &msg)?;
         if msg.message_id.is_empty() || msg.message_id.len() > 200 {
             return Err(ServiceError::invalid("messageId must be 1-200 characters"));
         }
@@ -184,6 +185,10 @@ impl Service {
         history_length: Option<usize>,
     ) -> Result<TaskListing> {
         caller.require_party()?;
+        input::storable("filter", &filter)?;
+        if let Some(token) = page_token {
+            input::storable_str("pageToken", token)?;
+        }
         if !(1..=100).contains(&filter.limit) {
             return Err(ServiceError::invalid(format!(
                 "pageSize {} is out of range: use 1-100",
@@ -302,6 +307,7 @@ impl Service {
         spec: PushConfigSpec,
     ) -> Result<PushConfigRecord> {
         caller.require_party()?;
+        input::storable("push notification config", &spec)?;
         self.own_task(caller, task).await?;
         let url_ok = (spec.url.starts_with("https://") || spec.url.starts_with("http://"))
             && spec.url.len() <= 2048;

@@ -55,6 +55,10 @@ pub enum StoreError {
     /// A stored value does not parse: the database was changed outside liaison.
     #[error("corrupt row: {0}")]
     Corrupt(String),
+    /// The database refused a value as data it cannot hold (PostgreSQL's SQLSTATE class 22, e.g. a
+    /// character it cannot store, or a number out of range): the caller's input, not an outage.
+    #[error("invalid data: {0}")]
+    InvalidData(String),
     #[error("database error: {0}")]
     Database(String),
 }
@@ -70,6 +74,13 @@ impl From<sqlx::Error> for StoreError {
                     .map(str::to_owned)
                     .unwrap_or_else(|| db.message().to_owned()),
             );
+        }
+        if let sqlx::Error::Database(db) = &e
+            && db
+                .code()
+                .is_some_and(|code| code.len() == 5 && code.starts_with("22"))
+        {
+            return StoreError::InvalidData(db.message().to_owned());
         }
         StoreError::Database(e.to_string())
     }

@@ -11,7 +11,7 @@ use super::{
 use crate::domain::{MessageId, PersonId, PersonKind, TaskState, ThreadId, Timestamp};
 
 /// Which of a party's tasks to list.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct TaskFilter {
     pub context_id: Option<String>,
     pub state: Option<TaskState>,

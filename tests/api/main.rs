@@ -7,6 +7,7 @@ mod admin_http;
 mod claims;
 mod coordination;
 mod durability;
+mod hostile_input;
 mod inbox;
 mod posting;
 mod replicas;

@@ -83,7 +83,8 @@ async fn a_conversation_moves_the_thread_through_its_states() {
     assert!(
         view.messages
             .iter()
-            .all(|m| m.label.text.contains("**Alice**") || m.label.text.contains("**Bob**"))
+            .all(|m| m.message.label.text.contains("**Alice**")
+                || m.message.label.text.contains("**Bob**"))
     );
 }
 
@@ -282,4 +283,69 @@ async fn long_bodies_are_read_whole_in_slices_of_at_most_twenty_thousand_charact
         offset = slice.next_offset;
     }
     assert_eq!(read, body);
+}
+
+#[tokio::test]
+async fn a_thread_page_or_inbox_page_holds_at_most_twenty_thousand_characters_of_body() {
+    let (env, alice, bob) = two_members().await;
+    let s = &env.service;
+    let big = "é".repeat(100_000);
+    let first = s
+        .post(&alice, post("question", Some("demo"), None, &big))
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        s.post(
+            &alice,
+            post("announce", None, Some(&first.thread), &big[..30_000]),
+        )
+        .await
+        .unwrap();
+    }
+    let view = s.thread(&bob, &first.thread, None, None).await.unwrap();
+    let shown: usize = view
+        .messages
+        .iter()
+        .map(|m| m.message.message.body.chars().count())
+        .sum();
+    assert_eq!(shown, liaison::service::MAX_SLICE_CHARS);
+    assert!(view.messages.iter().all(|m| m.body_truncated));
+    assert_eq!(view.messages[0].body_chars, 100_000);
+    assert_eq!(view.messages[1].body_chars, 15_000);
+    // The rest is read in slices.
+    let slice = s
+        .read_message(&bob, &first.message, Some(20_000), None)
+        .await
+        .unwrap();
+    assert_eq!(slice.next_offset, Some(40_000));
+
+    for _ in 0..20 {
+        s.post(
+            &alice,
+            post("announce", None, Some(&first.thread), &big[..6_000]),
+        )
+        .await
+        .unwrap();
+    }
+    let page = s
+        .inbox(
+            &bob,
+            liaison::service::InboxRequest {
+                consumer: "codex".into(),
+                limit: Some(100),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(page.entries.len(), 23);
+    let bodies = serde_json::to_value(&page).unwrap();
+    let shown: usize = bodies["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["body"].as_str().unwrap().chars().count())
+        .sum();
+    assert_eq!(shown, liaison::service::MAX_SLICE_CHARS);
+    assert!(bodies["entries"][22]["body_truncated"] == true);
 }

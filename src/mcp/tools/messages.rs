@@ -8,7 +8,7 @@ use rmcp::{RoleServer, tool, tool_router};
 use serde_json::json;
 
 use super::{Parts, Tools, caller, done, more, page};
-use crate::domain::{AgentIdentity, MessageId, ThreadId};
+use crate::domain::{AgentIdentity, MessageId, ThreadId, text};
 use crate::mcp::args::{InboxArgs, ListArgs, PostArgs, ReadMessageArgs, ThreadArgs, WhoamiArgs};
 use crate::mcp::progress::with_progress;
 use crate::mcp::render::{self, META_LOOP};
@@ -231,21 +231,23 @@ impl Tools {
                 value["next_cursor"] = json!(view.next_cursor.map(|n| n.to_string()));
                 let t = &view.thread;
                 let mut blocks = vec![format!(
-                    "Thread {} in channel {}: {:?}, opened by {} with a {}; state {}; {} message(s).{}",
+                    "Thread {} in channel {}: subject {}, opened by {} with a {}; state {}; {} message(s).{}",
                     t.id,
                     t.channel,
-                    t.subject,
+                    text::quote(&t.subject),
                     t.opened_by,
                     t.opener_kind,
                     t.state.name(),
                     t.message_count,
                     view.claim.as_ref().map_or(String::new(), |cl| format!(
-                        " Claimed by {} (session {}, self-declared) until {}.",
-                        cl.person, cl.session, cl.expires_at
+                        " Claimed by {} (self-declared session {}) until {}.",
+                        cl.person,
+                        text::quote(cl.session.as_str()),
+                        cl.expires_at
                     ))
                 )];
                 for m in value["messages"].as_array().into_iter().flatten() {
-                    blocks.push(render::message(m, ""));
+                    blocks.push(render::message(m, &render::cut_note(m)));
                 }
                 if let Some(next) = &view.next_cursor {
                     blocks.push(format!("More messages follow: call thread with cursor=\"{next}\"."));
