@@ -140,6 +140,7 @@ impl App {
             .route("/readyz", get(readyz))
             .with_state(service.clone())
             .merge(crate::admin::router(service.clone()))
+            .merge(crate::api::router(service.clone()))
             .merge(a2a::http::router(signed))
             .merge(a2a::rpc::router(a2a_handler.clone()))
             .merge(a2a::rest::router(a2a_handler.clone()))
@@ -184,6 +185,7 @@ impl App {
     /// Serves until the shutdown token is cancelled, then drains and closes the store.
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
         let shutdown = self.shutdown.clone();
+        let sweeper = tokio::spawn(sweep_approvals(self.service.clone(), shutdown.clone()));
         tracing::info!(addr = %self.local_addr(), public_url = %self.public_url, "Serving.");
         match self.tls {
             Some(acceptor) => crate::tls::serve(self.listener, self.router, acceptor, shutdown)
@@ -201,9 +203,27 @@ impl App {
             .await
             .context("The HTTP server failed")?,
         }
+        let _ = sweeper.await;
         self.service.store().close().await;
         tracing::info!("Stopped.");
         Ok(())
+    }
+}
+
+/// How often pending approvals are checked for expiry. A claim or decision on an approval past its
+/// deadline expires it at once, so this only bounds how late an untouched thread is closed.
+const APPROVAL_SWEEP: Duration = Duration::from_secs(15);
+
+/// Expires approvals whose deadline passed (closing their threads), until shutdown.
+async fn sweep_approvals(service: Service, shutdown: CancellationToken) {
+    loop {
+        if let Err(e) = service.expire_approvals().await {
+            tracing::warn!(error = %e, "Could not expire approvals; will retry.");
+        }
+        tokio::select! {
+            () = tokio::time::sleep(APPROVAL_SWEEP) => {}
+            () = shutdown.cancelled() => return,
+        }
     }
 }
 

@@ -9,6 +9,7 @@
 //! - [`clock`]: time as the service sees it; tests move it by hand.
 //! - [`service`]: every operation and every business rule, once, transport-neutral.
 //! - [`admin`]: the admin HTTP API under `/admin/v1`.
+//! - [`api`]: the member HTTP API under `/api/v1` (approvals, for humans).
 //! - [`a2a`]: the A2A 1.0 front for external agents (wire types, error table, signed Agent Card).
 //! - [`mcp`]: the MCP front for internal agents (`/mcp`, tools, bearer check).
 //! - [`cli`]: the command line (serve, and the admin commands calling the admin API).
@@ -17,6 +18,7 @@
 
 pub mod a2a;
 pub mod admin;
+pub mod api;
 pub mod app;
 pub mod bus;
 pub mod cli;

@@ -113,6 +113,7 @@ pub fn router(service: Service) -> Router {
         .route("/admin/v1/channels", get(list_channels).post(add_channel))
         .route("/admin/v1/channels/{name}/members", post(change_members))
         .route("/admin/v1/channels/{name}/policy", put(set_policy))
+        .route("/admin/v1/audit", get(audit))
         .with_state(service)
 }
 
@@ -237,6 +238,36 @@ async fn change_members(
 ) -> ApiResult<serde_json::Value> {
     Ok(Json(
         serde_json::json!({ "channel": s.change_members(&c, &channel_name(name)?, body.0).await? }),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuditQuery {
+    /// Entries after this sequence number (the last `seq` of the previous page).
+    after: Option<i64>,
+    /// RFC 3339: entries at or after this time.
+    since: Option<String>,
+    limit: Option<i64>,
+}
+
+async fn audit(
+    State(s): State<Service>,
+    Authed(c): Authed,
+    Query(q): Query<AuditQuery>,
+) -> ApiResult<serde_json::Value> {
+    let since = match q.since.as_deref() {
+        None => None,
+        Some(t) => Some(crate::domain::Timestamp(
+            chrono::DateTime::parse_from_rfc3339(t)
+                .map_err(|_| ServiceError::invalid(format!("since {t:?} is not an RFC 3339 time")))?
+                .timestamp_millis(),
+        )),
+    };
+    let entries = s.audit(&c, q.after, since, q.limit).await?;
+    let next = entries.last().map(|e| e.seq);
+    Ok(Json(
+        serde_json::json!({ "entries": entries, "next_after": next }),
     ))
 }
 

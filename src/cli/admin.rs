@@ -272,7 +272,7 @@ pub async fn channel(c: ChannelCommand) -> anyhow::Result<()> {
 }
 
 /// The admin token: `LIAISON_ADMIN_TOKEN`, else the bootstrap file in the data directory.
-fn admin_token(server: &ServerArgs) -> anyhow::Result<String> {
+pub(super) fn admin_token(server: &ServerArgs) -> anyhow::Result<String> {
     if let Ok(t) = std::env::var("LIAISON_ADMIN_TOKEN")
         && !t.trim().is_empty()
     {
@@ -294,7 +294,17 @@ async fn call(
     path: &str,
     body: Option<Value>,
 ) -> anyhow::Result<()> {
-    let token = admin_token(server)?;
+    call_as(server, &admin_token(server)?, method, path, body).await
+}
+
+/// Calls `path` with `token` and prints the JSON answer; an error answer ends with its message.
+pub(super) async fn call_as(
+    server: &ServerArgs,
+    token: &str,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> anyhow::Result<()> {
     let url = format!("{}{path}", server.server.trim_end_matches('/'));
     let method = reqwest::Method::from_bytes(method.as_bytes())?;
     let mut request = reqwest::Client::new()

@@ -3,6 +3,7 @@
 //! directory). `anyhow` is fine here: errors end the process with a message.
 
 mod admin;
+mod approvals;
 mod serve;
 
 use std::path::PathBuf;
@@ -36,6 +37,22 @@ pub enum Command {
     /// Manage channels, their members and approval policy.
     #[command(subcommand)]
     Channel(admin::ChannelCommand),
+    /// Decide approvals (a human's token in LIAISON_TOKEN): list, show, allow, reject.
+    #[command(subcommand)]
+    Approvals(approvals::ApprovalsCommand),
+    /// The audit log of approvals (admins), oldest first.
+    Audit {
+        /// RFC 3339 time: entries at or after it.
+        #[arg(long)]
+        since: Option<String>,
+        /// Entries after this sequence number (`next_after` of the previous page).
+        #[arg(long)]
+        after: Option<i64>,
+        #[arg(long)]
+        limit: Option<i64>,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
     /// MCP over stdio, for clients that only speak stdio; forwards to a running server.
     Mcp(crate::mcp::agent::McpArgs),
     /// Claude Code / Codex hooks: session-start and stop.
@@ -85,6 +102,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Party(c) => admin::party(c).await,
         Command::Token(c) => admin::token(c).await,
         Command::Channel(c) => admin::channel(c).await,
+        Command::Approvals(c) => approvals::approvals(c).await,
+        Command::Audit {
+            since,
+            after,
+            limit,
+            server,
+        } => approvals::audit(since, after, limit, server).await,
         Command::Mcp(args) => crate::mcp::agent::mcp(args).await,
         Command::Hook(command) => crate::mcp::agent::hook(command).await,
         Command::Watch(args) => crate::mcp::watch::run(args).await,

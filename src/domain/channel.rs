@@ -1,4 +1,5 @@
-//! A channel's approval policy: per impact, whether a request needs a human's approval.
+//! A channel's approval policy: per impact, whether a request needs a human's approval, and how long
+//! an approval waits for a decision (default 24 h).
 
 use serde::{Deserialize, Serialize};
 
@@ -17,7 +18,7 @@ named_enum! {
 }
 
 /// The per-impact policy of a channel. Defaults: `none` is `auto`; `code`, `database` and
-/// `production` need approval. Stored and returned now; enforced by the approval capability.
+/// `production` need approval; approvals expire after 24 hours. Enforced by `service::approvals`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalPolicy {
@@ -29,6 +30,16 @@ pub struct ApprovalPolicy {
     pub database: PolicyDecision,
     #[serde(default = "approve")]
     pub production: PolicyDecision,
+    /// How long an approval waits for a decision before it expires and the thread is closed.
+    #[serde(default = "day")]
+    pub approval_ttl_s: u64,
+}
+
+/// Shortest and longest approval deadline: one minute, thirty days.
+pub const APPROVAL_TTL_RANGE: std::ops::RangeInclusive<u64> = 60..=30 * 86_400;
+
+fn day() -> u64 {
+    86_400
 }
 
 fn auto() -> PolicyDecision {
@@ -46,6 +57,7 @@ impl Default for ApprovalPolicy {
             code: approve(),
             database: approve(),
             production: approve(),
+            approval_ttl_s: day(),
         }
     }
 }

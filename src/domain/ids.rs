@@ -101,6 +101,18 @@ string_id!(
     |s| check_server_id("thr_", s)
 );
 
+string_id!(
+    /// An approval: `apr_` and a UUIDv7.
+    ApprovalId,
+    |s| check_server_id("apr_", s)
+);
+
+impl ApprovalId {
+    pub fn generate() -> Self {
+        Self(format!("apr_{}", uuid::Uuid::now_v7().simple()))
+    }
+}
+
 impl MessageId {
     pub fn generate() -> Self {
         Self(format!("msg_{}", uuid::Uuid::now_v7().simple()))

@@ -1,9 +1,10 @@
 //! Pure types and rules of liaison: identifiers, people, channels, messages, the derived thread state
-//! machine, the server label and the rules for showing untrusted text.
+//! machine, approvals, the server label and the rules for showing untrusted text.
 //!
 //! Nothing here does I/O, awaits, or knows about sqlx, axum or any wire format. Constrained values are
 //! newtypes built with `parse`, so a value of these types is valid by construction.
 
+mod approval;
 mod channel;
 mod ids;
 mod label;
@@ -15,8 +16,11 @@ pub mod text;
 mod thread;
 mod time;
 
-pub use channel::{ApprovalPolicy, PolicyDecision};
-pub use ids::{ChannelName, MessageId, PersonId, ThreadId};
+pub use approval::{
+    ApprovalEvent, ApprovalRefusal, ApprovalState, Decision, DecisionPath, fingerprint,
+};
+pub use channel::{APPROVAL_TTL_RANGE, ApprovalPolicy, PolicyDecision};
+pub use ids::{ApprovalId, ChannelName, MessageId, PersonId, ThreadId};
 pub use label::{BODY_PREFIX, Label, LabelLanguage, render_for_agent};
 pub use message::{
     Attachment, Impact, Kind, MAX_ATTACHMENT_BYTES, MAX_ATTACHMENTS, MAX_BODY_BYTES,

@@ -78,6 +78,66 @@ pub fn message(m: &Value, extra: &str) -> String {
     render_for_agent(&label, &header, m["body"].as_str().unwrap_or_default())
 }
 
+/// One approval of a thread, in the server's words (person ids are slugs; reasons are quoted).
+pub fn approval(a: &Value) -> String {
+    let s = |k: &str| a[k].as_str().unwrap_or("?");
+    let people = |k: &str| {
+        a[k].as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut out = format!(
+        "Approval {} of request {} (impact {}, fingerprint {}): {}",
+        s("id"),
+        s("message"),
+        s("impact"),
+        s("fingerprint"),
+        s("state")
+    );
+    match s("state") {
+        "pending" => out.push_str(&format!(
+            "; a human among {} must decide before {}. Do not act on the request before that.",
+            people("approvers"),
+            s("expires_at")
+        )),
+        "expired" => out.push_str(&format!(" at {}.", s("expires_at"))),
+        _ => {
+            out.push_str(&format!(
+                " by {} via {} at {}",
+                s("decided_by"),
+                s("decided_via"),
+                s("decided_at")
+            ));
+            if let Some(reason) = a["reason"].as_str() {
+                out.push_str(&format!(", reason {}", text::quote(reason)));
+            }
+            if let Some(by) = a["consumed_by"].as_str() {
+                out.push_str(&format!(
+                    "; consumed by a claim of {by} at {}",
+                    s("consumed_at")
+                ));
+            }
+            out.push('.');
+        }
+    }
+    out
+}
+
+/// For a request with an approval: its id, state and fingerprint.
+pub fn approval_note(a: &Value) -> String {
+    match a["id"].as_str() {
+        Some(id) => format!(
+            ", approval {id} {} (fingerprint {})",
+            a["state"].as_str().unwrap_or("?"),
+            a["fingerprint"].as_str().unwrap_or("?")
+        ),
+        None => String::new(),
+    }
+}
+
 /// For a message whose body was cut (`body_truncated`), where it was cut and what to do.
 pub fn cut_note(m: &Value) -> String {
     if m["body_truncated"] != true {
@@ -102,6 +162,7 @@ pub fn inbox(page: &InboxPage) -> Vec<String> {
                 item["thread_state"].as_str().unwrap_or("?")
             );
             extra.push_str(&cut_note(item));
+            extra.push_str(&approval_note(&item["approval"]));
             blocks.push(message(item, &extra));
         } else {
             blocks.push(notice(&item["seq"], &item["notice"]));
@@ -140,6 +201,14 @@ pub fn notice(seq: &Value, notice: &Value) -> String {
     let s = |k: &str| notice[k].as_str().unwrap_or("?");
     let q = |k: &str| text::quote(s(k));
     let what = match s("type") {
+        "approval_decided" => format!(
+            "approval {} of request {} in thread {} was allowed by person {}; the request may \
+             now be claimed and worked on.",
+            q("approval"),
+            q("message"),
+            q("thread"),
+            q("decided_by"),
+        ),
         "lease_taken" => format!(
             "your {} lease on resource {} (held by your self-declared agent {}) was taken over with \
              force by person {} (self-declared agent {}).",

@@ -111,12 +111,28 @@ fn clean_display_name(raw: &str) -> Result<String> {
     Ok(name)
 }
 
+fn check_policy(policy: &ApprovalPolicy) -> Result<()> {
+    if crate::domain::APPROVAL_TTL_RANGE.contains(&policy.approval_ttl_s) {
+        Ok(())
+    } else {
+        Err(ServiceError::invalid(format!(
+            "approval_ttl_s {} is out of range: use {}-{} seconds",
+            policy.approval_ttl_s,
+            crate::domain::APPROVAL_TTL_RANGE.start(),
+            crate::domain::APPROVAL_TTL_RANGE.end()
+        )))
+    }
+}
+
 impl Service {
     /// Creates the first admin person and token if there is no person yet; returns the secret then.
     pub async fn bootstrap(&self) -> Result<Option<IssuedToken>> {
         let store = &self.inner.store;
         let admin = PersonId::parse("admin").expect("a valid slug");
-        if store.person(&admin).await?.is_some() || !store.persons().await?.is_empty() {
+        let people = store.persons().await?;
+        if store.person(&admin).await?.is_some()
+            || people.iter().any(|p| p.id.as_str() != super::SERVER_PERSON)
+        {
             return Ok(None);
         }
         let person = PersonRecord {
@@ -248,6 +264,11 @@ impl Service {
         if id == caller.id() {
             return Err(ServiceError::invalid("you cannot remove yourself"));
         }
+        if id.as_str() == super::SERVER_PERSON {
+            return Err(ServiceError::invalid(
+                "liaison is the server's own voice in threads (rejections, expiries); it cannot be removed",
+            ));
+        }
         if !self
             .inner
             .store
@@ -344,6 +365,9 @@ impl Service {
     pub async fn add_channel(&self, caller: &Caller, spec: ChannelSpec) -> Result<ChannelRecord> {
         caller.require(Scope::Admin)?;
         input::storable("channel", &spec)?;
+        if let Some(policy) = &spec.policy {
+            check_policy(policy)?;
+        }
         if spec.description.chars().count() > MAX_DESCRIPTION {
             return Err(ServiceError::invalid(format!(
                 "description is longer than {MAX_DESCRIPTION} characters"
@@ -400,6 +424,7 @@ impl Service {
         policy: ApprovalPolicy,
     ) -> Result<ChannelRecord> {
         caller.require(Scope::Admin)?;
+        check_policy(&policy)?;
         if !self.inner.store.set_policy(name.clone(), policy).await? {
             return Err(ServiceError::not_found("channel", name));
         }

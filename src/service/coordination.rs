@@ -101,7 +101,9 @@ impl Service {
                         Err(e)
                             if matches!(
                                 e.code,
-                                ErrorCode::AlreadyClaimed | ErrorCode::NotClaimable
+                                ErrorCode::AlreadyClaimed
+                                    | ErrorCode::NotClaimable
+                                    | ErrorCode::ApprovalPending
                             ) =>
                         {
                             continue;
@@ -111,7 +113,8 @@ impl Service {
                 }
                 return Err(ServiceError::new(
                     ErrorCode::NotFound,
-                    "no open request or handoff is waiting to be claimed",
+                    "no open request or handoff is waiting to be claimed (requests awaiting a \
+                     human's approval are skipped)",
                 ));
             }
         };
@@ -189,6 +192,7 @@ impl Service {
                 ),
             )
             .with_details(serde_json::json!({ "holder": holder }))),
+            ClaimAttempt::AwaitingApproval(a) => Err(self.approval_pending(&a).await?),
             ClaimAttempt::Closed => Err(ServiceError::new(
                 ErrorCode::NotClaimable,
                 format!("thread {thread} is closed and cannot be claimed"),

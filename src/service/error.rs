@@ -36,6 +36,12 @@ named_enum! {
         NotClaimable = "not_claimable",
         /// An approval is pending for this request; it cannot be claimed yet.
         ApprovalPending = "approval_pending",
+        /// The approval was already decided (or consumed); the first decision stands.
+        ApprovalDecided = "approval_decided",
+        /// The approval expired before anyone decided; its thread is closed.
+        ApprovalExpired = "approval_expired",
+        /// The channel's policy refuses requests with this impact.
+        DeniedByPolicy = "denied_by_policy",
         /// Someone else holds the resource in an incompatible mode.
         LeaseHeld = "lease_held",
         /// The task has ended (completed, failed, canceled or rejected) and accepts nothing more.
@@ -60,13 +66,15 @@ impl ErrorCode {
     pub fn http_status(self) -> u16 {
         match self {
             ErrorCode::Unauthenticated | ErrorCode::TokenExpired | ErrorCode::TokenRevoked => 401,
-            ErrorCode::Forbidden => 403,
+            ErrorCode::Forbidden | ErrorCode::DeniedByPolicy => 403,
             ErrorCode::NotFound => 404,
             ErrorCode::InvalidInput | ErrorCode::ThreadRequired | ErrorCode::CursorAhead => 400,
             ErrorCode::ThreadClosed
             | ErrorCode::AlreadyClaimed
             | ErrorCode::NotClaimable
             | ErrorCode::ApprovalPending
+            | ErrorCode::ApprovalDecided
+            | ErrorCode::ApprovalExpired
             | ErrorCode::LeaseHeld
             | ErrorCode::TaskTerminal
             | ErrorCode::TaskNotCancelable

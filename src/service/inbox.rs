@@ -49,9 +49,21 @@ pub enum ItemContent {
         thread_state: &'static str,
         body_chars: usize,
         body_truncated: bool,
+        /// For a request that needs a human's approval: where that approval stands.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        approval: Option<ApprovalBadge>,
     },
     /// A notice from the server (e.g. `lease_taken`).
     Notice { notice: serde_json::Value },
+}
+
+/// Where a request's approval stands, as an inbox entry shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApprovalBadge {
+    pub id: crate::domain::ApprovalId,
+    pub state: crate::domain::ApprovalState,
+    pub fingerprint: String,
+    pub approvers: Vec<PersonId>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -267,11 +279,25 @@ impl Service {
                     .map_or("open", |t| t.state.name());
                 let (body_chars, body_truncated) =
                     super::messages::cut_body(&mut record, PREVIEW_CHARS, budget);
+                let approval = if record.kind == crate::domain::Kind::Request {
+                    store
+                        .approval_of_message(&record.id)
+                        .await?
+                        .map(|a| ApprovalBadge {
+                            id: a.id,
+                            state: a.state,
+                            fingerprint: a.fingerprint,
+                            approvers: a.approvers,
+                        })
+                } else {
+                    None
+                };
                 ItemContent::Message {
                     message: Box::new(self.deliver(record).await?),
                     thread_state,
                     body_chars,
                     body_truncated,
+                    approval,
                 }
             }
             EntryContent::Notice { notice } => ItemContent::Notice { notice },

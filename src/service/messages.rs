@@ -83,6 +83,8 @@ pub struct ThreadView {
     pub thread: ThreadRecord,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub claim: Option<ClaimRecord>,
+    /// The thread's approvals, oldest first; the newest one governs claims.
+    pub approvals: Vec<crate::store::ApprovalRecord>,
     /// Bodies share a budget of [`MAX_SLICE_CHARS`] characters; a cut one says so and
     /// `read_message` returns the rest.
     pub messages: Vec<ThreadMessage>,
@@ -214,11 +216,28 @@ impl Service {
         let request_hash = request_hash(&req);
         let opens = existing.is_none();
         let subject = if opens { Some(subject_of(&req)) } else { None };
+        let id = MessageId::generate();
+        let thread = existing
+            .as_ref()
+            .map_or_else(ThreadId::generate, |t| t.id.clone());
+        let now = self.now();
+        let approval = self
+            .approval_needed(super::approvals::RequestFacts {
+                channel: &channel,
+                kind,
+                impact: req.impact,
+                thread: &thread,
+                message: &id,
+                body: &req.body,
+                attachments: &req.attachments,
+                recipients: &recipients,
+                external: caller.person.kind == crate::domain::PersonKind::External,
+                now,
+            })
+            .await?;
         let new = NewMessage {
-            id: MessageId::generate(),
-            thread: existing
-                .as_ref()
-                .map_or_else(ThreadId::generate, |t| t.id.clone()),
+            id,
+            thread,
             opens_thread: opens,
             channel: channel_name,
             kind,
@@ -236,8 +255,9 @@ impl Service {
             refers_to: req.refers_to,
             idempotency_key: req.idempotency_key,
             request_hash,
-            created_at: self.now(),
+            created_at: now,
             task,
+            approval,
         };
         let outcome = match self.inner.store.post(new.clone()).await {
             // Two posts with one key raced on PostgreSQL: the loser finds the winner's message.
@@ -302,6 +322,7 @@ impl Service {
             });
         }
         Ok(ThreadView {
+            approvals: self.thread_approvals(id).await?,
             thread,
             claim,
             messages: delivered,

@@ -6,6 +6,7 @@
 //! knows about HTTP, MCP or A2A.
 
 mod admin;
+mod approvals;
 mod auth;
 mod coordination;
 mod error;
@@ -20,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 pub use admin::{ChannelSpec, IssuedToken, MemberChange, PartySpec, TokenSpec};
+pub use approvals::{ApprovalPage, ApprovalView, SERVER_PERSON};
 pub use coordination::{ClaimAction, ClaimTarget, LeaseSpec, PresenceSpec};
 pub use error::{ErrorCode, Result, ServiceError};
 pub use inbox::{InboxItem, InboxPage, InboxRequest, ItemContent};

@@ -6,7 +6,9 @@ use sqlx::{AnyConnection, Row as _};
 
 use super::messages::append_entry;
 use super::{Backend, ClaimRecord, EntryContent, LeaseRecord, PresenceRecord, Result, Store};
-use crate::domain::{AgentIdentity, LeaseMode, PersonId, ThreadId, Timestamp, Transition};
+use crate::domain::{
+    AgentIdentity, ApprovalState, LeaseMode, PersonId, ThreadId, Timestamp, Transition,
+};
 
 /// The result of trying to claim a thread.
 #[derive(Debug, Clone)]
@@ -17,6 +19,8 @@ pub enum ClaimAttempt {
     Held(ClaimRecord),
     /// The thread is closed (or gone) and cannot be claimed.
     Closed,
+    /// The thread's newest approval does not allow work (pending); nothing was claimed.
+    AwaitingApproval(Box<super::ApprovalRecord>),
 }
 
 /// The result of trying to acquire a lease.
@@ -71,7 +75,10 @@ const FLEET_SCOPE: &str = "(SELECT m2.person_id FROM channel_members m1 JOIN cha
 
 impl Store {
     /// Claims `thread` for `session` of `person` until `expires_at`, atomically. The same session
-    /// claiming again renews its lease; an expired claim is taken over.
+    /// claiming again renews its lease; an expired claim is taken over. The thread's newest
+    /// approval, if any, gates the claim in the same transaction: pending refuses it, approved is
+    /// consumed by it (SPEC §5: single use), consumed lets the work go on (a renewal, or another
+    /// session of the recipients after the first one's lease expired).
     pub async fn claim(
         &self,
         thread: ThreadId,
@@ -93,6 +100,12 @@ impl Store {
                 if state.as_deref().is_none_or(|s| s == "closed") {
                     return Ok(ClaimAttempt::Closed);
                 }
+                let gate = super::approvals::latest_in(tx, &thread, lock).await?;
+                if let Some(a) = &gate
+                    && !a.state.allows_work()
+                {
+                    return Ok(ClaimAttempt::AwaitingApproval(Box::new(a.clone())));
+                }
                 let won = sqlx::query(
                     "INSERT INTO claims (thread_id, person_id, session, claimed_at, expires_at) \
                      VALUES ($1, $2, $3, $4, $5) \
@@ -111,6 +124,9 @@ impl Store {
                 .fetch_optional(&mut *tx)
                 .await?;
                 if let Some(row) = won {
+                    if let Some(a) = gate.filter(|a| a.state == ApprovalState::Approved) {
+                        super::approvals::consume(tx, &a, &person, &session, now).await?;
+                    }
                     super::tasks::on_claim(tx, &thread, now).await?;
                     return Ok(ClaimAttempt::Claimed(claim(&row)?));
                 }

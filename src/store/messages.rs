@@ -36,6 +36,8 @@ pub struct NewMessage {
     pub created_at: Timestamp,
     /// When this message opens a thread for an external party: the task's settings.
     pub task: Option<NewTask>,
+    /// When this request needs a human's approval: the approval, stored with it.
+    pub approval: Option<super::approvals::NewApproval>,
 }
 
 /// The A2A settings of a task opened by a message.
@@ -280,7 +282,11 @@ impl Store {
     }
 }
 
-async fn post_in(tx: &mut AnyConnection, m: NewMessage, lock: &'static str) -> Result<PostOutcome> {
+pub(super) async fn post_in(
+    tx: &mut AnyConnection,
+    m: NewMessage,
+    lock: &'static str,
+) -> Result<PostOutcome> {
     if let Some(key) = &m.idempotency_key {
         let sql = format!(
             "SELECT {MESSAGE_COLUMNS}, request_hash FROM messages WHERE author = $1 AND idempotency_key = $2"
@@ -421,6 +427,9 @@ async fn post_in(tx: &mut AnyConnection, m: NewMessage, lock: &'static str) -> R
     .bind(m.created_at.0)
     .execute(&mut *tx)
     .await?;
+    if let Some(a) = &m.approval {
+        super::approvals::insert(tx, a, &m).await?;
+    }
 
     if let Some(task) = &thread_record.task {
         super::tasks::append_event(

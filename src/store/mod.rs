@@ -10,6 +10,7 @@
 //! It does apply the pure thread state machine inside the posting transaction, so that the state
 //! check and the insert are atomic. It must not depend on the service or any front.
 
+mod approvals;
 mod coordination;
 mod messages;
 mod people;
@@ -26,6 +27,7 @@ use std::pin::Pin;
 use sqlx::AnyConnection;
 use sqlx::AnyPool;
 
+pub use approvals::{ApprovalRecord, AuditRecord, NewApproval, Settled, Settlement};
 pub use coordination::{ClaimAttempt, LeaseAttempt};
 pub use messages::{NewMessage, NewTask, PostOutcome};
 pub use records::*;

@@ -26,6 +26,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "signing keys",
         include_str!("migrations/postgres/0003_signing_keys.sql"),
     ),
+    (
+        4,
+        "approvals",
+        include_str!("migrations/postgres/0004_approvals.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str) -> Result<(AnyPool, BatchWriter)> {

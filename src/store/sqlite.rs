@@ -22,6 +22,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "signing keys",
         include_str!("migrations/sqlite/0003_signing_keys.sql"),
     ),
+    (
+        4,
+        "approvals",
+        include_str!("migrations/sqlite/0004_approvals.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str) -> Result<(AnyPool, BatchWriter)> {

@@ -76,6 +76,31 @@ pub(super) async fn on_claim(
     append_event(tx, thread, seq, next, "claim", None, now).await
 }
 
+/// Records a decision on a task's approval as an event of its log, without changing its state, so
+/// that streams and subscriptions show the new status message.
+pub(super) async fn on_approval(
+    tx: &mut AnyConnection,
+    thread: &ThreadId,
+    now: Timestamp,
+) -> Result<()> {
+    let row = sqlx::query("SELECT task_state, task_event_seq FROM threads WHERE id = $1")
+        .bind(thread.as_str().to_owned())
+        .fetch_one(&mut *tx)
+        .await?;
+    let Some(state) = row.try_get::<Option<String>, _>("task_state")? else {
+        return Ok(());
+    };
+    let state: TaskState = state.parse()?;
+    let seq = row.try_get::<i64, _>("task_event_seq")? + 1;
+    sqlx::query("UPDATE threads SET task_event_seq = $1, updated_at = $2 WHERE id = $3")
+        .bind(seq)
+        .bind(now.0)
+        .bind(thread.as_str().to_owned())
+        .execute(&mut *tx)
+        .await?;
+    append_event(tx, thread, seq, state, "approval", None, now).await
+}
+
 fn event(row: &AnyRow) -> Result<TaskEventRecord> {
     Ok(TaskEventRecord {
         seq: row.try_get("seq")?,

@@ -4,6 +4,7 @@
 mod helpers;
 
 mod admin_http;
+mod approvals;
 mod claims;
 mod coordination;
 mod durability;

@@ -1,7 +1,7 @@
 //! A2A tasks through the service: routing by skill, the derived task state through claim,
 //! announce, question, answer and reply, the event log, listing, cancel, and party isolation.
 
-use liaison::domain::{Impact, Kind, PersonKind, Scope, TaskState};
+use liaison::domain::{Decision, DecisionPath, Impact, Kind, PersonKind, Scope, TaskState};
 use liaison::service::{ClaimAction, ClaimTarget, ErrorCode, Settings, SkillRoute, TaskMessage};
 use liaison::store::TaskFilter;
 
@@ -153,6 +153,28 @@ async fn a_claimed_request_is_working_and_a_cancel_ends_it_once() {
         s.send_task_message(&partner, msg).await.unwrap().thread.id,
         id
     );
+    // A change from a party needs a human's approval before anyone works on it.
+    let pending = s
+        .claim(
+            &alice,
+            ClaimTarget::Thread(id.clone()),
+            ClaimAction::Claim,
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(pending.code, ErrorCode::ApprovalPending);
+    let human = env.caller("alice", Scope::Human, "alice@console:1").await;
+    let approval = s
+        .approvals(&human, true, None, None)
+        .await
+        .unwrap()
+        .approvals[0]
+        .id
+        .clone();
+    s.decide(&human, &approval, Decision::Allow, None, DecisionPath::Cli)
+        .await
+        .unwrap();
     s.claim(
         &alice,
         ClaimTarget::Thread(id.clone()),

@@ -246,6 +246,9 @@ impl Tools {
                         cl.expires_at
                     ))
                 )];
+                for a in value["approvals"].as_array().into_iter().flatten() {
+                    blocks.push(render::approval(a));
+                }
                 for m in value["messages"].as_array().into_iter().flatten() {
                     blocks.push(render::message(m, &render::cut_note(m)));
                 }

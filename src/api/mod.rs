@@ -1,0 +1,122 @@
+//! The member HTTP API under `/api/v1`, for people with their own token (what the CLI's member
+//! commands call). Today: deciding approvals, which needs a token with scope `human`.
+//!
+//! | route | does |
+//! |---|---|
+//! | `GET /api/v1/approvals?pending=true&before=ID&limit=N` | approvals the caller may decide, newest first |
+//! | `GET /api/v1/approvals/{id}` | one approval with the exact request and its fingerprint |
+//! | `POST /api/v1/approvals/{id}/allow` | allow once (body optional: `{"via": "cli"}`) |
+//! | `POST /api/v1/approvals/{id}/reject` | reject, body `{"reason": "…"}` (required) |
+//!
+//! Decode, call the service, encode: no rule lives here. Errors have the admin API's shape.
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+
+use crate::admin::{ApiError, Authed};
+use crate::domain::{ApprovalId, Decision, DecisionPath};
+use crate::service::{Service, ServiceError};
+
+pub fn router(service: Service) -> Router {
+    Router::new()
+        .route("/api/v1/approvals", get(list))
+        .route("/api/v1/approvals/{id}", get(show))
+        .route("/api/v1/approvals/{id}/allow", post(allow))
+        .route("/api/v1/approvals/{id}/reject", post(reject))
+        .with_state(service)
+}
+
+type ApiResult<T> = Result<Json<T>, ApiError>;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    #[serde(default)]
+    pending: bool,
+    before: Option<String>,
+    limit: Option<i64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct DecisionBody {
+    reason: Option<String>,
+    /// How the human reached this route: `api` (default) or `cli`, recorded in the audit log.
+    via: Option<String>,
+}
+
+fn approval_id(id: &str) -> Result<ApprovalId, ServiceError> {
+    // A malformed id is as unknown as a foreign one.
+    ApprovalId::parse(id).map_err(|_| ServiceError::not_found("approval", id))
+}
+
+fn path_of(body: &DecisionBody) -> Result<DecisionPath, ServiceError> {
+    match body.via.as_deref() {
+        None | Some("api") => Ok(DecisionPath::Api),
+        Some("cli") => Ok(DecisionPath::Cli),
+        Some(other) => Err(ServiceError::invalid(format!(
+            "via {other:?} is not a path of this route: use api or cli"
+        ))),
+    }
+}
+
+async fn list(
+    State(s): State<Service>,
+    Authed(c): Authed,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<serde_json::Value> {
+    let before = q.before.as_deref().map(approval_id).transpose()?;
+    let page = s.approvals(&c, q.pending, before.as_ref(), q.limit).await?;
+    Ok(Json(serde_json::to_value(page).unwrap_or_default()))
+}
+
+async fn show(
+    State(s): State<Service>,
+    Authed(c): Authed,
+    Path(id): Path<String>,
+) -> ApiResult<serde_json::Value> {
+    let view = s.approval(&c, &approval_id(&id)?).await?;
+    Ok(Json(serde_json::json!({ "approval": view })))
+}
+
+async fn decide(
+    s: Service,
+    c: crate::service::Caller,
+    id: String,
+    decision: Decision,
+    body: Bytes,
+) -> ApiResult<serde_json::Value> {
+    // The body is optional for allow: empty means no reason and the `api` path.
+    let body: DecisionBody = if body.iter().all(u8::is_ascii_whitespace) {
+        DecisionBody::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ServiceError::invalid(format!("the body is not a decision: {e}")))?
+    };
+    let via = path_of(&body)?;
+    let record = s
+        .decide(&c, &approval_id(&id)?, decision, body.reason, via)
+        .await?;
+    Ok(Json(serde_json::json!({ "approval": record })))
+}
+
+async fn allow(
+    State(s): State<Service>,
+    Authed(c): Authed,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> ApiResult<serde_json::Value> {
+    decide(s, c, id, Decision::Allow, body).await
+}
+
+async fn reject(
+    State(s): State<Service>,
+    Authed(c): Authed,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> ApiResult<serde_json::Value> {
+    decide(s, c, id, Decision::Reject, body).await
+}

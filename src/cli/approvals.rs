@@ -1,0 +1,124 @@
+//! Approval commands for humans (`LIAISON_TOKEN`, a token with scope `human`), and the audit log
+//! for admins. Thin clients of `/api/v1/approvals` and `/admin/v1/audit`.
+
+use anyhow::Context as _;
+use clap::Subcommand;
+use serde_json::json;
+
+use super::ServerArgs;
+use super::admin::{admin_token, call_as};
+
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsCommand {
+    /// Approvals you may decide, newest first.
+    List {
+        /// Only those still waiting for a decision.
+        #[arg(long)]
+        pending: bool,
+        /// The next page: approvals older than this id.
+        #[arg(long)]
+        before: Option<String>,
+        #[arg(long)]
+        limit: Option<i64>,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// One approval: the exact request, who asked, who may decide, and the fingerprint.
+    Show {
+        id: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Allow the request once: the first claim after this starts the work.
+    Allow {
+        id: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Reject the request: its thread is closed with your reason.
+    Reject {
+        id: String,
+        /// Why; the requester is told.
+        #[arg(long)]
+        reason: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+}
+
+/// A person's own token, for member commands.
+fn member_token() -> anyhow::Result<String> {
+    std::env::var("LIAISON_TOKEN")
+        .ok()
+        .map(|t| t.trim().to_owned())
+        .filter(|t| !t.is_empty())
+        .context("Set LIAISON_TOKEN to your token (approvals need one with scope human)")
+}
+
+pub async fn approvals(c: ApprovalsCommand) -> anyhow::Result<()> {
+    let token = member_token()?;
+    match c {
+        ApprovalsCommand::List {
+            pending,
+            before,
+            limit,
+            server,
+        } => {
+            let mut path = format!("/api/v1/approvals?pending={pending}");
+            if let Some(b) = before {
+                path.push_str(&format!("&before={b}"));
+            }
+            if let Some(l) = limit {
+                path.push_str(&format!("&limit={l}"));
+            }
+            call_as(&server, &token, "GET", &path, None).await
+        }
+        ApprovalsCommand::Show { id, server } => {
+            call_as(
+                &server,
+                &token,
+                "GET",
+                &format!("/api/v1/approvals/{id}"),
+                None,
+            )
+            .await
+        }
+        ApprovalsCommand::Allow { id, server } => {
+            let path = format!("/api/v1/approvals/{id}/allow");
+            call_as(
+                &server,
+                &token,
+                "POST",
+                &path,
+                Some(json!({ "via": "cli" })),
+            )
+            .await
+        }
+        ApprovalsCommand::Reject { id, reason, server } => {
+            let path = format!("/api/v1/approvals/{id}/reject");
+            let body = json!({ "via": "cli", "reason": reason });
+            call_as(&server, &token, "POST", &path, Some(body)).await
+        }
+    }
+}
+
+/// The audit log (admins): every approval event, oldest first.
+pub async fn audit(
+    since: Option<String>,
+    after: Option<i64>,
+    limit: Option<i64>,
+    server: ServerArgs,
+) -> anyhow::Result<()> {
+    let mut query = Vec::new();
+    if let Some(s) = since {
+        query.push(format!("since={s}"));
+    }
+    if let Some(a) = after {
+        query.push(format!("after={a}"));
+    }
+    if let Some(l) = limit {
+        query.push(format!("limit={l}"));
+    }
+    let path = format!("/admin/v1/audit?{}", query.join("&"));
+    call_as(&server, &admin_token(&server)?, "GET", &path, None).await
+}

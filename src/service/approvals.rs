@@ -1,0 +1,479 @@
+//! The human-approval envelope (SPEC §5), once for MCP, A2A and every decision path.
+//!
+//! - **When**: a `request` with an impact other than `none` needs an approval if its channel's
+//!   policy says `approve` for that impact, and always when an external party sent it (unless the
+//!   policy says `deny`, which refuses it at posting). The approval is stored with the request.
+//! - **Who decides**: the request's recipients who hold the `approve` right in the channel (for an
+//!   external task, every member of the channel who holds it), each with a token of scope `human`
+//!   (never `agent`; `admin` alone is not enough). To anyone else an approval id is unknown.
+//! - **What it allows**: the first claim after `allow` consumes it and starts the work; while it is
+//!   pending no claim succeeds (`approval_pending`, naming who must decide). When the consuming
+//!   claim's lease expires unanswered, a new claim by a recipient's session continues the same
+//!   approved action without a new approval (the human approved the action, not one agent
+//!   session); a follow-up `request` in the thread is a new action and needs a new approval.
+//! - **Effects**: allow → each recipient's inbox gets an `approval_decided` notice (long-polls wake);
+//!   reject (a reason is required: the requester is told it) or expiry → the server closes the
+//!   thread with outcome `rejected` and the reason, which ends an A2A task `TASK_STATE_REJECTED`.
+//! - Every step is in the append-only audit log, written in the same transaction as the step.
+
+use serde::Serialize;
+
+use super::{Caller, ErrorCode, Result, Service, ServiceError, input};
+use crate::bus::Topic;
+use crate::domain::{
+    ApprovalEvent, ApprovalId, ApprovalState, Attachment, Decision, DecisionPath, Impact, Kind,
+    MessageId, Outcome, PersonId, PersonKind, PolicyDecision, Right, Scope, ThreadId, Timestamp,
+    fingerprint, text,
+};
+use crate::store::{
+    ApprovalRecord, AuditRecord, ChannelRecord, MessageRecord, NewApproval, NewMessage, Settled,
+    Settlement,
+};
+
+/// The person whose name the server's own messages carry (created by the migrations).
+pub const SERVER_PERSON: &str = "liaison";
+/// Longest rejection reason, in characters.
+const MAX_REASON_CHARS: usize = 1_000;
+
+/// An approval with what a human needs to decide it: the exact request and who is involved.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApprovalView {
+    #[serde(flatten)]
+    pub approval: ApprovalRecord,
+    /// Display names of the requester and of the approvers, for showing.
+    pub requested_by_name: String,
+    pub approver_names: Vec<String>,
+    /// The thread's subject.
+    pub subject: String,
+    /// The request exactly as it will be acted on.
+    pub request: MessageRecord,
+}
+
+/// A page of approvals.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApprovalPage {
+    pub approvals: Vec<ApprovalRecord>,
+    /// Pass back as `before` for the next (older) page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<ApprovalId>,
+}
+
+/// The facts of a request that decide whether it needs an approval.
+pub(super) struct RequestFacts<'a> {
+    pub channel: &'a ChannelRecord,
+    pub kind: Kind,
+    pub impact: Option<Impact>,
+    pub thread: &'a ThreadId,
+    pub message: &'a MessageId,
+    pub body: &'a str,
+    pub attachments: &'a [Attachment],
+    pub recipients: &'a [PersonId],
+    /// The author is an external party.
+    pub external: bool,
+    pub now: Timestamp,
+}
+
+impl Service {
+    /// The approval a request needs (none when its policy is `auto`), or the refusal of a `deny`.
+    pub(super) async fn approval_needed(&self, r: RequestFacts<'_>) -> Result<Option<NewApproval>> {
+        let Some(impact) = r
+            .impact
+            .filter(|i| r.kind == Kind::Request && *i != Impact::None)
+        else {
+            return Ok(None);
+        };
+        match r.channel.policy.decision(impact) {
+            PolicyDecision::Deny => {
+                return Err(ServiceError::new(
+                    ErrorCode::DeniedByPolicy,
+                    format!(
+                        "channel {} refuses requests with impact {impact} (its policy says deny); \
+                         nothing was posted",
+                        r.channel.name
+                    ),
+                ));
+            }
+            PolicyDecision::Auto if !r.external => return Ok(None),
+            PolicyDecision::Auto | PolicyDecision::Approve => {}
+        }
+        let mut approvers = Vec::new();
+        for m in &r.channel.members {
+            let eligible = m.rights.contains(Right::Approve)
+                && (r.external || r.recipients.contains(&m.person));
+            if eligible
+                && let Some(p) = self.inner.store.person(&m.person).await?
+                && p.kind == PersonKind::Member
+            {
+                approvers.push(m.person.clone());
+            }
+        }
+        if approvers.is_empty() {
+            return Err(ServiceError::forbidden(format!(
+                "a request with impact {impact} in channel {} needs a human's approval, and none of \
+                 its recipients has the approve right there; address someone who has it, or ask an \
+                 admin to grant it",
+                r.channel.name
+            )));
+        }
+        Ok(Some(NewApproval {
+            id: ApprovalId::generate(),
+            impact,
+            fingerprint: fingerprint(r.thread, r.message, impact, r.body, r.attachments),
+            approvers,
+            expires_at: r.now.plus_secs(r.channel.policy.approval_ttl_s),
+        }))
+    }
+
+    /// The refusal of a claim while `a` is pending: who must decide, and how.
+    pub(super) async fn approval_pending(&self, a: &ApprovalRecord) -> Result<ServiceError> {
+        let names = self.names(&a.approvers).await?;
+        Ok(ServiceError::new(
+            ErrorCode::ApprovalPending,
+            format!(
+                "the request in thread {} awaits the approval of {} (approval {}, impact {}, \
+                 fingerprint {}, expires {}); a human decides with `liaison approvals allow {}` or \
+                 in the console",
+                a.thread,
+                names.join(" or "),
+                a.id,
+                a.impact,
+                a.fingerprint,
+                a.expires_at,
+                a.id
+            ),
+        )
+        .with_details(serde_json::json!({ "approval": a, "approvers": names })))
+    }
+
+    /// Approvals the caller (a human) may decide, newest first.
+    pub async fn approvals(
+        &self,
+        caller: &Caller,
+        pending_only: bool,
+        before: Option<&ApprovalId>,
+        limit: Option<i64>,
+    ) -> Result<ApprovalPage> {
+        caller.require(Scope::Human)?;
+        let limit = super::messages::page_limit(limit)?;
+        let mut approvals = self
+            .inner
+            .store
+            .approvals_for(caller.id(), pending_only, before, limit + 1)
+            .await?;
+        let next = if approvals.len() as i64 > limit {
+            approvals.truncate(limit as usize);
+            approvals.last().map(|a| a.id.clone())
+        } else {
+            None
+        };
+        Ok(ApprovalPage { approvals, next })
+    }
+
+    /// One approval with the exact request, for a human who may decide it.
+    pub async fn approval(&self, caller: &Caller, id: &ApprovalId) -> Result<ApprovalView> {
+        caller.require(Scope::Human)?;
+        let approval = self.decidable(caller, id).await?;
+        self.view(approval).await
+    }
+
+    /// Allows or rejects a pending approval. The first decision wins; a later one is told who
+    /// decided and when.
+    pub async fn decide(
+        &self,
+        caller: &Caller,
+        id: &ApprovalId,
+        decision: Decision,
+        reason: Option<String>,
+        via: DecisionPath,
+    ) -> Result<ApprovalRecord> {
+        caller.require(Scope::Human)?;
+        let reason = reason
+            .map(|r| r.trim().to_owned())
+            .filter(|r| !r.is_empty());
+        if let Some(r) = &reason {
+            input::storable_str("reason", r)?;
+            if r.chars().count() > MAX_REASON_CHARS {
+                return Err(ServiceError::invalid(format!(
+                    "reason must be at most {MAX_REASON_CHARS} characters"
+                )));
+            }
+        }
+        if decision == Decision::Reject && reason.is_none() {
+            return Err(ServiceError::invalid(
+                "a rejection needs a reason: the requester is told it",
+            ));
+        }
+        let approval = self.decidable(caller, id).await?;
+        let now = self.now();
+        if approval.state == ApprovalState::Pending && approval.expires_at <= now {
+            self.expire(&approval).await?;
+            return Err(self.settled_error(&self.current(id).await?).await?);
+        }
+        let close = match decision {
+            Decision::Allow => None,
+            Decision::Reject => {
+                let who = self.names(std::slice::from_ref(caller.id())).await?;
+                Some(
+                    self.server_close(
+                        &approval,
+                        format!(
+                            "Approval {} was rejected by {}: {}\nThe request was not carried out.",
+                            approval.id,
+                            who.join(""),
+                            reason.as_deref().unwrap_or_default()
+                        ),
+                    )
+                    .await?,
+                )
+            }
+        };
+        let notify = self.request_recipients(&approval).await?;
+        let settled = self
+            .inner
+            .store
+            .settle_approval(Settlement {
+                approval: approval.id.clone(),
+                event: ApprovalEvent::Decided(decision),
+                actor: Some(caller.id().clone()),
+                via: Some(via),
+                reason,
+                now,
+                notify: notify.clone(),
+                close,
+            })
+            .await?;
+        match settled {
+            Settled::Done(record) => {
+                tracing::info!(approval = %record.id, decision = %decision, by = %caller.id(), via = %via, "Approval decided.");
+                self.woke_by(&record, &notify).await?;
+                Ok(record)
+            }
+            Settled::Refused(record) => Err(self.settled_error(&record).await?),
+        }
+    }
+
+    /// Expires every pending approval whose deadline has passed, closing its thread. Returns how
+    /// many expired. The server runs it periodically; tests call it after moving the clock.
+    pub async fn expire_approvals(&self) -> Result<usize> {
+        let mut expired = 0;
+        loop {
+            let due = self.inner.store.due_approvals(self.now(), 100).await?;
+            if due.is_empty() {
+                return Ok(expired);
+            }
+            for a in &due {
+                if self.expire(a).await? {
+                    expired += 1;
+                }
+            }
+            if due.len() < 100 {
+                return Ok(expired);
+            }
+        }
+    }
+
+    /// The audit log, oldest first, for admins.
+    pub async fn audit(
+        &self,
+        caller: &Caller,
+        after: Option<i64>,
+        since: Option<Timestamp>,
+        limit: Option<i64>,
+    ) -> Result<Vec<AuditRecord>> {
+        caller.require(Scope::Admin)?;
+        let limit = match limit {
+            None => 100,
+            Some(l) if (1..=1000).contains(&l) => l,
+            Some(l) => {
+                return Err(ServiceError::invalid(format!(
+                    "limit {l} is out of range: use 1-1000"
+                )));
+            }
+        };
+        Ok(self
+            .inner
+            .store
+            .audit_log(after.unwrap_or(0).max(0), since, limit)
+            .await?)
+    }
+
+    /// The approvals of a thread (for the thread view).
+    pub(super) async fn thread_approvals(&self, thread: &ThreadId) -> Result<Vec<ApprovalRecord>> {
+        Ok(self.inner.store.thread_approvals(thread).await?)
+    }
+
+    async fn expire(&self, a: &ApprovalRecord) -> Result<bool> {
+        let close = self
+            .server_close(
+                a,
+                format!(
+                    "Approval {} expired at {} without a decision.\nThe request was not carried out.",
+                    a.id, a.expires_at
+                ),
+            )
+            .await?;
+        let settled = self
+            .inner
+            .store
+            .settle_approval(Settlement {
+                approval: a.id.clone(),
+                event: ApprovalEvent::Expired,
+                actor: None,
+                via: None,
+                reason: Some("no decision before the deadline".into()),
+                now: self.now(),
+                notify: Vec::new(),
+                close: Some(close),
+            })
+            .await?;
+        match settled {
+            Settled::Done(record) => {
+                tracing::info!(approval = %record.id, thread = %record.thread, "Approval expired.");
+                self.woke_by(&record, &[]).await?;
+                Ok(true)
+            }
+            Settled::Refused(_) => Ok(false),
+        }
+    }
+
+    /// An approval the caller may decide; any other id is unknown.
+    async fn decidable(&self, caller: &Caller, id: &ApprovalId) -> Result<ApprovalRecord> {
+        match self.inner.store.approval(id).await? {
+            Some(a) if a.approvers.contains(caller.id()) => Ok(a),
+            _ => Err(ServiceError::not_found("approval", id)),
+        }
+    }
+
+    async fn current(&self, id: &ApprovalId) -> Result<ApprovalRecord> {
+        self.inner
+            .store
+            .approval(id)
+            .await?
+            .ok_or_else(|| ServiceError::not_found("approval", id))
+    }
+
+    /// Why a settled approval cannot be decided again.
+    async fn settled_error(&self, a: &ApprovalRecord) -> Result<ServiceError> {
+        let when = a.decided_at.map(|t| t.to_string()).unwrap_or_default();
+        Ok(match (a.state, &a.decided_by) {
+            (ApprovalState::Expired, _) => ServiceError::new(
+                ErrorCode::ApprovalExpired,
+                format!(
+                    "approval {} expired at {}; the thread is closed",
+                    a.id, a.expires_at
+                ),
+            ),
+            (state, Some(by)) => {
+                let name = self.names(std::slice::from_ref(by)).await?.join("");
+                ServiceError::new(
+                    ErrorCode::ApprovalDecided,
+                    format!(
+                        "approval {} was already decided by {name} at {when}; it is {state}",
+                        a.id
+                    ),
+                )
+            }
+            (state, None) => ServiceError::new(
+                ErrorCode::ApprovalDecided,
+                format!("approval {} is already {state}", a.id),
+            ),
+        }
+        .with_details(serde_json::json!({ "approval": a })))
+    }
+
+    async fn view(&self, approval: ApprovalRecord) -> Result<ApprovalView> {
+        let request = self
+            .inner
+            .store
+            .message(&approval.message)
+            .await?
+            .ok_or(crate::store::StoreError::NotFound("message"))?;
+        let subject = self
+            .inner
+            .store
+            .thread(&approval.thread)
+            .await?
+            .map(|t| t.subject)
+            .unwrap_or_default();
+        Ok(ApprovalView {
+            requested_by_name: self
+                .names(std::slice::from_ref(&approval.requested_by))
+                .await?
+                .join(""),
+            approver_names: self.names(&approval.approvers).await?,
+            subject,
+            request,
+            approval,
+        })
+    }
+
+    /// Display names, cleaned for showing.
+    async fn names(&self, people: &[PersonId]) -> Result<Vec<String>> {
+        let mut names = Vec::with_capacity(people.len());
+        for id in people {
+            names.push(match self.inner.store.person(id).await? {
+                Some(p) => text::display_name(&p.display_name),
+                None => id.to_string(),
+            });
+        }
+        Ok(names)
+    }
+
+    /// The recipients of the guarded request: who is told of an approval.
+    async fn request_recipients(&self, a: &ApprovalRecord) -> Result<Vec<PersonId>> {
+        Ok(self
+            .inner
+            .store
+            .message(&a.message)
+            .await?
+            .map(|m| m.recipients)
+            .unwrap_or_default())
+    }
+
+    /// The server's `close` of an approval's thread, outcome `rejected`, to the requester and the
+    /// request's recipients.
+    async fn server_close(&self, a: &ApprovalRecord, body: String) -> Result<NewMessage> {
+        let mut recipients = self.request_recipients(a).await?;
+        recipients.push(a.requested_by.clone());
+        recipients.sort();
+        recipients.dedup();
+        Ok(NewMessage {
+            id: MessageId::generate(),
+            thread: a.thread.clone(),
+            opens_thread: false,
+            channel: a.channel.clone(),
+            kind: Kind::Close,
+            author: PersonId::parse(SERVER_PERSON).expect("a valid slug"),
+            agent: None,
+            recipients,
+            subject: None,
+            body,
+            attachments: Vec::new(),
+            impact: None,
+            outcome: Some(Outcome::Rejected),
+            refers_to: Some(a.message.clone()),
+            idempotency_key: None,
+            request_hash: String::new(),
+            created_at: self.now(),
+            task: None,
+            approval: None,
+        })
+    }
+
+    /// Wakes whoever a settled approval concerns: the notified inboxes, the thread's participants
+    /// (a close reached their inboxes), and the task's followers.
+    async fn woke_by(&self, a: &ApprovalRecord, notified: &[PersonId]) -> Result<()> {
+        let bus = &self.inner.bus;
+        for p in notified {
+            bus.publish(&Topic::inbox(p));
+        }
+        if a.state != ApprovalState::Approved {
+            for p in self.request_recipients(a).await? {
+                bus.publish(&Topic::inbox(&p));
+            }
+            bus.publish(&Topic::inbox(&a.requested_by));
+        }
+        bus.publish(&Topic::task(a.thread.as_str()));
+        Ok(())
+    }
+}

@@ -1,0 +1,481 @@
+//! Approvals and the audit log. An approval is written in the same transaction as the request it
+//! guards (see `messages::post_in`); a decision, an expiry or the consuming claim moves it with the
+//! pure state machine of `domain::approval` under the row's lock, and appends its audit entry in
+//! the same transaction, so the log never misses or invents a step.
+
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, Row as _};
+
+use super::messages::{NewMessage, append_entry, post_in};
+use super::{EntryContent, Result, Store, StoreError};
+use crate::domain::{
+    AgentIdentity, ApprovalEvent, ApprovalId, ApprovalState, ChannelName, Decision, DecisionPath,
+    Impact, MessageId, PersonId, ThreadId, Timestamp,
+};
+
+/// An approval the service decided a request needs; stored with the request.
+#[derive(Debug, Clone)]
+pub struct NewApproval {
+    pub id: ApprovalId,
+    pub impact: Impact,
+    pub fingerprint: String,
+    pub approvers: Vec<PersonId>,
+    pub expires_at: Timestamp,
+}
+
+/// An approval as stored.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ApprovalRecord {
+    pub id: ApprovalId,
+    pub thread: ThreadId,
+    pub message: MessageId,
+    pub channel: ChannelName,
+    pub impact: Impact,
+    pub fingerprint: String,
+    pub requested_by: PersonId,
+    /// Who may decide.
+    pub approvers: Vec<PersonId>,
+    pub state: ApprovalState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<PersonId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_via: Option<DecisionPath>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<Timestamp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consumed_by: Option<PersonId>,
+    /// The self-declared agent session whose claim consumed it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consumed_session: Option<AgentIdentity>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consumed_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+}
+
+/// A decision or an expiry to apply to a pending approval, with its effects.
+#[derive(Debug, Clone)]
+pub struct Settlement {
+    pub approval: ApprovalId,
+    /// `Decided(…)` or `Expired`.
+    pub event: ApprovalEvent,
+    /// The deciding person; none for an expiry.
+    pub actor: Option<PersonId>,
+    pub via: Option<DecisionPath>,
+    pub reason: Option<String>,
+    pub now: Timestamp,
+    /// On allow: the persons whose inbox gets an `approval_decided` notice (the recipients).
+    pub notify: Vec<PersonId>,
+    /// On reject or expiry: the server's `close` of the thread, posted in the same transaction.
+    pub close: Option<NewMessage>,
+}
+
+/// What a settlement did.
+#[derive(Debug, Clone)]
+pub enum Settled {
+    /// The approval moved; here it is after the move.
+    Done(ApprovalRecord),
+    /// It could not move; here it is as it stands (already decided, expired or consumed).
+    Refused(ApprovalRecord),
+}
+
+/// One entry of the audit log.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AuditRecord {
+    pub seq: i64,
+    pub at: Timestamp,
+    /// `created`, `decided`, `consumed` or `expired`.
+    pub event: String,
+    pub approval: ApprovalId,
+    pub thread: ThreadId,
+    pub fingerprint: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub actor: Option<PersonId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub via: Option<DecisionPath>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<AgentIdentity>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+const APPROVAL_COLUMNS: &str = "id, thread_id, message_id, channel, impact, fingerprint, requested_by, \
+     approvers, state, reason, decided_by, decided_via, decided_at, consumed_by, consumed_session, \
+     consumed_at, created_at, expires_at";
+
+fn opt_person(row: &AnyRow, column: &str) -> Result<Option<PersonId>> {
+    Ok(row
+        .try_get::<Option<String>, _>(column)?
+        .map(PersonId::parse)
+        .transpose()?)
+}
+
+fn approval(row: &AnyRow) -> Result<ApprovalRecord> {
+    Ok(ApprovalRecord {
+        id: ApprovalId::parse(row.try_get::<String, _>("id")?)?,
+        thread: ThreadId::parse(row.try_get::<String, _>("thread_id")?)?,
+        message: MessageId::parse(row.try_get::<String, _>("message_id")?)?,
+        channel: ChannelName::parse(row.try_get::<String, _>("channel")?)?,
+        impact: row.try_get::<String, _>("impact")?.parse()?,
+        fingerprint: row.try_get("fingerprint")?,
+        requested_by: PersonId::parse(row.try_get::<String, _>("requested_by")?)?,
+        approvers: serde_json::from_str(&row.try_get::<String, _>("approvers")?)
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        state: row.try_get::<String, _>("state")?.parse()?,
+        reason: row.try_get("reason")?,
+        decided_by: opt_person(row, "decided_by")?,
+        decided_via: row
+            .try_get::<Option<String>, _>("decided_via")?
+            .map(|v| v.parse())
+            .transpose()?,
+        decided_at: row.try_get::<Option<i64>, _>("decided_at")?.map(Timestamp),
+        consumed_by: opt_person(row, "consumed_by")?,
+        consumed_session: row
+            .try_get::<Option<String>, _>("consumed_session")?
+            .map(AgentIdentity::parse)
+            .transpose()?,
+        consumed_at: row.try_get::<Option<i64>, _>("consumed_at")?.map(Timestamp),
+        created_at: Timestamp(row.try_get("created_at")?),
+        expires_at: Timestamp(row.try_get("expires_at")?),
+    })
+}
+
+fn audit(row: &AnyRow) -> Result<AuditRecord> {
+    Ok(AuditRecord {
+        seq: row.try_get("seq")?,
+        at: Timestamp(row.try_get("at")?),
+        event: row.try_get("event")?,
+        approval: ApprovalId::parse(row.try_get::<String, _>("approval_id")?)?,
+        thread: ThreadId::parse(row.try_get::<String, _>("thread_id")?)?,
+        fingerprint: row.try_get("fingerprint")?,
+        actor: opt_person(row, "actor")?,
+        via: row
+            .try_get::<Option<String>, _>("via")?
+            .map(|v| v.parse())
+            .transpose()?,
+        decision: row
+            .try_get::<Option<String>, _>("decision")?
+            .map(|v| v.parse())
+            .transpose()?,
+        session: row
+            .try_get::<Option<String>, _>("session")?
+            .map(AgentIdentity::parse)
+            .transpose()?,
+        detail: row.try_get("detail")?,
+    })
+}
+
+/// What the audit log records of one step.
+pub(super) struct AuditEntry<'a> {
+    pub event: &'a str,
+    pub approval: &'a ApprovalId,
+    pub thread: &'a ThreadId,
+    pub fingerprint: &'a str,
+    pub actor: Option<&'a PersonId>,
+    pub via: Option<DecisionPath>,
+    pub decision: Option<Decision>,
+    pub session: Option<&'a AgentIdentity>,
+    pub detail: Option<&'a str>,
+    pub at: Timestamp,
+}
+
+pub(super) async fn append_audit(tx: &mut AnyConnection, e: AuditEntry<'_>) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO audit_log (at, event, approval_id, thread_id, fingerprint, actor, via, decision, \
+         session, detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+    )
+    .bind(e.at.0)
+    .bind(e.event.to_owned())
+    .bind(e.approval.as_str().to_owned())
+    .bind(e.thread.as_str().to_owned())
+    .bind(e.fingerprint.to_owned())
+    .bind(e.actor.map(|p| p.as_str().to_owned()))
+    .bind(e.via.map(|v| v.as_str()))
+    .bind(e.decision.map(|d| d.as_str()))
+    .bind(e.session.map(|s| s.as_str().to_owned()))
+    .bind(e.detail.map(str::to_owned))
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+/// Stores the approval a new request needs, with its `created` audit entry.
+pub(super) async fn insert(tx: &mut AnyConnection, a: &NewApproval, m: &NewMessage) -> Result<()> {
+    let approvers =
+        serde_json::to_string(&a.approvers).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    sqlx::query(
+        "INSERT INTO approvals (id, thread_id, message_id, channel, impact, fingerprint, requested_by, \
+         approvers, state, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10)",
+    )
+    .bind(a.id.as_str().to_owned())
+    .bind(m.thread.as_str().to_owned())
+    .bind(m.id.as_str().to_owned())
+    .bind(m.channel.as_str().to_owned())
+    .bind(a.impact.as_str())
+    .bind(a.fingerprint.clone())
+    .bind(m.author.as_str().to_owned())
+    .bind(approvers)
+    .bind(m.created_at.0)
+    .bind(a.expires_at.0)
+    .execute(&mut *tx)
+    .await?;
+    append_audit(
+        tx,
+        AuditEntry {
+            event: "created",
+            approval: &a.id,
+            thread: &m.thread,
+            fingerprint: &a.fingerprint,
+            actor: Some(&m.author),
+            via: None,
+            decision: None,
+            session: m.agent.as_ref(),
+            detail: None,
+            at: m.created_at,
+        },
+    )
+    .await
+}
+
+/// The approval that governs work on `thread` now: the newest one. `lock` makes it `FOR UPDATE`.
+pub(super) async fn latest_in(
+    tx: &mut AnyConnection,
+    thread: &ThreadId,
+    lock: &str,
+) -> Result<Option<ApprovalRecord>> {
+    let sql = format!(
+        "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE thread_id = $1 \
+         ORDER BY created_at DESC, id DESC LIMIT 1{lock}"
+    );
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(thread.as_str().to_owned())
+        .fetch_optional(&mut *tx)
+        .await?;
+    row.as_ref().map(approval).transpose()
+}
+
+/// Marks an approved approval consumed by the claim of `session`, with its audit entry.
+pub(super) async fn consume(
+    tx: &mut AnyConnection,
+    a: &ApprovalRecord,
+    person: &PersonId,
+    session: &AgentIdentity,
+    now: Timestamp,
+) -> Result<()> {
+    a.state
+        .apply(ApprovalEvent::Consumed)
+        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    sqlx::query(
+        "UPDATE approvals SET state = 'consumed', consumed_by = $1, consumed_session = $2, consumed_at = $3 \
+         WHERE id = $4 AND state = 'approved'",
+    )
+    .bind(person.as_str().to_owned())
+    .bind(session.as_str().to_owned())
+    .bind(now.0)
+    .bind(a.id.as_str().to_owned())
+    .execute(&mut *tx)
+    .await?;
+    append_audit(
+        tx,
+        AuditEntry {
+            event: "consumed",
+            approval: &a.id,
+            thread: &a.thread,
+            fingerprint: &a.fingerprint,
+            actor: Some(person),
+            via: None,
+            decision: None,
+            session: Some(session),
+            detail: None,
+            at: now,
+        },
+    )
+    .await
+}
+
+impl Store {
+    pub async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>> {
+        let sql = format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id.as_str().to_owned())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(approval).transpose()
+    }
+
+    /// The approval of one request message, if it needed one.
+    pub async fn approval_of_message(&self, id: &MessageId) -> Result<Option<ApprovalRecord>> {
+        let sql = format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE message_id = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id.as_str().to_owned())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(approval).transpose()
+    }
+
+    /// Every approval of a thread, oldest first.
+    pub async fn thread_approvals(&self, thread: &ThreadId) -> Result<Vec<ApprovalRecord>> {
+        let sql = format!(
+            "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE thread_id = $1 ORDER BY created_at, id"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(thread.as_str().to_owned())
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(approval).collect()
+    }
+
+    /// Approvals `approver` may decide, newest first, created before `before` (a page cursor),
+    /// only pending ones when asked.
+    pub async fn approvals_for(
+        &self,
+        approver: &PersonId,
+        pending_only: bool,
+        before: Option<&ApprovalId>,
+        limit: i64,
+    ) -> Result<Vec<ApprovalRecord>> {
+        // Person ids are slugs, so the quoted id matches exactly one element of the JSON array.
+        // Ids are UUIDv7: "before" in id order is "created earlier".
+        let state = if pending_only {
+            " AND state = 'pending'"
+        } else {
+            ""
+        };
+        let sql = format!(
+            "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE approvers LIKE $1 AND id < $2{state} \
+             ORDER BY id DESC LIMIT $3"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(format!("%\"{}\"%", approver.as_str()))
+            .bind(before.map_or_else(|| "apr_g".to_owned(), |b| b.as_str().to_owned()))
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(approval).collect()
+    }
+
+    /// Pending approvals whose deadline has passed, oldest deadline first.
+    pub async fn due_approvals(&self, now: Timestamp, limit: i64) -> Result<Vec<ApprovalRecord>> {
+        let sql = format!(
+            "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE state = 'pending' AND expires_at <= $1 \
+             ORDER BY expires_at LIMIT $2"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(now.0)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(approval).collect()
+    }
+
+    /// Applies a decision or an expiry to an approval, atomically with its effects: the audit
+    /// entry, on allow the recipients' notices (and a task event, so A2A streams see the new
+    /// status), on reject or expiry the server's close of the thread.
+    pub async fn settle_approval(&self, s: Settlement) -> Result<Settled> {
+        let lock = self.for_update();
+        self.write(move |tx| {
+            Box::pin(async move {
+                let sql = format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = $1{lock}");
+                let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(s.approval.as_str().to_owned())
+                    .fetch_optional(&mut *tx)
+                    .await?
+                    .ok_or(StoreError::NotFound("approval"))?;
+                let mut record = approval(&row)?;
+                let Ok(next) = record.state.apply(s.event) else {
+                    return Ok(Settled::Refused(record));
+                };
+                let decision = match s.event {
+                    ApprovalEvent::Decided(d) => Some(d),
+                    _ => None,
+                };
+                sqlx::query(
+                    "UPDATE approvals SET state = $1, reason = $2, decided_by = $3, decided_via = $4, \
+                     decided_at = $5 WHERE id = $6",
+                )
+                .bind(next.as_str())
+                .bind(s.reason.clone())
+                .bind(s.actor.as_ref().map(|p| p.as_str().to_owned()))
+                .bind(s.via.map(|v| v.as_str()))
+                .bind(s.now.0)
+                .bind(record.id.as_str().to_owned())
+                .execute(&mut *tx)
+                .await?;
+                append_audit(
+                    tx,
+                    AuditEntry {
+                        event: if decision.is_some() { "decided" } else { "expired" },
+                        approval: &record.id,
+                        thread: &record.thread,
+                        fingerprint: &record.fingerprint,
+                        actor: s.actor.as_ref(),
+                        via: s.via,
+                        decision,
+                        session: None,
+                        detail: s.reason.as_deref(),
+                        at: s.now,
+                    },
+                )
+                .await?;
+                record.state = next;
+                record.reason = s.reason;
+                record.decided_by = s.actor;
+                record.decided_via = s.via;
+                record.decided_at = Some(s.now);
+                if next == ApprovalState::Approved {
+                    let notice = serde_json::json!({
+                        "type": "approval_decided",
+                        "approval": record.id,
+                        "thread": record.thread,
+                        "message": record.message,
+                        "decision": "allow",
+                        "decided_by": record.decided_by,
+                    });
+                    let mut notify = s.notify.clone();
+                    notify.sort();
+                    notify.dedup();
+                    for person in &notify {
+                        append_entry(
+                            tx,
+                            person,
+                            &EntryContent::Notice {
+                                notice: notice.clone(),
+                            },
+                            s.now,
+                        )
+                        .await?;
+                    }
+                    super::tasks::on_approval(tx, &record.thread, s.now).await?;
+                }
+                if let Some(close) = s.close {
+                    post_in(tx, close, lock).await?;
+                }
+                Ok(Settled::Done(record))
+            })
+        })
+        .await
+    }
+
+    /// The audit log after `after` (a sequence number), from `since` on, oldest first.
+    pub async fn audit_log(
+        &self,
+        after: i64,
+        since: Option<Timestamp>,
+        limit: i64,
+    ) -> Result<Vec<AuditRecord>> {
+        let rows = sqlx::query(
+            "SELECT seq, at, event, approval_id, thread_id, fingerprint, actor, via, decision, session, \
+             detail FROM audit_log WHERE seq > $1 AND at >= $2 ORDER BY seq LIMIT $3",
+        )
+        .bind(after)
+        .bind(since.map_or(i64::MIN, |t| t.0))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(audit).collect()
+    }
+}
