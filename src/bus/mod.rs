@@ -46,16 +46,44 @@ pub trait WakeBus: Send + Sync + 'static {
     fn subscribe(&self, topic: &Topic) -> Subscription;
 }
 
-/// One waiter's view of a topic.
-pub struct Subscription(watch::Receiver<u64>);
+/// Senders by topic, shared by a bus and its subscriptions.
+type Topics = Arc<Mutex<HashMap<Topic, watch::Sender<u64>>>>;
+
+/// One waiter's view of a topic. Dropping the last subscription of a topic removes the topic, so
+/// the bus holds only topics someone waits on (task and inbox topics would otherwise pile up).
+pub struct Subscription {
+    /// `None` only while being dropped.
+    rx: Option<watch::Receiver<u64>>,
+    topic: Topic,
+    topics: std::sync::Weak<Mutex<HashMap<Topic, watch::Sender<u64>>>>,
+}
 
 impl Subscription {
     /// Waits for the next publish after the previous call (or after subscribing). Never returns
     /// while the bus is alive and silent.
     pub async fn woken(&mut self) {
-        if self.0.changed().await.is_err() {
+        let rx = self.rx.as_mut().expect("present until dropped");
+        if rx.changed().await.is_err() {
             // The bus was dropped (shutdown): behave as a bus that never wakes.
             std::future::pending::<()>().await;
+        }
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let Some(topics) = self.topics.upgrade() else {
+            return;
+        };
+        // Under the lock, so that a concurrent subscribe either sees the topic with its new
+        // receiver counted or finds it gone and creates it afresh.
+        let mut topics = topics.lock().unwrap_or_else(|e| e.into_inner());
+        drop(self.rx.take());
+        if topics
+            .get(&self.topic)
+            .is_some_and(|tx| tx.receiver_count() == 0)
+        {
+            topics.remove(&self.topic);
         }
     }
 }
@@ -64,7 +92,7 @@ impl Subscription {
 #[derive(Default, Clone)]
 pub struct LocalBus {
     /// Senders by topic. A std mutex: held only for map operations, never across an await.
-    topics: Arc<Mutex<HashMap<Topic, watch::Sender<u64>>>>,
+    topics: Topics,
 }
 
 impl LocalBus {
@@ -76,17 +104,18 @@ impl LocalBus {
             tx.send_modify(|n| *n = n.wrapping_add(1));
         }
     }
+
+    /// Topics with at least one live subscription.
+    pub fn topic_count(&self) -> usize {
+        self.topics.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
 }
 
 impl WakeBus for LocalBus {
     fn publish(&self, topic: &Topic) {
-        let mut topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+        let topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(tx) = topics.get(topic) {
-            if tx.receiver_count() == 0 {
-                topics.remove(topic);
-            } else {
-                tx.send_modify(|n| *n = n.wrapping_add(1));
-            }
+            tx.send_modify(|n| *n = n.wrapping_add(1));
         }
     }
 
@@ -95,7 +124,11 @@ impl WakeBus for LocalBus {
         let tx = topics
             .entry(topic.clone())
             .or_insert_with(|| watch::channel(0).0);
-        Subscription(tx.subscribe())
+        Subscription {
+            rx: Some(tx.subscribe()),
+            topic: topic.clone(),
+            topics: Arc::downgrade(&self.topics),
+        }
     }
 }
 
@@ -122,5 +155,25 @@ mod tests {
                 .await
                 .is_err()
         );
+    }
+
+    #[test]
+    fn a_topic_goes_with_its_last_subscription() {
+        let bus = LocalBus::default();
+        let task = Topic::task("t1");
+        let first = bus.subscribe(&task);
+        let second = bus.subscribe(&task);
+        let other = bus.subscribe(&Topic::task("t2"));
+        assert_eq!(bus.topic_count(), 2);
+        drop(first);
+        assert_eq!(bus.topic_count(), 2);
+        drop(second);
+        assert_eq!(bus.topic_count(), 1);
+        // A topic subscribed again after it went is a fresh one that still wakes.
+        let mut again = bus.subscribe(&task);
+        bus.publish(&task);
+        assert!(futures::FutureExt::now_or_never(again.woken()).is_some());
+        drop((again, other));
+        assert_eq!(bus.topic_count(), 0);
     }
 }

@@ -43,6 +43,13 @@ impl PgBus {
     }
 }
 
+impl PgBus {
+    /// Topics with at least one live local subscription.
+    pub fn topic_count(&self) -> usize {
+        self.local.topic_count()
+    }
+}
+
 impl WakeBus for PgBus {
     fn publish(&self, topic: &Topic) {
         self.local.publish(topic);
