@@ -10,7 +10,9 @@ async fn main() -> ExitCode {
     match liaison::cli::run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // Not `eprintln!`: a closed stderr must not turn a clean failure into a panic.
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "error: {e:#}");
             ExitCode::FAILURE
         }
     }

@@ -4,6 +4,7 @@
 
 mod admin;
 mod approvals;
+pub mod logging;
 mod serve;
 
 use std::path::PathBuf;

@@ -6,8 +6,9 @@ use anyhow::Context as _;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
+use super::logging::say;
 use crate::app::App;
-use crate::config::{Config, LogFormat, Overrides};
+use crate::config::{Config, Overrides};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -41,28 +42,28 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         database_url: args.database_url,
     };
     let config = Config::load(&overrides, std::env::vars())?;
-    init_tracing(config.log_format);
+    super::logging::init(config.log_format);
 
     let shutdown = CancellationToken::new();
     let app = App::build(config, shutdown.clone()).await?;
     if let Some(secret) = &app.bootstrap_token {
         let file = app.data_dir().join(crate::app::ADMIN_TOKEN_FILE);
-        println!(
+        say(&format!(
             "Created the bootstrap admin token (shown once; also in {}, mode 0600):\n  {secret}\n",
             file.display()
-        );
+        ));
     }
     if args.demo {
         let demo = crate::demo::ensure(&app)
             .await
             .context("Could not create the demo")?;
-        println!("{}", crate::demo::instructions(&demo));
+        say(&crate::demo::instructions(&demo));
     }
-    println!(
+    say(&format!(
         "liaison is serving at {} (listening on {})",
         app.public_url(),
         app.local_addr()
-    );
+    ));
 
     tokio::spawn(async move {
         wait_for_signal().await;
@@ -88,16 +89,4 @@ async fn wait_for_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
-}
-
-fn init_tracing(format: LogFormat) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
-    };
 }

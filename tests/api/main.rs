@@ -10,6 +10,7 @@ mod coordination;
 mod durability;
 mod hostile_input;
 mod inbox;
+mod logging;
 mod posting;
 mod replicas;
 mod tasks;
