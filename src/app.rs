@@ -13,7 +13,6 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
-use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -35,6 +34,8 @@ pub struct App {
     /// Serves TLS when `[tls]` is configured.
     tls: Option<tokio_rustls::TlsAcceptor>,
     router: Router,
+    /// Connection cap and timeouts of the listener.
+    server: crate::net::ServerSettings,
     service: Service,
     /// The URL clients use: the configured public URL, else derived from the bound address.
     public_url: String,
@@ -151,11 +152,16 @@ impl App {
                 &public_url,
                 shutdown.clone(),
             ))
+            .layer(axum::middleware::from_fn_with_state(
+                service.clone(),
+                crate::net::guard::auth_failures,
+            ))
             .layer(tower_http::trace::TraceLayer::new_for_http());
         Ok(App {
             listener,
             tls,
             router,
+            server: config.server,
             service,
             public_url,
             data_dir: config.data_dir,
@@ -187,22 +193,9 @@ impl App {
         let shutdown = self.shutdown.clone();
         let sweeper = tokio::spawn(sweep_approvals(self.service.clone(), shutdown.clone()));
         tracing::info!(addr = %self.local_addr(), public_url = %self.public_url, "Serving.");
-        match self.tls {
-            Some(acceptor) => crate::tls::serve(self.listener, self.router, acceptor, shutdown)
-                .await
-                .context("The HTTPS server failed")?,
-            // Small answers (a JSON-RPC result, an SSE event) go out at once, not after a
-            // delayed ACK.
-            None => axum::serve(
-                self.listener.tap_io(|tcp| {
-                    let _ = tcp.set_nodelay(true);
-                }),
-                self.router,
-            )
-            .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        crate::net::serve(self.listener, self.router, self.tls, self.server, shutdown)
             .await
-            .context("The HTTP server failed")?,
-        }
+            .context("The server failed")?;
         let _ = sweeper.await;
         self.service.store().close().await;
         tracing::info!("Stopped.");

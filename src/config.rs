@@ -4,12 +4,14 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use serde::Deserialize;
 
 use crate::domain::LabelLanguage;
-use crate::service::Settings;
+use crate::net::ServerSettings;
+use crate::service::{LimitSettings, Rate, Settings};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -25,7 +27,30 @@ struct Raw {
     presence: RawPresence,
     mcp: RawMcp,
     a2a: RawA2a,
+    server: RawServer,
+    limits: RawLimits,
     tls: Option<TlsFiles>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    max_connections: usize,
+    header_read_timeout_s: u64,
+    idle_timeout_s: u64,
+    tls_handshake_timeout_s: u64,
+    http2_keep_alive_s: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    agent: Rate,
+    human: Rate,
+    admin: Rate,
+    external: Rate,
+    auth_failures: Rate,
+    streams_per_party: usize,
 }
 
 /// `[tls]`: serve every route (gRPC included) over TLS with this PEM certificate chain and key.
@@ -87,10 +112,13 @@ struct RawMcp {
     allowed_hosts: Vec<String>,
     #[serde(deserialize_with = "string_list")]
     allowed_origins: Vec<String>,
+    sessions_per_token: usize,
+    session_idle_s: u64,
+    sse_keep_alive_s: u64,
 }
 
 /// The MCP front's settings.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct McpSettings {
     /// `Host` values `/mcp` accepts (DNS-rebinding guard). Empty: loopback names plus the host of
     /// the public URL. `*` alone: any host.
@@ -98,6 +126,25 @@ pub struct McpSettings {
     /// Browser `Origin` values `/mcp` accepts (with scheme); empty: requests with an `Origin` are
     /// accepted only when it is the public URL's origin or a loopback one.
     pub allowed_origins: Vec<String>,
+    /// Legacy (`Mcp-Session-Id`) sessions one token may hold; at the cap the oldest idle one is
+    /// closed to make room.
+    pub sessions_per_token: usize,
+    /// Idle time after which a legacy session is closed.
+    pub session_idle: Duration,
+    /// Interval of SSE keep-alive comments on MCP streams.
+    pub sse_keep_alive: Duration,
+}
+
+impl Default for McpSettings {
+    fn default() -> Self {
+        Self {
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            sessions_per_token: 16,
+            session_idle: Duration::from_secs(300),
+            sse_keep_alive: Duration::from_secs(15),
+        }
+    }
 }
 
 /// A list of strings, from a TOML array or (as environment variables give) a comma-separated string.
@@ -146,6 +193,22 @@ rest_content_type = "application/json"
 [mcp]
 allowed_hosts = []
 allowed_origins = []
+sessions_per_token = 16
+session_idle_s = 300
+sse_keep_alive_s = 15
+[server]
+max_connections = 512
+header_read_timeout_s = 10
+idle_timeout_s = 60
+tls_handshake_timeout_s = 10
+http2_keep_alive_s = 20
+[limits]
+agent = { per_s = 200, burst = 400 }
+human = { per_s = 50, burst = 100 }
+admin = { per_s = 100, burst = 200 }
+external = { per_s = 2000, burst = 4000 }
+auth_failures = { per_s = 10, burst = 50 }
+streams_per_party = 32
 "#;
 
 /// Top-level fields without a default, which the environment may still set.
@@ -174,6 +237,8 @@ pub struct Config {
     pub mcp: McpSettings,
     /// Certificate and key to serve TLS with; plaintext (h2c for gRPC) when none.
     pub tls: Option<TlsFiles>,
+    /// Connection limits and timeouts of the listener.
+    pub server: ServerSettings,
 }
 
 /// Values given on the command line; each overrides the file and the environment.
@@ -269,6 +334,7 @@ impl Config {
                 )
             })?;
         let jwt = raw.a2a.jwt.clone().map(jwt_settings).transpose()?;
+        let (server, limits) = bounds(&raw)?;
         Ok(Config {
             data_dir: raw.data_dir,
             listen,
@@ -289,18 +355,84 @@ impl Config {
                 // Filled from agent-card/ by the app.
                 skills: Vec::new(),
                 default_skill: None,
+                limits,
             },
             mcp: McpSettings {
                 allowed_hosts: raw.mcp.allowed_hosts,
                 allowed_origins: raw.mcp.allowed_origins,
+                sessions_per_token: raw.mcp.sessions_per_token,
+                session_idle: Duration::from_secs(raw.mcp.session_idle_s),
+                sse_keep_alive: Duration::from_secs(raw.mcp.sse_keep_alive_s),
             },
             tls: raw.tls,
+            server,
         })
     }
 
     pub fn uses_sqlite(&self) -> bool {
         self.database_url.starts_with("sqlite:")
     }
+}
+
+/// The listener's and the service's limits, each checked to be usable.
+fn bounds(raw: &Raw) -> anyhow::Result<(ServerSettings, LimitSettings)> {
+    let s = &raw.server;
+    if s.max_connections == 0 {
+        anyhow::bail!("server.max_connections must be at least 1");
+    }
+    for (name, v) in [
+        ("server.header_read_timeout_s", s.header_read_timeout_s),
+        ("server.idle_timeout_s", s.idle_timeout_s),
+        ("server.tls_handshake_timeout_s", s.tls_handshake_timeout_s),
+        ("server.http2_keep_alive_s", s.http2_keep_alive_s),
+        ("mcp.session_idle_s", raw.mcp.session_idle_s),
+        ("mcp.sse_keep_alive_s", raw.mcp.sse_keep_alive_s),
+    ] {
+        if v == 0 {
+            anyhow::bail!("{name} must be at least 1");
+        }
+    }
+    if raw.mcp.session_idle_s <= raw.inbox.max_wait_s {
+        anyhow::bail!(
+            "mcp.session_idle_s ({}) must exceed inbox.max_wait_s ({}): a long-poll must not outlive its session",
+            raw.mcp.session_idle_s,
+            raw.inbox.max_wait_s
+        );
+    }
+    if raw.mcp.sessions_per_token == 0 {
+        anyhow::bail!("mcp.sessions_per_token must be at least 1");
+    }
+    let l = &raw.limits;
+    for (name, rate) in [
+        ("agent", l.agent),
+        ("human", l.human),
+        ("admin", l.admin),
+        ("external", l.external),
+        ("auth_failures", l.auth_failures),
+    ] {
+        if rate.per_s > 0 && rate.burst == 0 {
+            anyhow::bail!("limits.{name}.burst must be at least 1 (or per_s = 0 for no limit)");
+        }
+    }
+    if l.streams_per_party == 0 {
+        anyhow::bail!("limits.streams_per_party must be at least 1");
+    }
+    let server = ServerSettings {
+        max_connections: s.max_connections,
+        header_read_timeout: Duration::from_secs(s.header_read_timeout_s),
+        idle_timeout: Duration::from_secs(s.idle_timeout_s),
+        tls_handshake_timeout: Duration::from_secs(s.tls_handshake_timeout_s),
+        http2_keep_alive: Duration::from_secs(s.http2_keep_alive_s),
+    };
+    let limits = LimitSettings {
+        agent: l.agent,
+        human: l.human,
+        admin: l.admin,
+        external: l.external,
+        auth_failures: l.auth_failures,
+        streams_per_party: l.streams_per_party,
+    };
+    Ok((server, limits))
 }
 
 fn jwt_settings(raw: RawJwt) -> anyhow::Result<crate::a2a::jwt::JwtSettings> {

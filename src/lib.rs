@@ -14,6 +14,8 @@
 //! - [`mcp`]: the MCP front for internal agents (`/mcp`, tools, bearer check).
 //! - [`cli`]: the command line (serve, and the admin commands calling the admin API).
 //! - [`config`]: layered configuration (file, `LIAISON_*` environment, flags).
+//! - [`net`]: the listener: one accept loop for plain and TLS, connection cap and timeouts, the
+//!   failed-authentication guard.
 //! - [`app`]: wiring: `App::build` binds listeners, `App::run_until_stopped` serves.
 
 pub mod a2a;
@@ -27,6 +29,7 @@ pub mod config;
 pub mod demo;
 pub mod domain;
 pub mod mcp;
+pub mod net;
 pub mod service;
 pub mod store;
 pub mod tls;

@@ -453,9 +453,15 @@ pub fn service_error(e: ServiceError) -> A2aError {
             // Authentication happens before dispatch; a refusal here is a rights problem.
             ErrorKind::UnsupportedOperation
         }
+        ErrorCode::RateLimited | ErrorCode::TooManyStreams => ErrorKind::ResourceExhausted,
         _ => ErrorKind::InternalError,
     };
-    A2aError::new(kind, e.message)
+    let retry_after = e.retry_after_s();
+    let error = A2aError::new(kind, e.message);
+    match retry_after {
+        Some(s) => error.with_metadata(super::errors::RETRY_AFTER_KEY, s.to_string()),
+        None => error,
+    }
 }
 
 #[cfg(test)]

@@ -53,7 +53,14 @@ pub enum ErrorKind {
     ExtendedAgentCardNotConfigured,
     ExtensionSupportRequired,
     VersionNotSupported,
+    /// Not in the spec's table (liaison's own row, in the spec's reserved server-error range): the
+    /// caller's request rate, or its open streams, exceeded a limit. HTTP 429 with `Retry-After`,
+    /// gRPC `RESOURCE_EXHAUSTED` with `RetryInfo`, when `retryAfterSeconds` is in the metadata.
+    ResourceExhausted,
 }
+
+/// `ErrorInfo.metadata` key of the seconds to wait before retrying (`ResourceExhausted`).
+pub const RETRY_AFTER_KEY: &str = "retryAfterSeconds";
 
 /// How one error appears on the wire, for one spec version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +85,7 @@ struct Row {
 
 /// The table. One row per [`ErrorKind`], in declaration order.
 #[rustfmt::skip]
-const TABLE: [Row; 14] = [
+const TABLE: [Row; 15] = [
     row(ErrorKind::ParseError, -32700, "JSON_PARSE", "Invalid JSON payload", (400, Code::InvalidArgument), (400, Code::InvalidArgument)),
     row(ErrorKind::InvalidRequest, -32600, "INVALID_REQUEST", "Request payload validation error", (400, Code::InvalidArgument), (400, Code::InvalidArgument)),
     row(ErrorKind::MethodNotFound, -32601, "METHOD_NOT_FOUND", "Method not found", (404, Code::Unimplemented), (404, Code::Unimplemented)),
@@ -93,6 +100,7 @@ const TABLE: [Row; 14] = [
     row(ErrorKind::ExtendedAgentCardNotConfigured, -32007, "EXTENDED_AGENT_CARD_NOT_CONFIGURED", "Extended agent card is not configured", (400, Code::FailedPrecondition), (400, Code::FailedPrecondition)),
     row(ErrorKind::ExtensionSupportRequired, -32008, "EXTENSION_SUPPORT_REQUIRED", "A required extension is not supported by the client", (400, Code::FailedPrecondition), (400, Code::FailedPrecondition)),
     row(ErrorKind::VersionNotSupported, -32009, "VERSION_NOT_SUPPORTED", "A2A version not supported", (400, Code::FailedPrecondition), (400, Code::Unimplemented)),
+    row(ErrorKind::ResourceExhausted, -32000, "RESOURCE_EXHAUSTED", "Too many requests", (429, Code::ResourceExhausted), (429, Code::ResourceExhausted)),
 ];
 
 const fn row(
@@ -115,7 +123,7 @@ const fn row(
 
 impl ErrorKind {
     /// Every kind, in table order.
-    pub const ALL: [ErrorKind; 14] = [
+    pub const ALL: [ErrorKind; 15] = [
         ErrorKind::ParseError,
         ErrorKind::InvalidRequest,
         ErrorKind::MethodNotFound,
@@ -130,6 +138,7 @@ impl ErrorKind {
         ErrorKind::ExtendedAgentCardNotConfigured,
         ErrorKind::ExtensionSupportRequired,
         ErrorKind::VersionNotSupported,
+        ErrorKind::ResourceExhausted,
     ];
 
     fn row(self) -> &'static Row {
@@ -190,6 +199,11 @@ impl A2aError {
         self
     }
 
+    /// Seconds to wait before retrying, when the error says (see [`RETRY_AFTER_KEY`]).
+    pub fn retry_after_s(&self) -> Option<u64> {
+        self.metadata.get(RETRY_AFTER_KEY)?.parse().ok()
+    }
+
     /// The `google.rpc.ErrorInfo` in ProtoJSON `Any` form.
     fn error_info_json(&self) -> Value {
         json!({
@@ -235,7 +249,10 @@ impl A2aError {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let details = ErrorDetails::with_error_info(wire.reason, ERROR_DOMAIN, metadata);
+        let mut details = ErrorDetails::with_error_info(wire.reason, ERROR_DOMAIN, metadata);
+        if let Some(s) = self.retry_after_s() {
+            details.set_retry_info(Some(std::time::Duration::from_secs(s)));
+        }
         tonic::Status::with_error_details(wire.grpc_code, self.message.clone(), details)
     }
 }
@@ -279,7 +296,7 @@ mod tests {
     /// (HTTP, gRPC) in v1.0.1, (HTTP, gRPC) in v1.0.0.
     #[allow(clippy::type_complexity)]
     #[rustfmt::skip]
-    const EXPECTED: [(ErrorKind, i32, &str, (u16, Code), (u16, Code)); 14] = [
+    const EXPECTED: [(ErrorKind, i32, &str, (u16, Code), (u16, Code)); 15] = [
         (ErrorKind::ParseError, -32700, "JSON_PARSE", (400, Code::InvalidArgument), (400, Code::InvalidArgument)),
         (ErrorKind::InvalidRequest, -32600, "INVALID_REQUEST", (400, Code::InvalidArgument), (400, Code::InvalidArgument)),
         (ErrorKind::MethodNotFound, -32601, "METHOD_NOT_FOUND", (404, Code::Unimplemented), (404, Code::Unimplemented)),
@@ -294,6 +311,7 @@ mod tests {
         (ErrorKind::ExtendedAgentCardNotConfigured, -32007, "EXTENDED_AGENT_CARD_NOT_CONFIGURED", (400, Code::FailedPrecondition), (400, Code::FailedPrecondition)),
         (ErrorKind::ExtensionSupportRequired, -32008, "EXTENSION_SUPPORT_REQUIRED", (400, Code::FailedPrecondition), (400, Code::FailedPrecondition)),
         (ErrorKind::VersionNotSupported, -32009, "VERSION_NOT_SUPPORTED", (400, Code::FailedPrecondition), (400, Code::Unimplemented)),
+        (ErrorKind::ResourceExhausted, -32000, "RESOURCE_EXHAUSTED", (429, Code::ResourceExhausted), (429, Code::ResourceExhausted)),
     ];
 
     #[test]

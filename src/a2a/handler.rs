@@ -16,7 +16,7 @@ use super::jwt::JwtVerifier;
 use super::pb;
 use crate::bus::Subscription;
 use crate::domain::{TaskState, ThreadId};
-use crate::service::{Caller, ErrorCode, Service, ServiceError, TaskView};
+use crate::service::{Caller, ErrorCode, Service, ServiceError, StreamPermit, TaskView};
 
 /// A stream of responses that ends after a terminal or interrupted state.
 pub type Events = Pin<Box<dyn Stream<Item = Result<pb::StreamResponse, A2aError>> + Send>>;
@@ -205,8 +205,9 @@ impl A2a {
         caller: &Caller,
         req: pb::SendMessageRequest,
     ) -> Result<Events, A2aError> {
+        let permit = self.service.open_stream(caller)?;
         let view = self.send(caller, req).await?;
-        Ok(self.follow(caller.clone(), view))
+        Ok(self.follow(caller.clone(), view, permit))
     }
 
     /// SubscribeToTask: the same stream for an existing task; an ended task cannot be followed.
@@ -216,6 +217,7 @@ impl A2a {
         req: pb::SubscribeToTaskRequest,
     ) -> Result<Events, A2aError> {
         let id = task_id(&req.id)?;
+        let permit = self.service.open_stream(caller)?;
         let view = self.service.task(caller, &id, None).await?;
         if view.state().is_terminal() {
             return Err(A2aError::new(
@@ -223,12 +225,16 @@ impl A2a {
                 format!("task {id} has ended; get it with GetTask"),
             ));
         }
-        Ok(self.follow(caller.clone(), view))
+        Ok(self.follow(caller.clone(), view, permit))
     }
 
-    fn follow(&self, caller: Caller, view: TaskView) -> Events {
+    /// The task's events; `permit` counts the stream against the party's limit while it is open.
+    fn follow(&self, caller: Caller, view: TaskView, permit: StreamPermit) -> Events {
+        use futures::StreamExt as _;
         let service = self.service.clone();
-        Box::pin(async_stream(service, caller, view))
+        Box::pin(async_stream(service, caller, view).inspect(move |_| {
+            let _ = &permit;
+        }))
     }
 
     pub async fn get_task(

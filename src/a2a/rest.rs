@@ -20,7 +20,7 @@ use super::errors::{A2aError, ErrorKind, SpecVersion};
 use super::handler::{A2a, Events};
 use super::rpc::json;
 use super::{params, pb, protojson, query};
-use crate::service::Caller;
+use crate::service::{Caller, ErrorCode};
 
 /// Where the binding is served (the card advertises `<public_url>` + this).
 pub const PATH: &str = "/a2a/rest";
@@ -46,7 +46,12 @@ pub fn router(a2a: A2a) -> Router {
 
 fn error(a2a: &A2a, e: &A2aError) -> Response {
     let (status, body) = e.rest_error(a2a.version());
-    respond(a2a, status, &body)
+    let mut r = respond(a2a, status, &body);
+    if let Some(s) = e.retry_after_s() {
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(s));
+    }
+    r
 }
 
 /// A JSON response in the configured media type (`a2a.rest_content_type`).
@@ -168,6 +173,7 @@ async fn endpoint(
     }
     let caller = match a2a.authenticate(params::bearer(&headers)).await {
         Ok(c) => c,
+        Err(e) if e.code == ErrorCode::RateLimited => return error(&a2a, &e.into()),
         Err(e) => return unauthenticated(&a2a, &e.message),
     };
     match handle(&a2a, &caller, route, &uri, &method, &headers, &body).await {

@@ -16,6 +16,7 @@ use super::errors::{A2aError, ErrorKind};
 use super::handler::{A2a, Events};
 use super::jsonrpc::{self, Method};
 use super::{params, pb, protojson};
+use crate::service::ErrorCode;
 
 /// Where the binding is served (the card advertises `<public_url>` + this).
 pub const PATH: &str = "/a2a/jsonrpc";
@@ -25,6 +26,16 @@ pub fn router(a2a: A2a) -> Router {
         .route(PATH, post(endpoint))
         .route(&format!("{PATH}/"), post(endpoint))
         .with_state(a2a)
+}
+
+/// A JSON-RPC error for a request refused by a limit: HTTP 429, with `Retry-After` when known.
+pub(crate) fn exhausted(id: &Value, e: &A2aError) -> Response {
+    let mut r = json(StatusCode::TOO_MANY_REQUESTS, &jsonrpc::failure(id, e));
+    if let Some(s) = e.retry_after_s() {
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(s));
+    }
+    r
 }
 
 /// A JSON response with this status (shared with the HTTP+JSON binding).
@@ -66,6 +77,7 @@ async fn endpoint(
     }
     let caller = match a2a.authenticate(params::bearer(&headers)).await {
         Ok(c) => c,
+        Err(e) if e.code == ErrorCode::RateLimited => return exhausted(&id, &e.into()),
         Err(e) => {
             let error = A2aError::new(ErrorKind::InvalidRequest, e.message);
             let mut r = json(StatusCode::UNAUTHORIZED, &jsonrpc::failure(&id, &error));
@@ -89,6 +101,7 @@ async fn endpoint(
         };
         return match events {
             Ok(events) => sse(id, events),
+            Err(e) if e.kind == ErrorKind::ResourceExhausted => exhausted(&id, &e),
             Err(e) => json(StatusCode::OK, &jsonrpc::failure(&id, &e)),
         };
     }

@@ -13,14 +13,16 @@ mod args;
 mod progress;
 mod remote;
 mod render;
+mod sessions;
 mod stdio;
 mod tools;
 pub mod watch;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -36,11 +38,10 @@ use crate::service::{Caller, ErrorCode, Service, ServiceError};
 
 pub use tools::Tools;
 
+use sessions::{SessionBook, Use, session_of};
+
 /// Where the protected-resource metadata lives (RFC 9728), relative to the public URL.
 pub const PRM_PATH: &str = "/.well-known/oauth-protected-resource";
-
-/// Idle time after which a legacy MCP session is dropped; well above the longest long-poll (50 s).
-const SESSION_KEEP_ALIVE: Duration = Duration::from_secs(600);
 
 /// Time between shutdown and the closing of MCP sessions, for in-flight answers to be written.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
@@ -53,6 +54,8 @@ struct Front {
     metadata_url: String,
     /// Absolute URL of the MCP endpoint: the `resource` the metadata describes.
     resource: String,
+    /// Legacy sessions by token, bounded by `mcp.sessions_per_token`.
+    sessions: Arc<SessionBook>,
 }
 
 /// The `/mcp` endpoint and the metadata document. `public_url` is what clients reach this server at;
@@ -63,14 +66,23 @@ pub fn router(
     public_url: &str,
     shutdown: CancellationToken,
 ) -> Router {
+    let mut sessions = LocalSessionManager::default();
+    // rmcp's idle timer counts only MCP messages; `mcp.session_idle_s` exceeds the longest
+    // long-poll (checked in config), and long-polls send progress when asked.
+    sessions.session_config.keep_alive = Some(settings.session_idle);
+    let sessions = Arc::new(sessions);
     let front = Front {
         service: service.clone(),
         metadata_url: format!("{public_url}{PRM_PATH}"),
         resource: format!("{public_url}/mcp"),
+        sessions: Arc::new(SessionBook::new(
+            sessions.clone(),
+            settings.sessions_per_token,
+        )),
     };
-    let mut sessions = LocalSessionManager::default();
-    sessions.session_config.keep_alive = Some(SESSION_KEEP_ALIVE);
     let config = StreamableHttpServerConfig::default()
+        // `:` comments on every SSE reply, so that proxies keep streams that wait on humans.
+        .with_sse_keep_alive(Some(settings.sse_keep_alive))
         .with_allowed_hosts(allowed_hosts(settings, public_url))
         .with_allowed_origins(allowed_origins(settings, public_url))
         .enforce_origin_validation()
@@ -81,7 +93,7 @@ pub fn router(
         config
     };
     let tools = Tools::new(service);
-    let mcp = StreamableHttpService::new(move || Ok(tools.clone()), sessions.into(), config);
+    let mcp = StreamableHttpService::new(move || Ok(tools.clone()), sessions, config);
     Router::new()
         .route(PRM_PATH, get(metadata))
         .route(&format!("{PRM_PATH}/mcp"), get(metadata))
@@ -174,8 +186,47 @@ async fn bearer(State(front): State<Front>, mut req: Request, next: Next) -> Res
             ServiceError::forbidden("MCP needs a token with scope `agent`; ask an admin for one");
         return refuse(&front, e);
     }
+    let named = session_of(req.headers()).map(str::to_owned);
+    let ending = req.method() == Method::DELETE;
+    let busy = match &named {
+        Some(id) => match front.sessions.enter(&caller.token_id, id) {
+            Use::Go(busy) => busy,
+            // As rmcp answers an unknown session: the client starts a new one.
+            Use::Foreign => {
+                return ApiError(ServiceError::new(
+                    ErrorCode::NotFound,
+                    "no such MCP session",
+                ))
+                .into_response();
+            }
+        },
+        None => None,
+    };
+    let token = caller.token_id.clone();
     req.extensions_mut().insert::<Caller>(caller);
-    next.run(req).await
+    let response = next.run(req).await;
+    match (&named, busy) {
+        (Some(id), _) if ending && response.status().is_success() => {
+            front.sessions.forget(id);
+            response
+        }
+        (Some(_), Some(busy)) => crate::net::hold(response, busy),
+        (Some(_), None) => response,
+        (None, _) => {
+            let created = response
+                .headers()
+                .get(sessions::SESSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            match created {
+                Some(id) => match front.sessions.created(&token, &id).await {
+                    Ok(()) => response,
+                    Err(e) => ApiError(e).into_response(),
+                },
+                None => response,
+            }
+        }
+    }
 }
 
 /// The service's error as JSON, with a `WWW-Authenticate` challenge pointing at the metadata.
@@ -225,7 +276,7 @@ mod tests {
         );
         let s = McpSettings {
             allowed_hosts: vec!["gw.internal".into()],
-            allowed_origins: vec![],
+            ..McpSettings::default()
         };
         assert_eq!(
             allowed_hosts(&s, "http://127.0.0.1:1"),

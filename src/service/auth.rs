@@ -1,9 +1,12 @@
-//! Tokens: opaque secrets shown once, stored as SHA-256 hashes; checked on every request.
+//! Tokens: opaque secrets shown once, stored as SHA-256 hashes; checked on every request, each
+//! authenticated request charged to its token's rate (see `limits`).
+
+use std::net::IpAddr;
 
 use base64::Engine as _;
 use ring::rand::SecureRandom as _;
 
-use super::{Caller, ErrorCode, Result, Service, ServiceError};
+use super::{Caller, ErrorCode, Result, Service, ServiceError, StreamPermit};
 use crate::domain::{Scope, Scopes, text};
 
 /// Every secret starts with this, so a leaked one is easy to recognise (e.g. by secret scanners).
@@ -72,12 +75,14 @@ impl Service {
             .ok_or_else(|| {
                 ServiceError::new(ErrorCode::TokenRevoked, "this token's person was removed")
             })?;
-        Ok(Caller {
+        let caller = Caller {
             person,
             scopes: token.scopes,
             token_id: token.id,
             agent: None,
-        })
+        };
+        self.inner.limits.admit(&caller)?;
+        Ok(caller)
     }
 
     /// The caller behind a verified JWT: the party whose `jwt_subject` is `subject`, with the
@@ -101,12 +106,35 @@ impl Service {
                     "the JWT's subject is not a party of this gateway",
                 )
             })?;
-        Ok(Caller {
+        let caller = Caller {
             person: party.person,
             scopes: Scopes::default().with(Scope::Agent),
             token_id: format!("jwt:{subject}"),
             agent: None,
-        })
+        };
+        self.inner.limits.admit(&caller)?;
+        Ok(caller)
+    }
+
+    /// Refuses a client address that failed to authenticate too often lately (`rate_limited`
+    /// with the wait); fronts ask before authenticating, so such a client costs no token hashing.
+    pub fn check_client(&self, ip: IpAddr) -> Result<()> {
+        match self.inner.limits.blocked(ip) {
+            Some(wait) => Err(self.inner.limits.blocked_error(wait)),
+            None => Ok(()),
+        }
+    }
+
+    /// Records that a request from `ip` failed to authenticate (no, unknown, expired or revoked
+    /// credential).
+    pub fn authentication_failed(&self, ip: IpAddr) {
+        self.inner.limits.auth_failed(ip);
+    }
+
+    /// Counts an A2A stream opened by `caller`'s party until the permit is dropped; refuses
+    /// (`too_many_streams`) beyond `limits.streams_per_party`.
+    pub fn open_stream(&self, caller: &Caller) -> Result<StreamPermit> {
+        self.inner.limits.open_stream(caller.id())
     }
 }
 

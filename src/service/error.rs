@@ -54,6 +54,13 @@ named_enum! {
         AlreadyExists = "already_exists",
         /// Too many long-polls are waiting for this person at once.
         TooManyWaiters = "too_many_waiters",
+        /// The token (or the client address, after failed authentications) exceeded its request
+        /// rate; `details.retry_after_s` says when to retry.
+        RateLimited = "rate_limited",
+        /// The party already holds as many A2A streams open as it may.
+        TooManyStreams = "too_many_streams",
+        /// The token already holds as many MCP sessions as it may, none of them idle.
+        TooManySessions = "too_many_sessions",
         /// The server is stopping or its database is unavailable; retry later.
         Unavailable = "unavailable",
         /// A bug or an unexpected failure; details are in the server log.
@@ -80,7 +87,10 @@ impl ErrorCode {
             | ErrorCode::TaskNotCancelable
             | ErrorCode::IdempotencyConflict
             | ErrorCode::AlreadyExists => 409,
-            ErrorCode::TooManyWaiters => 429,
+            ErrorCode::TooManyWaiters
+            | ErrorCode::RateLimited
+            | ErrorCode::TooManyStreams
+            | ErrorCode::TooManySessions => 429,
             ErrorCode::Unavailable => 503,
             ErrorCode::Internal => 500,
         }
@@ -124,6 +134,11 @@ impl ServiceError {
 
     pub fn forbidden(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::Forbidden, message)
+    }
+
+    /// Seconds to wait before retrying, for errors that say so (`rate_limited`).
+    pub fn retry_after_s(&self) -> Option<u64> {
+        self.details.as_ref()?.get("retry_after_s")?.as_u64()
     }
 }
 

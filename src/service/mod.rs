@@ -12,6 +12,7 @@ mod coordination;
 mod error;
 mod inbox;
 mod input;
+mod limits;
 mod messages;
 mod tasks;
 
@@ -25,6 +26,7 @@ pub use approvals::{ApprovalPage, ApprovalView, SERVER_PERSON};
 pub use coordination::{ClaimAction, ClaimTarget, LeaseSpec, PresenceSpec};
 pub use error::{ErrorCode, Result, ServiceError};
 pub use inbox::{InboxItem, InboxPage, InboxRequest, ItemContent};
+pub use limits::{LimitSettings, Rate, StreamPermit};
 pub use messages::{
     DeliveredMessage, MAX_SLICE_CHARS, MessageSlice, PostReceipt, PostRequest, ThreadMessage,
     ThreadView,
@@ -52,6 +54,8 @@ pub struct Settings {
     pub skills: Vec<SkillRoute>,
     /// The skill used when neither the message nor the party names one.
     pub default_skill: Option<String>,
+    /// Request rates per token, failed authentications per address, streams per party.
+    pub limits: LimitSettings,
 }
 
 impl Default for Settings {
@@ -64,6 +68,7 @@ impl Default for Settings {
             presence_ttl_s: 120,
             skills: Vec::new(),
             default_skill: None,
+            limits: LimitSettings::default(),
         }
     }
 }
@@ -148,6 +153,8 @@ struct Inner {
     shutdown: CancellationToken,
     /// Long-polls waiting per person, to enforce `max_waiters_per_person`.
     waiters: Mutex<HashMap<PersonId, usize>>,
+    /// Rates per token and per address, open streams per party.
+    limits: limits::Limits,
 }
 
 impl Service {
@@ -163,6 +170,7 @@ impl Service {
                 store,
                 bus,
                 clock,
+                limits: limits::Limits::new(settings.limits.clone()),
                 settings,
                 shutdown,
                 waiters: Mutex::default(),

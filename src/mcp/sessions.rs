@@ -1,0 +1,171 @@
+//! The legacy MCP sessions each token holds (`Mcp-Session-Id`), bounded.
+//!
+//! rmcp keeps sessions in its `LocalSessionManager` and closes one after `mcp.session_idle`
+//! without messages; this book adds the per-token bound. A session is recorded when rmcp answers a
+//! request without a session id with a new `Mcp-Session-Id`. When a token then holds more than
+//! `mcp.sessions_per_token`, the session of that token idle the longest (no request in flight) is
+//! closed to make room; when none is idle, the new session is closed at once and the request is
+//! refused with `too_many_sessions`. A session id presented with another token's credential is
+//! answered as unknown. Depends on rmcp's session manager; knows nothing of tools.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use axum::http::HeaderMap;
+use rmcp::transport::streamable_http_server::SessionManager as _;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+
+use crate::service::{ErrorCode, ServiceError};
+
+/// The session header, as rmcp spells it.
+pub const SESSION_HEADER: &str = "mcp-session-id";
+
+/// One recorded session.
+struct Entry {
+    token: String,
+    created: Instant,
+    /// Last time a request of this session arrived.
+    last_used: Mutex<Instant>,
+    /// Requests of this session whose response is still being sent.
+    in_flight: Arc<AtomicUsize>,
+}
+
+/// Sessions by id, with their token.
+pub(super) struct SessionBook {
+    manager: Arc<LocalSessionManager>,
+    max_per_token: usize,
+    entries: Mutex<HashMap<Arc<str>, Arc<Entry>>>,
+}
+
+/// Counts a request in flight on a session while alive (held by its response body).
+pub(super) struct Busy(Arc<AtomicUsize>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// What the book says about a request that names a session.
+pub(super) enum Use {
+    /// The session is this token's (or unknown to the book: rmcp answers for it).
+    Go(Option<Busy>),
+    /// The session belongs to another token.
+    Foreign,
+}
+
+impl SessionBook {
+    pub(super) fn new(manager: Arc<LocalSessionManager>, max_per_token: usize) -> Self {
+        Self {
+            manager,
+            max_per_token,
+            entries: Mutex::default(),
+        }
+    }
+
+    /// A request of `token` naming session `id`: marks the session busy until the guard drops.
+    pub(super) fn enter(&self, token: &str, id: &str) -> Use {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(entry) = entries.get(id) else {
+            return Use::Go(None);
+        };
+        if entry.token != token {
+            return Use::Foreign;
+        }
+        *entry.last_used.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        entry.in_flight.fetch_add(1, Ordering::AcqRel);
+        Use::Go(Some(Busy(entry.in_flight.clone())))
+    }
+
+    /// Forgets a session the client ended (DELETE).
+    pub(super) fn forget(&self, id: &str) {
+        self.entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
+    }
+
+    /// Records session `id` just created for `token`, making room under the bound. On refusal
+    /// the new session is already closed.
+    pub(super) async fn created(&self, token: &str, id: &str) -> Result<(), ServiceError> {
+        let id: Arc<str> = Arc::from(id);
+        let mine = self.live_sessions_of(token).await;
+        let now = Instant::now();
+        let entry = Arc::new(Entry {
+            token: token.to_owned(),
+            created: now,
+            last_used: Mutex::new(now),
+            in_flight: Arc::default(),
+        });
+        if mine.len() < self.max_per_token {
+            self.insert(id, entry);
+            return Ok(());
+        }
+        let idle = mine
+            .iter()
+            .filter(|(_, e)| e.in_flight.load(Ordering::Acquire) == 0)
+            .min_by_key(|(_, e)| *e.last_used.lock().unwrap_or_else(|e| e.into_inner()))
+            .map(|(id, _)| id.clone());
+        match idle {
+            Some(oldest) => {
+                tracing::debug!(session = %oldest, "Closing the token's longest idle MCP session to make room.");
+                self.close(&oldest).await;
+                self.insert(id, entry);
+                Ok(())
+            }
+            None => {
+                let _ = self.manager.close_session(&id).await;
+                Err(ServiceError::new(
+                    ErrorCode::TooManySessions,
+                    format!(
+                        "this token already has {} MCP sessions with requests in flight (at most {}); \
+                         end one (HTTP DELETE with its Mcp-Session-Id) or wait for one to finish",
+                        mine.len(),
+                        self.max_per_token
+                    ),
+                ))
+            }
+        }
+    }
+
+    fn insert(&self, id: Arc<str>, entry: Arc<Entry>) {
+        self.entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, entry);
+    }
+
+    async fn close(&self, id: &Arc<str>) {
+        self.forget(id);
+        let _ = self.manager.close_session(id).await;
+    }
+
+    /// The token's sessions rmcp still holds, oldest first; forgets those it has closed (idle).
+    async fn live_sessions_of(&self, token: &str) -> Vec<(Arc<str>, Arc<Entry>)> {
+        let recorded: Vec<(Arc<str>, Arc<Entry>)> = {
+            let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+            entries
+                .iter()
+                .filter(|(_, e)| e.token == token)
+                .map(|(id, e)| (id.clone(), e.clone()))
+                .collect()
+        };
+        let mut live = Vec::with_capacity(recorded.len());
+        for (id, entry) in recorded {
+            if self.manager.has_session(&id).await.unwrap_or(false) {
+                live.push((id, entry));
+            } else {
+                self.forget(&id);
+            }
+        }
+        live.sort_by_key(|(_, e)| e.created);
+        live
+    }
+}
+
+/// The session id a request names, if any.
+pub(super) fn session_of(headers: &HeaderMap) -> Option<&str> {
+    headers.get(SESSION_HEADER)?.to_str().ok()
+}

@@ -1,0 +1,76 @@
+//! The failed-authentication guard in front of every route: a client address whose requests
+//! failed to authenticate too often (see `service::limits`) is refused before any front reads its
+//! credential, in the shape of the front it called (gRPC status, A2A JSON-RPC or HTTP+JSON error,
+//! or the admin/MCP JSON error), always with `Retry-After`. A response that reports a refused
+//! credential (HTTP 401, or gRPC `UNAUTHENTICATED`) is charged to the address. Health checks are
+//! never refused.
+
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::ClientAddr;
+use crate::a2a;
+use crate::a2a::errors::{A2aError, SpecVersion};
+use crate::admin::ApiError;
+use crate::service::{Service, ServiceError};
+
+/// The middleware (`axum::middleware::from_fn_with_state`).
+pub async fn auth_failures(State(service): State<Service>, req: Request, next: Next) -> Response {
+    let Some(ip) = req.extensions().get::<ClientAddr>().map(|c| c.0.ip()) else {
+        return next.run(req).await;
+    };
+    let path = req.uri().path();
+    if path == "/healthz" || path == "/readyz" {
+        return next.run(req).await;
+    }
+    let grpc = is_grpc(&req);
+    if let Err(e) = service.check_client(ip) {
+        return refusal(&req, grpc, e);
+    }
+    let response = next.run(req).await;
+    let refused = if grpc {
+        response
+            .headers()
+            .get("grpc-status")
+            .is_some_and(|v| v == "16")
+    } else {
+        response.status() == StatusCode::UNAUTHORIZED
+    };
+    if refused {
+        service.authentication_failed(ip);
+    }
+    response
+}
+
+fn is_grpc(req: &Request) -> bool {
+    req.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/grpc"))
+}
+
+/// `e` (`rate_limited`) in the shape of the front `req` was meant for.
+fn refusal(req: &Request, grpc: bool, e: ServiceError) -> Response {
+    let path = req.uri().path();
+    if grpc {
+        let status = A2aError::from(e).grpc_status(SpecVersion::default());
+        return status.into_http::<axum::body::Body>().into_response();
+    }
+    if path == a2a::rpc::PATH || path == format!("{}/", a2a::rpc::PATH) {
+        // The request's id is not read: nothing of a refused client's body is parsed.
+        return a2a::rpc::exhausted(&serde_json::Value::Null, &A2aError::from(e));
+    }
+    if path.starts_with(&format!("{}/", a2a::rest::PATH)) {
+        let e = A2aError::from(e);
+        let (status, body) = e.rest_error(SpecVersion::default());
+        let mut r = (status, axum::Json(body)).into_response();
+        if let Some(s) = e.retry_after_s() {
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(s));
+        }
+        return r;
+    }
+    ApiError(e).into_response()
+}

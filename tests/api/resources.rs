@@ -1,0 +1,153 @@
+//! Per-client state stays bounded: wake-up topics go with their last waiter, each token's request
+//! rate is limited, and a party's open streams are counted.
+
+use std::sync::Arc;
+
+use liaison::bus::{LocalBus, Topic, WakeBus as _};
+use liaison::domain::{PersonKind, Scope};
+use liaison::service::{ErrorCode, InboxRequest, LimitSettings, Rate, Settings};
+
+use crate::helpers::{TestDb, TestEnv, pid, post};
+
+fn wait(consumer: &str, wait_s: u64) -> InboxRequest {
+    InboxRequest {
+        consumer: consumer.into(),
+        wait_s: Some(wait_s),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn wake_up_topics_go_when_their_long_polls_end() {
+    let bus = LocalBus::default();
+    let env = TestEnv::on(
+        TestDb::new().await,
+        Arc::new(bus.clone()),
+        Settings::default(),
+    )
+    .await;
+    let alice = env.member("alice", "claude@a:1").await;
+    let bob = env.member("bob", "claude@b:1").await;
+    env.channel("team", &["alice", "bob"]).await;
+    // Long-polls that end because they are abandoned (a client gone)…
+    for round in 0..20 {
+        let mut polls = Vec::new();
+        for i in 0..8 {
+            let (s, a) = (env.service.clone(), alice.clone());
+            let consumer = format!("c{round}-{i}");
+            polls.push(tokio::spawn(async move {
+                s.inbox(&a, wait(&consumer, 50)).await
+            }));
+        }
+        tokio::task::yield_now().await;
+        for p in polls {
+            p.abort();
+            let _ = p.await;
+        }
+    }
+    // …and long-polls that end because an entry arrived.
+    let mut polls = Vec::new();
+    for i in 0..8 {
+        let (s, b) = (env.service.clone(), bob.clone());
+        polls.push(tokio::spawn(async move {
+            s.inbox(&b, wait(&format!("w{i}"), 50)).await
+        }));
+    }
+    while bus.topic_count() == 0 {
+        tokio::task::yield_now().await;
+    }
+    env.service
+        .post(&alice, post("announce", Some("team"), None, "hello"))
+        .await
+        .unwrap();
+    for p in polls {
+        assert_eq!(p.await.unwrap().unwrap().entries.len(), 1);
+    }
+    assert_eq!(bus.topic_count(), 0, "a topic outlived its last waiter");
+    // A task topic too (A2A streams and blocking sends wait on those).
+    let sub = bus.subscribe(&Topic::task("thr_x"));
+    drop(sub);
+    assert_eq!(bus.topic_count(), 0);
+}
+
+fn limited(limits: LimitSettings) -> Settings {
+    Settings {
+        limits,
+        ..Settings::default()
+    }
+}
+
+#[tokio::test]
+async fn a_token_beyond_its_rate_is_refused_with_the_wait_and_other_tokens_are_not() {
+    let env = TestEnv::with_settings(limited(LimitSettings {
+        agent: Rate::new(1, 3),
+        ..LimitSettings::default()
+    }))
+    .await;
+    env.person("alice", PersonKind::Member).await;
+    let spec = |scope| liaison::service::TokenSpec {
+        person: pid("alice"),
+        scopes: liaison::domain::Scopes::default().with(scope),
+        expires_in_s: None,
+        description: String::new(),
+    };
+    let first = env
+        .service
+        .issue_token(&env.admin, spec(Scope::Agent))
+        .await
+        .unwrap();
+    let second = env
+        .service
+        .issue_token(&env.admin, spec(Scope::Agent))
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        env.service.authenticate(&first.secret).await.unwrap();
+    }
+    let refused = env.service.authenticate(&first.secret).await.unwrap_err();
+    assert_eq!(refused.code, ErrorCode::RateLimited);
+    assert_eq!(refused.code.http_status(), 429);
+    assert!(
+        refused.retry_after_s().is_some_and(|s| s >= 1),
+        "{refused:?}"
+    );
+    assert!(
+        refused.message.contains("retry after"),
+        "{}",
+        refused.message
+    );
+    // Keyed by token: the same person's other token has its own bucket.
+    env.service.authenticate(&second.secret).await.unwrap();
+    // Scopes have their own rates: a human token is not limited by the agent rate.
+    let human = env
+        .service
+        .issue_token(&env.admin, spec(Scope::Human))
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        env.service.authenticate(&human.secret).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_party_holds_at_most_its_share_of_open_streams() {
+    let env = TestEnv::with_settings(limited(LimitSettings {
+        streams_per_party: 2,
+        ..LimitSettings::default()
+    }))
+    .await;
+    env.person("partner", PersonKind::External).await;
+    env.person("rival", PersonKind::External).await;
+    let partner = env.caller("partner", Scope::Agent, "remote@p:1").await;
+    let rival = env.caller("rival", Scope::Agent, "remote@r:1").await;
+    let one = env.service.open_stream(&partner).unwrap();
+    let two = env.service.open_stream(&partner).unwrap();
+    let refused = env.service.open_stream(&partner).err().unwrap();
+    assert_eq!(refused.code, ErrorCode::TooManyStreams);
+    assert!(refused.message.contains("at most 2"), "{}", refused.message);
+    // Another party is not affected, and a closed stream frees its place.
+    let _other = env.service.open_stream(&rival).unwrap();
+    drop(one);
+    let _three = env.service.open_stream(&partner).unwrap();
+    drop(two);
+}
