@@ -33,6 +33,10 @@ pub struct ApprovalPolicy {
     /// How long an approval waits for a decision before it expires and the thread is closed.
     #[serde(default = "day")]
     pub approval_ttl_s: u64,
+    /// Whether an approver's own MCP client may ask its human through MCP elicitation (never for
+    /// requests from external parties). Off by default.
+    #[serde(default)]
+    pub approval_via_elicitation: bool,
 }
 
 /// Shortest and longest approval deadline: one minute, thirty days.
@@ -58,6 +62,7 @@ impl Default for ApprovalPolicy {
             database: approve(),
             production: approve(),
             approval_ttl_s: day(),
+            approval_via_elicitation: false,
         }
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod agent;
 mod args;
+mod elicit;
 mod progress;
 mod remote;
 mod render;

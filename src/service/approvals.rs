@@ -204,6 +204,84 @@ impl Service {
             ));
         }
         let approval = self.decidable(caller, id).await?;
+        self.settle_decision(caller, approval, decision, reason, via)
+            .await
+    }
+
+    /// A decision asked of the approver's human through their agent's MCP client (elicitation),
+    /// which carries the agent's token. Allowed only when the channel's policy opts in
+    /// (`approval_via_elicitation`), never for a request from an external party, and only to an
+    /// approver; the human must type the fingerprint's first characters, so a client that accepts
+    /// forms on its own cannot decide.
+    pub async fn decide_by_elicitation(
+        &self,
+        caller: &Caller,
+        id: &ApprovalId,
+        decision: Decision,
+        reason: Option<String>,
+    ) -> Result<ApprovalRecord> {
+        caller.require(Scope::Agent)?;
+        let approval = self.decidable(caller, id).await?;
+        if !self.elicitation_allowed(&approval).await? {
+            return Err(ServiceError::forbidden(
+                "this approval cannot be decided through the agent's client; a human decides in \
+                 the console or with `liaison approvals`",
+            ));
+        }
+        let reason = reason
+            .map(|r| r.trim().to_owned())
+            .filter(|r| !r.is_empty());
+        if decision == Decision::Reject && reason.is_none() {
+            return Err(ServiceError::invalid(
+                "a rejection needs a reason: the requester is told it",
+            ));
+        }
+        self.settle_decision(
+            caller,
+            approval,
+            decision,
+            reason,
+            DecisionPath::Elicitation,
+        )
+        .await
+    }
+
+    /// The approval behind a pending claim, when its approver's client may ask for it by
+    /// elicitation (see [`Self::decide_by_elicitation`]); none otherwise.
+    pub async fn approval_for_elicitation(
+        &self,
+        caller: &Caller,
+        id: &ApprovalId,
+    ) -> Result<Option<ApprovalView>> {
+        let Some(a) = self.inner.store.approval(id).await? else {
+            return Ok(None);
+        };
+        if a.state != ApprovalState::Pending
+            || !a.approvers.contains(caller.id())
+            || !self.elicitation_allowed(&a).await?
+        {
+            return Ok(None);
+        }
+        Ok(Some(self.view(a).await?))
+    }
+
+    /// Whether an approval may be asked for through MCP elicitation (see [`Self::decide_by_elicitation`]).
+    pub async fn elicitation_allowed(&self, a: &ApprovalRecord) -> Result<bool> {
+        let channel = self.inner.store.channel(&a.channel).await?;
+        let requester = self.inner.store.person(&a.requested_by).await?;
+        Ok(channel.is_some_and(|c| c.policy.approval_via_elicitation)
+            && requester.is_some_and(|p| p.kind == PersonKind::Member))
+    }
+
+    async fn settle_decision(
+        &self,
+        caller: &Caller,
+        approval: ApprovalRecord,
+        decision: Decision,
+        reason: Option<String>,
+        via: DecisionPath,
+    ) -> Result<ApprovalRecord> {
+        let id = &approval.id;
         let now = self.now();
         if approval.state == ApprovalState::Pending && approval.expires_at <= now {
             self.expire(&approval).await?;

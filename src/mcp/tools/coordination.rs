@@ -9,12 +9,12 @@ use rmcp::{RoleServer, tool, tool_router};
 use serde_json::json;
 
 use super::{Parts, Tools, caller, done, more, page};
-use crate::domain::{LeaseMode, ThreadId};
+use crate::domain::{LeaseMode, ThreadId, text};
 use crate::mcp::args::{
     ClaimActionArg, ClaimArgs, LeaseAcquireArgs, LeaseReleaseArgs, ListArgs, PresenceArgs,
 };
 use crate::mcp::render;
-use crate::service::{ClaimAction, ClaimTarget, LeaseSpec, PresenceSpec, ServiceError};
+use crate::service::{ClaimAction, ClaimTarget, ErrorCode, LeaseSpec, PresenceSpec, ServiceError};
 
 #[tool_router(router = coordination_router, vis = "pub(super)")]
 impl Tools {
@@ -51,11 +51,26 @@ impl Tools {
                     ClaimActionArg::Claim | ClaimActionArg::Renew => ClaimAction::Claim,
                     ClaimActionArg::Release => ClaimAction::Release,
                 };
-                let claim = self.service.claim(&c, target, action, a.lease_s).await?;
+                let claim = match self
+                    .service
+                    .claim(&c, target.clone(), action, a.lease_s)
+                    .await
+                {
+                    // The channel may let this approver's human decide through the client.
+                    Err(e) if e.code == ErrorCode::ApprovalPending => {
+                        if !crate::mcp::elicit::ask(&self.service, &c, &ctx.peer, &e).await? {
+                            return Err(e);
+                        }
+                        self.service.claim(&c, target, action, a.lease_s).await?
+                    }
+                    other => other?,
+                };
                 let text = match &claim {
                     Some(cl) => format!(
-                        "You ({}) hold thread {} until {}.",
-                        cl.session, cl.thread, cl.expires_at
+                        "You (self-declared session {}) hold thread {} until {}.",
+                        text::quote(cl.session.as_str()),
+                        cl.thread,
+                        cl.expires_at
                     ),
                     None => "Claim released.".to_owned(),
                 };
@@ -91,8 +106,10 @@ impl Tools {
                 };
                 let p = self.service.presence_set(&c, spec).await?;
                 let text = format!(
-                    "Presence of {} set to {} until {}.",
-                    p.agent, p.transition, p.expires_at
+                    "Presence of self-declared agent {} set to {} until {}.",
+                    text::quote(p.agent.as_str()),
+                    p.transition,
+                    p.expires_at
                 );
                 Ok(render::ok(json!({ "presence": p }), vec![text]))
             }
@@ -125,11 +142,14 @@ impl Tools {
                         let task = p
                             .task
                             .as_deref()
-                            .map(|t| format!(": {t:?}"))
+                            .map(|t| format!(": {}", text::quote(t)))
                             .unwrap_or_default();
                         format!(
-                            "- {} / {} (self-declared): {}{task}, until {}",
-                            p.person, p.agent, p.transition, p.expires_at
+                            "- {} / self-declared agent {}: {}{task}, until {}",
+                            p.person,
+                            text::quote(p.agent.as_str()),
+                            p.transition,
+                            p.expires_at
                         )
                     })
                     .collect();
@@ -174,8 +194,11 @@ impl Tools {
                 };
                 let l = self.service.lease_acquire(&c, spec).await?;
                 let text = format!(
-                    "You ({}) hold {} ({}) until {}.",
-                    l.agent, l.resource, l.mode, l.expires_at
+                    "You (self-declared agent {}) hold {} ({}) until {}.",
+                    text::quote(l.agent.as_str()),
+                    text::quote(&l.resource),
+                    l.mode,
+                    l.expires_at
                 );
                 Ok(render::ok(json!({ "lease": l }), vec![text]))
             }
@@ -234,8 +257,12 @@ impl Tools {
                     .iter()
                     .map(|l| {
                         format!(
-                            "- {}: {} / {} (self-declared), {} until {}",
-                            l.resource, l.person, l.agent, l.mode, l.expires_at
+                            "- {}: {} / self-declared agent {}, {} until {}",
+                            text::quote(&l.resource),
+                            l.person,
+                            text::quote(l.agent.as_str()),
+                            l.mode,
+                            l.expires_at
                         )
                     })
                     .collect();

@@ -38,12 +38,13 @@ impl Tools {
             let names: Vec<_> = channels.iter().map(|ch| ch.name.as_str()).collect();
             let agent = c.agent.as_ref().map(AgentIdentity::as_str).unwrap_or_default();
             let text = format!(
-                "You are {} ({}, person id {}), token scopes {}; channels: {}. Agent identity {agent} ({}, self-declared).",
+                "You are {} ({}, person id {}), token scopes {}; channels: {}. Agent identity {} ({}, self-declared).",
                 c.person.display_name,
                 c.person.kind,
                 c.person.id,
                 c.scopes,
                 if names.is_empty() { "none".to_owned() } else { names.join(", ") },
+                text::quote(agent),
                 serde_json::to_value(source).unwrap_or_default().as_str().unwrap_or_default(),
             );
             Ok(render::ok(

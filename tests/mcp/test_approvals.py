@@ -1,0 +1,152 @@
+"""Approvals over the real clients: an MCP agent's claim waits for a human; the human decides with
+the CLI (a token of scope `human`) or, where the channel opts in, through the agent's own MCP client
+(elicitation); agent and admin-only tokens cannot decide."""
+
+import contextlib
+import os
+import subprocess
+import time
+
+import anyio
+import pytest
+from mcp import Client, types
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from conftest import binary, call, call_error, connect, unique
+from test_conversation import drain
+
+pytestmark = pytest.mark.anyio
+
+
+def cli(server, token: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "LIAISON_TOKEN": token, "LIAISON_ADMIN_TOKEN": token}
+    return subprocess.run([str(binary()), *args, "--server", server.url], capture_output=True, text=True,
+                          env=env, timeout=30)
+
+
+def setup_channel(server, policy: dict | None = None) -> str:
+    name = unique("appr")
+    server.channel(name, ["alice", "bob"])
+    if policy is not None:
+        server.admin("PUT", f"/admin/v1/channels/{name}/policy", policy)
+    return name
+
+
+async def test_a_claim_waits_until_a_human_allows_it_with_the_cli(server, tokens):
+    chan = setup_channel(server)
+    bob_human = server.token("bob", scopes=("human",))["secret"]
+    consumer = unique("appr")
+    async with connect(server, tokens["alice"]) as alice, connect(server, tokens["bob"], agent="codex@b:1") as bob:
+        cursor = await drain(bob, consumer)
+        posted = await call(alice, "post", kind="request", channel=chan, impact="code",
+                            body="Bump the TLS library to 0.23")
+        err, text = await call_error(bob, "claim", thread=posted["thread"])
+        assert err["code"] == "approval_pending" and "Bob Chen" in text
+        approval = err["details"]["approval"]
+        assert approval["state"] == "pending" and len(approval["fingerprint"]) == 64
+        # The inbox entry of the request shows the approval state.
+        page = await call(bob, "inbox", consumer=consumer, after=cursor)
+        entry = page["entries"][0]
+        assert entry["approval"]["state"] == "pending" and entry["approval"]["id"] == approval["id"]
+        cursor = page["cursor"]
+
+        # Agent and admin-only credentials cannot decide.
+        for token in (tokens["bob"], server.admin_token):
+            r = cli(server, token, "approvals", "allow", approval["id"])
+            assert r.returncode != 0 and "forbidden" in r.stderr, r.stderr
+        # Alice asked; to her the approval does not exist.
+        alice_human = server.token("alice", scopes=("human",))["secret"]
+        r = cli(server, alice_human, "approvals", "show", approval["id"])
+        assert r.returncode != 0 and "not_found" in r.stderr
+
+        shown = cli(server, bob_human, "approvals", "show", approval["id"])
+        assert shown.returncode == 0 and approval["fingerprint"] in shown.stdout
+        assert "Bump the TLS library" in shown.stdout
+
+        woke = {}
+
+        async def wait():
+            result = await call(bob, "inbox", consumer=consumer, after=cursor, wait_s=30)
+            woke["at"] = time.monotonic()
+            woke["page"] = result
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            await anyio.sleep(0.5)
+            started = time.monotonic()
+            r = await anyio.to_thread.run_sync(lambda: cli(server, bob_human, "approvals", "allow", approval["id"]))
+            assert r.returncode == 0, r.stderr
+        notice = woke["page"]["entries"][0]
+        assert notice["type"] == "notice" and notice["notice"]["type"] == "approval_decided"
+        print(f"allow (CLI process start) -> long-poll wake-up: {(woke['at'] - started) * 1000:.1f} ms")
+
+        again = cli(server, bob_human, "approvals", "reject", approval["id"], "--reason", "late")
+        assert again.returncode != 0 and "approval_decided" in again.stderr and "Bob Chen" in again.stderr
+        claimed = await call(bob, "claim", thread=posted["thread"])
+        assert claimed["claim"]["session"] == "codex@b:1"
+        thread = await call(bob, "thread", thread=posted["thread"])
+        assert thread["approvals"][0]["state"] == "consumed"
+
+    audit = server.admin("GET", "/admin/v1/audit")["entries"]
+    mine = [e for e in audit if e["approval"] == approval["id"]]
+    assert [e["event"] for e in mine] == ["created", "decided", "consumed"]
+    assert mine[1]["via"] == "cli" and mine[1]["actor"] == "bob"
+
+
+@contextlib.asynccontextmanager
+async def eliciting_client(server, token: str, answer):
+    async def on_elicit(ctx, params):
+        return answer(params)
+
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}", "Liaison-Agent": "claude@b:2"})
+    async with http:
+        async with Client(streamable_http_client(server.mcp_url, http_client=http), mode="legacy",
+                          elicitation_callback=on_elicit) as client:
+            yield client
+
+
+async def test_a_channel_may_let_the_approvers_client_ask_its_human(server, tokens):
+    chan = setup_channel(server, {"approval_via_elicitation": True})
+    asked = []
+
+    def wrong(params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"decision": "allow", "confirm": "00000000"})
+
+    def right(params):
+        asked.append(params.message)
+        fingerprint = params.message.split("Fingerprint ")[1].split(".")[0]
+        return types.ElicitResult(action="accept", content={"decision": "allow", "confirm": fingerprint[:8]})
+
+    async with connect(server, tokens["alice"]) as alice:
+        posted = await call(alice, "post", kind="request", channel=chan, impact="database",
+                            body="Add an index on contacts.phone")
+        async with eliciting_client(server, tokens["bob"], wrong) as bob:
+            err, _ = await call_error(bob, "claim", thread=posted["thread"])
+            assert err["code"] == "invalid_input"
+            assert "Add an index" in asked[0] and "Alice Martin" in asked[0]
+        async with connect(server, tokens["bob"], mode="2026-07-28", agent="claude@b:3") as stateless:
+            err, _ = await call_error(stateless, "claim", thread=posted["thread"])
+            assert err["code"] == "approval_pending", "stateless calls cannot elicit"
+        async with eliciting_client(server, tokens["bob"], right) as bob:
+            claimed = await call(bob, "claim", thread=posted["thread"])
+            assert claimed["claim"]["thread"] == posted["thread"]
+    audit = server.admin("GET", "/admin/v1/audit")["entries"]
+    decided = [e for e in audit if e["thread"] == posted["thread"] and e["event"] == "decided"]
+    assert len(decided) == 1 and decided[0]["via"] == "elicitation"
+
+
+async def test_without_the_channel_opting_in_nobody_is_asked(server, tokens):
+    chan = setup_channel(server)
+    asked = []
+
+    def answer(params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"decision": "allow", "confirm": "x"})
+
+    async with connect(server, tokens["alice"]) as alice:
+        posted = await call(alice, "post", kind="request", channel=chan, impact="code", body="Refactor")
+        async with eliciting_client(server, tokens["bob"], answer) as bob:
+            err, _ = await call_error(bob, "claim", thread=posted["thread"])
+            assert err["code"] == "approval_pending" and asked == []
