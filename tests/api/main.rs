@@ -6,6 +6,7 @@ mod helpers;
 mod admin_http;
 mod approvals;
 mod claims;
+mod console;
 mod coordination;
 mod durability;
 mod hostile_input;
