@@ -3,9 +3,9 @@
 //! for live updates over server-sent events. Decode, call the service, encode: the rules (links,
 //! sessions, CSRF, who decides) live in `service::console` and `service::approvals`.
 //!
-//! - [`links`]: login links, approval links (confirmation page, then a POST), and the admin routes
+//! - `links`: login links, approval links (confirmation page, then a POST), and the admin routes
 //!   that issue them.
-//! - [`pages`]: the signed-in pages (approvals, threads, fleet, leases), decisions, logout and the
+//! - `pages`: the signed-in pages (approvals, threads, fleet, leases), decisions, logout and the
 //!   event stream.
 //!
 //! Every console response carries a strict Content-Security-Policy (no inline script or style, no
