@@ -142,6 +142,7 @@ impl App {
             .with_state(service.clone())
             .merge(crate::admin::router(service.clone()))
             .merge(crate::api::router(service.clone()))
+            .merge(crate::console::router(service.clone(), &public_url))
             .merge(a2a::http::router(signed))
             .merge(a2a::rpc::router(a2a_handler.clone()))
             .merge(a2a::rest::router(a2a_handler.clone()))

@@ -10,6 +10,7 @@
 //! - [`service`]: every operation and every business rule, once, transport-neutral.
 //! - [`admin`]: the admin HTTP API under `/admin/v1`.
 //! - [`api`]: the member HTTP API under `/api/v1` (approvals, for humans).
+//! - [`console`]: the web console at `/console` for humans, and single-use login and approval links.
 //! - [`a2a`]: the A2A 1.0 front for external agents (wire types, error table, signed Agent Card).
 //! - [`mcp`]: the MCP front for internal agents (`/mcp`, tools, bearer check).
 //! - [`cli`]: the command line (serve, and the admin commands calling the admin API).
@@ -26,6 +27,7 @@ pub mod bus;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod console;
 pub mod demo;
 pub mod domain;
 pub mod mcp;

@@ -44,6 +44,18 @@ pub enum ApprovalsCommand {
         #[command(flatten)]
         server: ServerArgs,
     },
+    /// A single-use link deciding the approval (admins, LIAISON_ADMIN_TOKEN); prints its URL.
+    Link {
+        id: String,
+        /// The approver the link decides as (default: the approval's first approver).
+        #[arg(long = "for")]
+        person: Option<String>,
+        /// Seconds until the link expires (default 3600, at most 7 days).
+        #[arg(long)]
+        expires_in: Option<u64>,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
 }
 
 /// A person's own token, for member commands.
@@ -56,8 +68,17 @@ fn member_token() -> anyhow::Result<String> {
 }
 
 pub async fn approvals(c: ApprovalsCommand) -> anyhow::Result<()> {
-    let token = member_token()?;
     match c {
+        ApprovalsCommand::Link {
+            id,
+            person,
+            expires_in,
+            server,
+        } => {
+            let body = json!({ "for": person, "expires_in_s": expires_in });
+            let path = format!("/admin/v1/approvals/{id}/link");
+            call_as(&server, &admin_token(&server)?, "POST", &path, Some(body)).await
+        }
         ApprovalsCommand::List {
             pending,
             before,
@@ -71,12 +92,12 @@ pub async fn approvals(c: ApprovalsCommand) -> anyhow::Result<()> {
             if let Some(l) = limit {
                 path.push_str(&format!("&limit={l}"));
             }
-            call_as(&server, &token, "GET", &path, None).await
+            call_as(&server, &member_token()?, "GET", &path, None).await
         }
         ApprovalsCommand::Show { id, server } => {
             call_as(
                 &server,
-                &token,
+                &member_token()?,
                 "GET",
                 &format!("/api/v1/approvals/{id}"),
                 None,
@@ -87,7 +108,7 @@ pub async fn approvals(c: ApprovalsCommand) -> anyhow::Result<()> {
             let path = format!("/api/v1/approvals/{id}/allow");
             call_as(
                 &server,
-                &token,
+                &member_token()?,
                 "POST",
                 &path,
                 Some(json!({ "via": "cli" })),
@@ -97,9 +118,26 @@ pub async fn approvals(c: ApprovalsCommand) -> anyhow::Result<()> {
         ApprovalsCommand::Reject { id, reason, server } => {
             let path = format!("/api/v1/approvals/{id}/reject");
             let body = json!({ "via": "cli", "reason": reason });
-            call_as(&server, &token, "POST", &path, Some(body)).await
+            call_as(&server, &member_token()?, "POST", &path, Some(body)).await
         }
     }
+}
+
+/// A single-use console login link (admins).
+pub async fn login_link(
+    person: String,
+    expires_in: Option<u64>,
+    server: ServerArgs,
+) -> anyhow::Result<()> {
+    let body = json!({ "person": person, "expires_in_s": expires_in });
+    call_as(
+        &server,
+        &admin_token(&server)?,
+        "POST",
+        "/admin/v1/login-links",
+        Some(body),
+    )
+    .await
 }
 
 /// The audit log (admins): every approval event, oldest first.

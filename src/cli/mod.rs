@@ -38,7 +38,7 @@ pub enum Command {
     /// Manage channels, their members and approval policy.
     #[command(subcommand)]
     Channel(admin::ChannelCommand),
-    /// Decide approvals (a human's token in LIAISON_TOKEN): list, show, allow, reject.
+    /// Decide approvals (a human's token in LIAISON_TOKEN): list, show, allow, reject; `link` (admins).
     #[command(subcommand)]
     Approvals(approvals::ApprovalsCommand),
     /// The audit log of approvals (admins), oldest first.
@@ -51,6 +51,15 @@ pub enum Command {
         after: Option<i64>,
         #[arg(long)]
         limit: Option<i64>,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// A single-use console login link for PERSON (admins); prints its URL.
+    LoginLink {
+        person: String,
+        /// Seconds until the link expires (default 3600, at most 7 days).
+        #[arg(long)]
+        expires_in: Option<u64>,
         #[command(flatten)]
         server: ServerArgs,
     },
@@ -110,6 +119,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             limit,
             server,
         } => approvals::audit(since, after, limit, server).await,
+        Command::LoginLink {
+            person,
+            expires_in,
+            server,
+        } => approvals::login_link(person, expires_in, server).await,
         Command::Mcp(args) => crate::mcp::agent::mcp(args).await,
         Command::Hook(command) => crate::mcp::agent::hook(command).await,
         Command::Watch(args) => crate::mcp::watch::run(args).await,

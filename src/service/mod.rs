@@ -8,6 +8,7 @@
 mod admin;
 mod approvals;
 mod auth;
+mod console;
 mod coordination;
 mod error;
 mod inbox;
@@ -23,6 +24,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use admin::{ChannelSpec, IssuedToken, MemberChange, PartySpec, TokenSpec};
 pub use approvals::{ApprovalPage, ApprovalView, SERVER_PERSON};
+pub use console::{
+    IssuedLink, LINK_TTL_S, MAX_LINK_TTL_S, OpenedSession, SESSION_TTL_S, session_csrf,
+};
 pub use coordination::{ClaimAction, ClaimTarget, LeaseSpec, PresenceSpec};
 pub use error::{ErrorCode, Result, ServiceError};
 pub use inbox::{InboxItem, InboxPage, InboxRequest, ItemContent};

@@ -11,6 +11,7 @@
 //! check and the insert are atomic. It must not depend on the service or any front.
 
 mod approvals;
+mod console;
 mod coordination;
 mod messages;
 mod people;
@@ -28,6 +29,7 @@ use sqlx::AnyConnection;
 use sqlx::AnyPool;
 
 pub use approvals::{ApprovalRecord, AuditRecord, NewApproval, Settled, Settlement};
+pub use console::{LinkKind, LinkRecord, NewLink, SessionRecord};
 pub use coordination::{ClaimAttempt, LeaseAttempt};
 pub use messages::{NewMessage, NewTask, PostOutcome};
 pub use records::*;

@@ -27,6 +27,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "approvals",
         include_str!("migrations/sqlite/0004_approvals.sql"),
     ),
+    (
+        5,
+        "console",
+        include_str!("migrations/sqlite/0005_console.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str) -> Result<(AnyPool, BatchWriter)> {

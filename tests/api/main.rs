@@ -7,6 +7,7 @@ mod admin_http;
 mod approvals;
 mod claims;
 mod connections;
+mod console;
 mod coordination;
 mod durability;
 mod hostile_input;

@@ -1,0 +1,318 @@
+//! Single-use links: console login links and approval links, and the admin routes issuing them.
+//!
+//! | route | does |
+//! |---|---|
+//! | `POST /admin/v1/login-links` `{"person", "expires_in_s"?}` | a login link (admins) |
+//! | `POST /admin/v1/approvals/{id}/link` `{"for"?, "expires_in_s"?}` | an approval link (admins) |
+//! | `GET /console/login?link=…` | "continue as …" page; uses nothing |
+//! | `POST /console/login` | uses the login link, sets the session cookie |
+//! | `GET /console/approvals/{id}?link=…` | the confirmation page: the exact action, two buttons |
+//! | `POST /console/approvals/{id}/link` | uses the approval link: allow once, or reject with a reason |
+//!
+//! Opening a link (GET) never uses it, so a chat app's link preview cannot spend or decide it.
+//! The page sets a SameSite=Strict cookie holding the CSRF token its form also carries; the POST
+//! needs both, and the token must be the one recorded on the link.
+
+use axum::extract::rejection::{FormRejection, QueryRejection};
+use axum::extract::{Form, Path, Query, State};
+use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use serde::Deserialize;
+
+use super::pages::{Via, card, single};
+use super::{Console, FORM_COOKIE, Page, SESSION_COOKIE, cookie};
+use crate::admin::{ApiError, Body, authenticate};
+use crate::domain::{ApprovalId, Decision, PersonId};
+use crate::service::{LINK_TTL_S, SESSION_TTL_S, ServiceError};
+use crate::store::LinkKind;
+
+pub(super) fn routes() -> Router<Console> {
+    Router::new()
+        .route("/console/login", axum::routing::get(login_page).post(login))
+        .route(
+            "/console/approvals/{id}/link",
+            post(decide_by_link).get(no_get_decision),
+        )
+}
+
+pub(super) fn admin_routes() -> Router<Console> {
+    Router::new()
+        .route("/admin/v1/login-links", post(issue_login_link))
+        .route("/admin/v1/approvals/{id}/link", post(issue_approval_link))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoginLinkRequest {
+    person: PersonId,
+    expires_in_s: Option<u64>,
+}
+
+async fn issue_login_link(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    Body(body): Body<LoginLinkRequest>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let admin = authenticate(&c.service, &headers).await?;
+    let issued = c
+        .service
+        .issue_login_link(&admin, &body.person, body.expires_in_s)
+        .await?;
+    let url = format!("{}/console/login?link={}", c.public_url, issued.secret);
+    Ok(Json(serde_json::json!({ "link": issued.link, "url": url })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApprovalLinkRequest {
+    /// The approver the link decides as; default: the approval's first approver.
+    #[serde(rename = "for")]
+    person: Option<PersonId>,
+    expires_in_s: Option<u64>,
+}
+
+async fn issue_approval_link(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Body(body): Body<ApprovalLinkRequest>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let admin = authenticate(&c.service, &headers).await?;
+    let id = ApprovalId::parse(&id).map_err(|_| ServiceError::not_found("approval", &id))?;
+    let issued = c
+        .service
+        .issue_approval_link(&admin, &id, body.person.as_ref(), body.expires_in_s)
+        .await?;
+    let url = format!(
+        "{}/console/approvals/{id}?link={}",
+        c.public_url, issued.secret
+    );
+    Ok(Json(serde_json::json!({ "link": issued.link, "url": url })))
+}
+
+#[derive(Deserialize, Default)]
+pub(super) struct LinkQuery {
+    link: Option<String>,
+    signed_out: Option<String>,
+}
+
+/// The login page: with a link, "continue as …"; without, how to get one.
+async fn login_page(
+    State(c): State<Console>,
+    q: Result<Query<LinkQuery>, QueryRejection>,
+) -> Result<Response, Page> {
+    let q = q.map(|q| q.0).unwrap_or_default();
+    let Some(secret) = q.link else {
+        let notice = q.signed_out.map(|_| "You are signed out.");
+        return c
+            .render(
+                "login.html",
+                minijinja::context! {
+                    notice => notice,
+                    message => "Open the single-use login link an admin gave you.",
+                },
+            )
+            .map(IntoResponse::into_response);
+    };
+    let page = |e: ServiceError| Page::from(e).with(&c, false);
+    let (link, csrf) = c
+        .service
+        .open_link(LinkKind::Login, &secret, None)
+        .await
+        .map_err(page)?;
+    let person = c.service.link_caller(&link).await.map_err(page)?;
+    let html = c.render(
+        "login.html",
+        minijinja::context! {
+            link => secret, form_csrf => csrf.as_str(),
+            person => person.person.display_name,
+            expires_at => link.expires_at.to_string(),
+        },
+    )?;
+    let mut response = html.into_response();
+    response.headers_mut().append(
+        header::SET_COOKIE,
+        c.cookie(FORM_COOKIE, &csrf, "/console/login", LINK_TTL_S),
+    );
+    Ok(response)
+}
+
+#[derive(Deserialize)]
+struct LinkForm {
+    link: Option<String>,
+    csrf: Option<String>,
+    decision: Option<String>,
+    reason: Option<String>,
+}
+
+fn link_form(f: Result<Form<LinkForm>, FormRejection>) -> Result<LinkForm, ServiceError> {
+    f.map(|Form(f)| f).map_err(|e| {
+        ServiceError::invalid(format!(
+            "the request is not the form of a link's page ({}); nothing was changed",
+            e.body_text()
+        ))
+    })
+}
+
+/// Uses a login link and opens a session.
+async fn login(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    f: Result<Form<LinkForm>, FormRejection>,
+) -> Result<Response, Page> {
+    let page = |e: ServiceError| Page::from(e).with(&c, false);
+    let f = link_form(f).map_err(page)?;
+    let opened = c
+        .service
+        .console_login(
+            f.link.as_deref().unwrap_or_default(),
+            f.csrf.as_deref().unwrap_or_default(),
+            cookie(&headers, FORM_COOKIE),
+        )
+        .await
+        .map_err(page)?;
+    let mut response = Redirect::to("/console/approvals").into_response();
+    let h = response.headers_mut();
+    h.append(
+        header::SET_COOKIE,
+        c.cookie(SESSION_COOKIE, &opened.secret, "/console", SESSION_TTL_S),
+    );
+    h.append(
+        header::SET_COOKIE,
+        c.cookie(FORM_COOKIE, "", "/console/login", 0),
+    );
+    Ok(response)
+}
+
+/// `GET /console/approvals/{id}`: with `?link=…` the link's confirmation page, else the
+/// approval for a signed-in approver.
+pub(super) async fn approval_page(
+    State(c): State<Console>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    q: Result<Query<LinkQuery>, QueryRejection>,
+) -> Response {
+    match q.ok().and_then(|q| q.0.link) {
+        Some(secret) => match link_page(&c, &id, &secret).await {
+            Ok(r) => r,
+            Err(e) => Page::from(e).with(&c, false).into_response(),
+        },
+        None => single(c, id, headers).await,
+    }
+}
+
+async fn link_page(c: &Console, id: &str, secret: &str) -> Result<Response, ServiceError> {
+    // A malformed id cannot be the id of this link.
+    let id = ApprovalId::parse(id).map_err(|_| {
+        ServiceError::new(
+            crate::service::ErrorCode::Unauthenticated,
+            "this link is not valid",
+        )
+    })?;
+    let (link, csrf) = c
+        .service
+        .open_link(LinkKind::Approval, secret, Some(&id))
+        .await?;
+    let caller = c.service.link_caller(&link).await?;
+    let view = c.service.approval(&caller, &id).await?;
+    let card = card(
+        c,
+        &view,
+        Via::Link {
+            secret,
+            csrf: &csrf,
+        },
+    );
+    let html = c
+        .render(
+            "link.html",
+            minijinja::context! {
+                a => minijinja::value::Serde(card),
+                person => caller.person.display_name.as_str(),
+                link_expires_at => link.expires_at.to_string(),
+            },
+        )
+        .map_err(|p| p.error)?;
+    let mut response = html.into_response();
+    response.headers_mut().append(
+        header::SET_COOKIE,
+        c.cookie(
+            FORM_COOKIE,
+            &csrf,
+            &format!("/console/approvals/{id}"),
+            LINK_TTL_S,
+        ),
+    );
+    Ok(response)
+}
+
+/// Uses an approval link: allow once, or reject with a reason.
+async fn decide_by_link(
+    State(c): State<Console>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    f: Result<Form<LinkForm>, FormRejection>,
+) -> Result<Response, Page> {
+    let page = |e: ServiceError| Page::from(e).with(&c, false);
+    let f = link_form(f).map_err(page)?;
+    let decision = match f.decision.as_deref() {
+        Some("allow") => Decision::Allow,
+        Some("reject") => Decision::Reject,
+        _ => {
+            return Err(page(ServiceError::invalid(
+                "the form must say decision=allow or decision=reject; nothing was changed",
+            )));
+        }
+    };
+    let id = ApprovalId::parse(&id).map_err(|_| {
+        page(ServiceError::new(
+            crate::service::ErrorCode::Unauthenticated,
+            "this link is not valid",
+        ))
+    })?;
+    let record = c
+        .service
+        .decide_by_link(
+            &id,
+            f.link.as_deref().unwrap_or_default(),
+            f.csrf.as_deref().unwrap_or_default(),
+            cookie(&headers, FORM_COOKIE),
+            decision,
+            f.reason,
+        )
+        .await
+        .map_err(page)?;
+    let (title, message) = match decision {
+        Decision::Allow => (
+            "Allowed once",
+            format!(
+                "Approval {} is allowed: the first claim by an agent starts the work. This link is now used.",
+                record.id
+            ),
+        ),
+        Decision::Reject => (
+            "Rejected",
+            format!(
+                "Approval {} is rejected: the thread is closed and the requester is told your reason. This link is now used.",
+                record.id
+            ),
+        ),
+    };
+    let html = c.render(
+        "message.html",
+        minijinja::context! { title => title, message => message, tone => "done" },
+    )?;
+    let mut response = html.into_response();
+    response.headers_mut().append(
+        header::SET_COOKIE,
+        c.cookie(FORM_COOKIE, "", &format!("/console/approvals/{id}"), 0),
+    );
+    Ok(response)
+}
+
+/// A GET on a decision route: refused, nothing changes.
+pub(super) async fn no_get_decision(State(c): State<Console>) -> Page {
+    Page::method_not_allowed().with(&c, false)
+}

@@ -1,0 +1,284 @@
+//! The web console at `/console` (SPEC §11) and the single-use approval links (SPEC §5): pages
+//! rendered on the server from the templates beside this file, one stylesheet, one small script
+//! for live updates over server-sent events. Decode, call the service, encode: the rules (links,
+//! sessions, CSRF, who decides) live in `service::console` and `service::approvals`.
+//!
+//! - `links`: login links, approval links (confirmation page, then a POST), and the admin routes
+//!   that issue them.
+//! - `pages`: the signed-in pages (approvals, threads, fleet, leases), decisions, logout and the
+//!   event stream.
+//!
+//! Every console response carries a strict Content-Security-Policy (no inline script or style, no
+//! framing), `X-Frame-Options: DENY`, `Referrer-Policy: no-referrer` (link secrets sit in URLs)
+//! and, except for the static files, `Cache-Control: no-store` (pages hold CSRF tokens).
+
+mod links;
+mod pages;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use minijinja::Environment;
+use serde::Serialize;
+
+use crate::domain::{Label, text};
+use crate::service::{ErrorCode, Service, ServiceError};
+
+/// The cookie holding a console session's secret.
+const SESSION_COOKIE: &str = "liaison_session";
+/// The cookie holding the CSRF token of a link's confirmation page (double submit: the form
+/// carries the same token, and a cross-site form cannot send this SameSite=Strict cookie).
+const FORM_COOKIE: &str = "liaison_form";
+
+/// What every console handler shares.
+#[derive(Clone)]
+struct Console {
+    service: Service,
+    /// What links advertise (`{public_url}/console/…`).
+    public_url: Arc<str>,
+    /// Cookies get `Secure` when the console is served over https.
+    secure: bool,
+    templates: Arc<Environment<'static>>,
+}
+
+/// The console's routes and the admin routes issuing its links.
+pub fn router(service: Service, public_url: &str) -> Router {
+    let state = Console {
+        service,
+        public_url: public_url.trim_end_matches('/').into(),
+        secure: public_url.starts_with("https://"),
+        templates: Arc::new(templates()),
+    };
+    pages::routes()
+        .merge(links::routes())
+        .layer(axum::middleware::map_response(security_headers))
+        .merge(links::admin_routes())
+        .with_state(state)
+}
+
+fn templates() -> Environment<'static> {
+    let mut env = Environment::new();
+    for (name, source) in [
+        ("base.html", include_str!("templates/base.html")),
+        ("approval.html", include_str!("templates/approval.html")),
+        ("approvals.html", include_str!("templates/approvals.html")),
+        ("link.html", include_str!("templates/link.html")),
+        ("login.html", include_str!("templates/login.html")),
+        ("message.html", include_str!("templates/message.html")),
+        ("threads.html", include_str!("templates/threads.html")),
+        ("thread.html", include_str!("templates/thread.html")),
+        ("fleet.html", include_str!("templates/fleet.html")),
+        ("leases.html", include_str!("templates/leases.html")),
+    ] {
+        env.add_template(name, source)
+            .expect("the console's templates are valid");
+    }
+    env
+}
+
+async fn security_headers(mut response: Response) -> Response {
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+             connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        ),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    if !h.contains_key(header::CACHE_CONTROL) {
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    response
+}
+
+impl Console {
+    fn render(
+        &self,
+        name: &str,
+        context: impl Into<minijinja::Value>,
+    ) -> Result<Html<String>, Page> {
+        self.templates
+            .get_template(name)
+            .and_then(|t| t.render(context))
+            .map(Html)
+            .map_err(|e| {
+                tracing::error!(template = name, error = %e, "Could not render a console page.");
+                Page::from(ServiceError::new(
+                    ErrorCode::Internal,
+                    "the page could not be rendered",
+                ))
+            })
+    }
+
+    /// `Set-Cookie` for `name`, readable by the server only, sent only from console pages.
+    fn cookie(&self, name: &str, value: &str, path: &str, max_age_s: u64) -> HeaderValue {
+        let secure = if self.secure { "; Secure" } else { "" };
+        HeaderValue::from_str(&format!(
+            "{name}={value}; Path={path}; Max-Age={max_age_s}; HttpOnly; SameSite=Strict{secure}"
+        ))
+        .expect("cookie values are URL-safe")
+    }
+}
+
+/// The value of cookie `name` in the request, if any.
+fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| v)
+}
+
+/// An error shown as a page: status, title and the service's message.
+struct Page {
+    status: StatusCode,
+    title: &'static str,
+    error: ServiceError,
+    /// Whether the reader is signed in (for the "back" link).
+    back: bool,
+    templates: Option<Arc<Environment<'static>>>,
+}
+
+impl From<ServiceError> for Page {
+    fn from(error: ServiceError) -> Self {
+        let status = StatusCode::from_u16(error.code.http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let title = match error.code {
+            ErrorCode::Unauthenticated | ErrorCode::TokenExpired | ErrorCode::TokenRevoked => {
+                "This link or session cannot be used"
+            }
+            ErrorCode::Forbidden => "Not allowed",
+            ErrorCode::NotFound => "Not found",
+            ErrorCode::InvalidInput => "Something is missing",
+            ErrorCode::ApprovalDecided | ErrorCode::ApprovalExpired => "Already settled",
+            _ if status.is_server_error() => "Something went wrong",
+            _ => "Not done",
+        };
+        Page {
+            status,
+            title,
+            error,
+            back: false,
+            templates: None,
+        }
+    }
+}
+
+impl Page {
+    fn with(mut self, console: &Console, back: bool) -> Self {
+        self.templates = Some(console.templates.clone());
+        self.back = back;
+        self
+    }
+
+    fn method_not_allowed() -> Self {
+        Page {
+            status: StatusCode::METHOD_NOT_ALLOWED,
+            title: "Decisions need a POST",
+            error: ServiceError::invalid(
+                "a decision is made with a button on the confirmation page (a POST), never by \
+                 opening an address; nothing was changed",
+            ),
+            back: false,
+            templates: None,
+        }
+    }
+}
+
+impl IntoResponse for Page {
+    fn into_response(self) -> Response {
+        let context = minijinja::context! {
+            title => self.title,
+            message => self.error.message,
+            code => self.error.code.as_str(),
+            tone => "error",
+            back => self.back.then_some("/console/approvals"),
+        };
+        let env = self.templates.unwrap_or_else(|| Arc::new(templates()));
+        let body = env
+            .get_template("message.html")
+            .and_then(|t| t.render(context))
+            .unwrap_or_else(|_| "liaison: the error page could not be rendered".to_owned());
+        let mut response = (self.status, Html(body)).into_response();
+        if self.status == StatusCode::METHOD_NOT_ALLOWED {
+            response
+                .headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("POST"));
+        }
+        response
+    }
+}
+
+/// One span of a label: the author's name is shown strong, the rest as text.
+#[derive(Debug, Serialize)]
+struct LabelPart {
+    text: String,
+    strong: bool,
+}
+
+/// The label's sentence in spans: its `**…**` marks the author's name; no other markup is kept.
+fn label_parts(label: &Label) -> Vec<LabelPart> {
+    text::one_line(&label.text)
+        .split("**")
+        .enumerate()
+        .filter(|(_, t)| !t.is_empty())
+        .map(|(i, t)| LabelPart {
+            text: t.replace('*', ""),
+            strong: i % 2 == 1,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{Impact, LabelLanguage};
+
+    #[test]
+    fn labels_keep_the_author_strong_and_drop_markdown() {
+        let label = Label::new("Alice Martin", Some(Impact::Code), LabelLanguage::En);
+        let parts = label_parts(&label);
+        assert_eq!(parts[0].text, "Data written by the agent of ");
+        assert!(!parts[0].strong);
+        assert_eq!(parts[1].text, "Alice Martin");
+        assert!(parts[1].strong);
+        assert!(parts.iter().all(|p| !p.text.contains('*')));
+        assert!(parts[2].text.ends_with("(Requested effect: code.)"));
+    }
+
+    #[test]
+    fn cookies_are_found_by_exact_name() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::COOKIE,
+            HeaderValue::from_static("x_liaison_session=no; liaison_session=yes"),
+        );
+        assert_eq!(cookie(&h, SESSION_COOKIE), Some("yes"));
+        assert_eq!(cookie(&h, FORM_COOKIE), None);
+    }
+
+    #[test]
+    fn every_template_renders_escaping_what_it_is_given() {
+        let env = templates();
+        let html = env
+            .get_template("message.html")
+            .unwrap()
+            .render(minijinja::context! { title => "t", message => "<script>alert(1)</script>" })
+            .unwrap();
+        assert!(html.contains("&lt;script&gt;") && !html.contains("<script>alert"));
+    }
+}

@@ -1,0 +1,594 @@
+//! The signed-in console: pending approvals (allow once, reject with a reason), threads by
+//! channel, one thread with its labelled messages, fleet, leases, logout, and the event stream
+//! that tells open pages to refresh. Every page acts as the session's person with scope `human`.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::rejection::{FormRejection, QueryRejection};
+use axum::extract::{Form, Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::{Router, body::Body};
+use futures::Stream;
+use minijinja::value::Serde;
+use serde::{Deserialize, Serialize};
+
+use super::{Console, LabelPart, Page, SESSION_COOKIE, cookie, label_parts, links};
+use crate::domain::{
+    ApprovalId, ApprovalState, ChannelName, Decision, DecisionPath, Label, ThreadId,
+};
+use crate::service::{ApprovalView, Caller, ServiceError, session_csrf};
+
+pub(super) fn routes() -> Router<Console> {
+    Router::new()
+        .route(
+            "/console",
+            get(|| async { Redirect::to("/console/approvals") }),
+        )
+        .route(
+            "/console/",
+            get(|| async { Redirect::to("/console/approvals") }),
+        )
+        .route("/console/approvals", get(approvals))
+        .route("/console/approvals/{id}", get(links::approval_page))
+        .route(
+            "/console/approvals/{id}/allow",
+            post(allow).get(links::no_get_decision),
+        )
+        .route(
+            "/console/approvals/{id}/reject",
+            post(reject).get(links::no_get_decision),
+        )
+        .route("/console/threads", get(threads))
+        .route("/console/threads/{id}", get(thread))
+        .route("/console/fleet", get(fleet))
+        .route("/console/leases", get(leases))
+        .route("/console/logout", post(logout))
+        .route("/console/events", get(events))
+        .route("/console/static/console.css", get(stylesheet))
+        .route("/console/static/console.js", get(script))
+}
+
+/// A signed-in request: the person, and the session's secret and CSRF token.
+pub(super) struct Session {
+    pub caller: Caller,
+    pub secret: String,
+    pub csrf: String,
+}
+
+pub(super) async fn session(c: &Console, headers: &HeaderMap) -> Result<Session, ServiceError> {
+    let secret = cookie(headers, SESSION_COOKIE).unwrap_or_default();
+    let (caller, _) = c.service.console_caller(secret).await?;
+    Ok(Session {
+        caller,
+        secret: secret.to_owned(),
+        csrf: session_csrf(secret),
+    })
+}
+
+/// A page's session, or (401) the sign-in page saying why there is none.
+async fn signed_in(c: &Console, headers: &HeaderMap) -> Result<Session, Response> {
+    match session(c, headers).await {
+        Ok(s) => Ok(s),
+        Err(e) if e.code.http_status() == 401 => {
+            let page = c.render(
+                "login.html",
+                minijinja::context! { message => e.message, title => "Sign in" },
+            );
+            Err(match page {
+                Ok(html) => (StatusCode::UNAUTHORIZED, html).into_response(),
+                Err(p) => p.into_response(),
+            })
+        }
+        Err(e) => Err(Page::from(e).with(c, false).into_response()),
+    }
+}
+
+/// What every signed-in page's layout needs.
+#[derive(Serialize)]
+struct Frame<'a> {
+    me: &'a str,
+    csrf: &'a str,
+    page: &'static str,
+    live: bool,
+}
+
+fn frame<'a>(s: &'a Session, page: &'static str) -> Frame<'a> {
+    Frame {
+        me: &s.caller.person.display_name,
+        csrf: &s.csrf,
+        page,
+        live: true,
+    }
+}
+
+/// A form a card's button submits: where, and its hidden fields.
+#[derive(Serialize)]
+pub(super) struct FormSpec {
+    action: String,
+    hidden: Vec<(&'static str, String)>,
+}
+
+/// How a card's buttons decide: through the session, or through a single-use link.
+pub(super) enum Via<'a> {
+    Session { csrf: &'a str },
+    Link { secret: &'a str, csrf: &'a str },
+}
+
+/// An approval as the approval card shows it.
+#[derive(Serialize)]
+pub(super) struct Card {
+    id: String,
+    subject: String,
+    requester: String,
+    channel: String,
+    impact: String,
+    thread: String,
+    thread_href: Option<String>,
+    approvers: String,
+    expires_at: String,
+    fingerprint: String,
+    label: Vec<LabelPart>,
+    body: String,
+    attachments: usize,
+    allow: Option<FormSpec>,
+    reject: Option<FormSpec>,
+}
+
+pub(super) fn card(c: &Console, view: &ApprovalView, via: Via<'_>) -> Card {
+    let a = &view.approval;
+    let label = Label::new(
+        &view.requested_by_name,
+        Some(a.impact),
+        c.service.settings().label_language,
+    );
+    let (allow, reject) = match (a.state, &via) {
+        (ApprovalState::Pending, Via::Session { csrf }) => {
+            let form = |verb: &str| FormSpec {
+                action: format!("/console/approvals/{}/{verb}", a.id),
+                hidden: vec![("csrf", (*csrf).to_owned())],
+            };
+            (Some(form("allow")), Some(form("reject")))
+        }
+        (ApprovalState::Pending, Via::Link { secret, csrf }) => {
+            let form = |decision: &str| FormSpec {
+                action: format!("/console/approvals/{}/link", a.id),
+                hidden: vec![
+                    ("link", (*secret).to_owned()),
+                    ("csrf", (*csrf).to_owned()),
+                    ("decision", decision.to_owned()),
+                ],
+            };
+            (Some(form("allow")), Some(form("reject")))
+        }
+        _ => (None, None),
+    };
+    Card {
+        id: a.id.to_string(),
+        subject: if view.subject.trim().is_empty() {
+            "(no subject)".to_owned()
+        } else {
+            crate::domain::text::one_line(&view.subject)
+        },
+        requester: view.requested_by_name.clone(),
+        channel: format!("#{}", a.channel),
+        impact: a.impact.to_string(),
+        thread: a.thread.to_string(),
+        thread_href: matches!(via, Via::Session { .. })
+            .then(|| format!("/console/threads/{}", a.thread)),
+        approvers: view.approver_names.join(", "),
+        expires_at: a.expires_at.to_string(),
+        fingerprint: a.fingerprint.clone(),
+        label: label_parts(&label),
+        body: view.request.body.clone(),
+        attachments: view.request.attachments.len(),
+        allow,
+        reject,
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct Notice {
+    allowed: Option<String>,
+    rejected: Option<String>,
+}
+
+impl Notice {
+    /// A fixed sentence about a decision just made; the id must be an approval id, so no
+    /// arbitrary text from the address reaches the page.
+    fn text(&self) -> Option<String> {
+        let id = |s: &Option<String>| s.as_deref().and_then(|s| ApprovalId::parse(s).ok());
+        if let Some(id) = id(&self.allowed) {
+            return Some(format!(
+                "Allowed {id} once: the first claim by an agent starts the work."
+            ));
+        }
+        id(&self.rejected).map(|id| {
+            format!("Rejected {id}: the thread is closed and the requester is told your reason.")
+        })
+    }
+}
+
+async fn approvals(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    notice: Result<Query<Notice>, QueryRejection>,
+) -> Result<Response, Response> {
+    let s = signed_in(&c, &headers).await?;
+    let fail = |e: ServiceError| Page::from(e).with(&c, true).into_response();
+    let page = c
+        .service
+        .approvals(&s.caller, true, None, Some(100))
+        .await
+        .map_err(fail)?;
+    let mut cards = Vec::with_capacity(page.approvals.len());
+    for a in &page.approvals {
+        let view = c.service.approval(&s.caller, &a.id).await.map_err(fail)?;
+        cards.push(card(&c, &view, Via::Session { csrf: &s.csrf }));
+    }
+    let notice = notice.ok().and_then(|q| q.0.text());
+    let html = c
+        .render(
+            "approvals.html",
+            minijinja::context! { approvals => Serde(cards), notice => notice, ..Serde(frame(&s, "approvals")) },
+        )
+        .map_err(IntoResponse::into_response)?;
+    Ok(html.into_response())
+}
+
+/// One approval for a signed-in approver (e.g. from a notification), decided or not.
+pub(super) async fn single(c: Console, id: String, headers: HeaderMap) -> Response {
+    let s = match signed_in(&c, &headers).await {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let result = async {
+        let id = ApprovalId::parse(&id).map_err(|_| ServiceError::not_found("approval", &id))?;
+        c.service.approval(&s.caller, &id).await
+    }
+    .await;
+    let view = match result {
+        Ok(v) => v,
+        Err(e) => return Page::from(e).with(&c, true).into_response(),
+    };
+    let state = view.approval.state;
+    let cards = vec![card(&c, &view, Via::Session { csrf: &s.csrf })];
+    let notice = (state != ApprovalState::Pending).then(|| format!("This approval is {state}."));
+    match c.render(
+        "approvals.html",
+        minijinja::context! { approvals => Serde(cards), notice => notice, single => true, ..Serde(frame(&s, "approvals")) },
+    ) {
+        Ok(html) => html.into_response(),
+        Err(p) => p.into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+struct DecisionForm {
+    csrf: Option<String>,
+    reason: Option<String>,
+}
+
+fn form<T>(form: Result<Form<T>, FormRejection>) -> Result<T, ServiceError> {
+    form.map(|Form(f)| f).map_err(|e| {
+        ServiceError::invalid(format!(
+            "the request is not a form this page sends ({}); nothing was changed",
+            e.body_text()
+        ))
+    })
+}
+
+async fn decide(
+    c: &Console,
+    headers: &HeaderMap,
+    id: &str,
+    decision: Decision,
+    f: Result<Form<DecisionForm>, FormRejection>,
+) -> Result<Response, Page> {
+    let back = |e: ServiceError| Page::from(e).with(c, true);
+    let s = session(c, headers).await.map_err(back)?;
+    let f = form(f).map_err(back)?;
+    c.service
+        .check_console_csrf(&s.secret, f.csrf.as_deref())
+        .map_err(back)?;
+    let id = ApprovalId::parse(id).map_err(|_| back(ServiceError::not_found("approval", id)))?;
+    c.service
+        .decide(&s.caller, &id, decision, f.reason, DecisionPath::Console)
+        .await
+        .map_err(back)?;
+    let key = match decision {
+        Decision::Allow => "allowed",
+        Decision::Reject => "rejected",
+    };
+    Ok(Redirect::to(&format!("/console/approvals?{key}={id}")).into_response())
+}
+
+async fn allow(
+    State(c): State<Console>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    f: Result<Form<DecisionForm>, FormRejection>,
+) -> Result<Response, Page> {
+    decide(&c, &headers, &id, Decision::Allow, f).await
+}
+
+async fn reject(
+    State(c): State<Console>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    f: Result<Form<DecisionForm>, FormRejection>,
+) -> Result<Response, Page> {
+    decide(&c, &headers, &id, Decision::Reject, f).await
+}
+
+#[derive(Deserialize)]
+struct LogoutForm {
+    csrf: Option<String>,
+}
+
+async fn logout(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    f: Result<Form<LogoutForm>, FormRejection>,
+) -> Result<Response, Page> {
+    let f = form(f).map_err(|e| Page::from(e).with(&c, true))?;
+    let secret = cookie(&headers, SESSION_COOKIE).unwrap_or_default();
+    c.service
+        .console_logout(secret, f.csrf.as_deref())
+        .await
+        .map_err(|e| Page::from(e).with(&c, true))?;
+    let mut response = Redirect::to("/console/login?signed_out=1").into_response();
+    response.headers_mut().append(
+        header::SET_COOKIE,
+        c.cookie(SESSION_COOKIE, "", "/console", 0),
+    );
+    Ok(response)
+}
+
+#[derive(Deserialize)]
+struct ChannelQuery {
+    channel: Option<String>,
+}
+
+#[derive(Serialize)]
+struct ThreadRow {
+    id: String,
+    subject: String,
+    state: &'static str,
+    task: Option<&'static str>,
+    kind: String,
+    opened_by: String,
+    messages: i64,
+    updated_at: String,
+}
+
+async fn threads(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    q: Result<Query<ChannelQuery>, QueryRejection>,
+) -> Result<Response, Response> {
+    let s = signed_in(&c, &headers).await?;
+    let fail = |e: ServiceError| Page::from(e).with(&c, true).into_response();
+    let channels: Vec<String> = c
+        .service
+        .channels(&s.caller)
+        .await
+        .map_err(fail)?
+        .into_iter()
+        .map(|ch| ch.name.to_string())
+        .collect();
+    let chosen = q
+        .ok()
+        .and_then(|q| q.0.channel)
+        .or_else(|| channels.first().cloned());
+    let mut rows = Vec::new();
+    if let Some(name) = &chosen {
+        let name = ChannelName::parse(name.as_str())
+            .map_err(|_| fail(ServiceError::not_found("channel", name)))?;
+        for t in c
+            .service
+            .channel_threads(&s.caller, &name)
+            .await
+            .map_err(fail)?
+        {
+            rows.push(ThreadRow {
+                id: t.id.to_string(),
+                subject: subject(&t.subject),
+                state: t.state.name(),
+                task: t.task.as_ref().map(|task| task.state.as_str()),
+                kind: t.opener_kind.to_string(),
+                opened_by: t.opened_by.to_string(),
+                messages: t.message_count,
+                updated_at: t.updated_at.to_string(),
+            });
+        }
+    }
+    c.render(
+        "threads.html",
+        minijinja::context! { channels => channels, channel => chosen, threads => Serde(rows), ..Serde(frame(&s, "threads")) },
+    )
+    .map(IntoResponse::into_response)
+    .map_err(IntoResponse::into_response)
+}
+
+fn subject(s: &str) -> String {
+    if s.trim().is_empty() {
+        "(no subject)".to_owned()
+    } else {
+        crate::domain::text::one_line(s)
+    }
+}
+
+#[derive(Serialize)]
+struct MessageRow {
+    kind: String,
+    impact: Option<String>,
+    outcome: Option<String>,
+    author: String,
+    agent: Option<String>,
+    created_at: String,
+    label: Vec<LabelPart>,
+    body: String,
+    truncated: bool,
+    chars: usize,
+    attachments: usize,
+}
+
+async fn thread(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, Response> {
+    let s = signed_in(&c, &headers).await?;
+    let fail = |e: ServiceError| Page::from(e).with(&c, true).into_response();
+    let id = ThreadId::parse(&id).map_err(|_| fail(ServiceError::not_found("thread", &id)))?;
+    let view = c
+        .service
+        .thread(&s.caller, &id, None, Some(100))
+        .await
+        .map_err(fail)?;
+    let messages: Vec<MessageRow> = view
+        .messages
+        .iter()
+        .map(|m| {
+            let d = &m.message;
+            MessageRow {
+                kind: d.message.kind.to_string(),
+                impact: d.message.impact.map(|i| i.to_string()),
+                outcome: d.message.outcome.map(|o| o.to_string()),
+                author: d.label.author.clone(),
+                agent: d.message.agent.as_ref().map(|a| a.as_str().to_owned()),
+                created_at: d.message.created_at.to_string(),
+                label: label_parts(&d.label),
+                body: d.message.body.clone(),
+                truncated: m.body_truncated,
+                chars: m.body_chars,
+                attachments: d.message.attachments.len(),
+            }
+        })
+        .collect();
+    let approvals: Vec<_> = view
+        .approvals
+        .iter()
+        .map(|a| {
+            minijinja::context! { id => a.id.to_string(), state => a.state.as_str(),
+                impact => a.impact.as_str(), fingerprint => a.fingerprint.as_str(), reason => a.reason.clone() }
+        })
+        .collect();
+    c.render(
+        "thread.html",
+        minijinja::context! { subject => subject(&view.thread.subject), channel => view.thread.channel.as_str(),
+            state => view.thread.state.name(),
+            task => view.thread.task.as_ref().map(|t| t.state.as_str()),
+            claim => view.claim.as_ref().map(|cl| format!("{} (self-declared agent “{}”)", cl.person, cl.session.as_str())),
+            approvals => approvals, messages => Serde(messages), ..Serde(frame(&s, "threads")) },
+    )
+    .map(IntoResponse::into_response)
+    .map_err(IntoResponse::into_response)
+}
+
+async fn fleet(State(c): State<Console>, headers: HeaderMap) -> Result<Response, Response> {
+    let s = signed_in(&c, &headers).await?;
+    let fleet = c
+        .service
+        .fleet(&s.caller)
+        .await
+        .map_err(|e| Page::from(e).with(&c, true).into_response())?;
+    let rows: Vec<_> = fleet
+        .iter()
+        .map(|p| {
+            minijinja::context! { person => p.person.as_str(), agent => p.agent.as_str(),
+                transition => p.transition.as_str(), task => p.task.as_deref().map(crate::domain::text::one_line),
+                updated_at => p.updated_at.to_string(), expires_at => p.expires_at.to_string() }
+        })
+        .collect();
+    c.render(
+        "fleet.html",
+        minijinja::context! { fleet => rows, ..Serde(frame(&s, "fleet")) },
+    )
+    .map(IntoResponse::into_response)
+    .map_err(IntoResponse::into_response)
+}
+
+async fn leases(State(c): State<Console>, headers: HeaderMap) -> Result<Response, Response> {
+    let s = signed_in(&c, &headers).await?;
+    let leases = c
+        .service
+        .leases(&s.caller)
+        .await
+        .map_err(|e| Page::from(e).with(&c, true).into_response())?;
+    let rows: Vec<_> = leases
+        .iter()
+        .map(|l| {
+            minijinja::context! { resource => l.resource.as_str(), person => l.person.as_str(),
+            agent => l.agent.as_str(), mode => l.mode.as_str(),
+            acquired_at => l.acquired_at.to_string(), expires_at => l.expires_at.to_string() }
+        })
+        .collect();
+    c.render(
+        "leases.html",
+        minijinja::context! { leases => rows, ..Serde(frame(&s, "leases")) },
+    )
+    .map(IntoResponse::into_response)
+    .map_err(IntoResponse::into_response)
+}
+
+/// How often the event stream says "change" even when nothing woke it: presence and leases
+/// expire by time, and no event marks that.
+const TICK: Duration = Duration::from_secs(30);
+
+/// Server-sent events: `change` whenever the person's inbox topic fires (a request reached them,
+/// an approval they are told of was decided, a thread they are in moved), and every [`TICK`].
+/// Ends at shutdown, and when the session has ended or expired.
+async fn events(
+    State(c): State<Console>,
+    headers: HeaderMap,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Page> {
+    let s = session(&c, &headers)
+        .await
+        .map_err(|e| Page::from(e).with(&c, false))?;
+    let changes = c.service.console_changes(&s.caller);
+    let stream = futures::stream::unfold(
+        (c, s.secret, changes),
+        |(c, secret, mut changes)| async move {
+            tokio::select! {
+                () = changes.woken() => {}
+                () = tokio::time::sleep(TICK) => {}
+                () = c.service.stopping() => return None,
+            }
+            // A session that ended (logout, expiry) stops receiving.
+            c.service.console_caller(&secret).await.ok()?;
+            let event = Event::default().event("change").data("changed");
+            Some((Ok(event), (c, secret, changes)))
+        },
+    );
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    let mut response = Body::from(body).into_response();
+    let h = response.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=300"),
+    );
+    response
+}
+
+async fn stylesheet() -> Response {
+    asset(
+        "text/css; charset=utf-8",
+        include_str!("static/console.css"),
+    )
+}
+
+async fn script() -> Response {
+    asset(
+        "text/javascript; charset=utf-8",
+        include_str!("static/console.js"),
+    )
+}

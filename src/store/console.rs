@@ -1,0 +1,283 @@
+//! The web console's credentials: single-use login links, single-use approval links, and console
+//! sessions. Only SHA-256 hashes of their secrets are stored. A link is used at most once, and only
+//! before its expiry, by one conditional `UPDATE … RETURNING`, so two concurrent uses (on any
+//! replica) cannot both succeed. Also the one read the console needs that no other front does:
+//! the threads of a channel.
+
+use sqlx::Row as _;
+use sqlx::any::AnyRow;
+
+use super::messages::{THREAD_COLUMNS, thread};
+use super::{Result, Store, ThreadRecord};
+use crate::domain::{ApprovalId, ChannelName, PersonId, Timestamp};
+
+/// Which single-use link: each kind has its own table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkKind {
+    /// Opens a console session for its person.
+    Login,
+    /// Decides one approval as its person.
+    Approval,
+}
+
+impl LinkKind {
+    fn table(self) -> &'static str {
+        match self {
+            LinkKind::Login => "login_links",
+            LinkKind::Approval => "approval_links",
+        }
+    }
+
+    fn columns(self) -> &'static str {
+        match self {
+            LinkKind::Login => "id, person, created_at, expires_at, used_at",
+            LinkKind::Approval => "id, person, approval_id, created_at, expires_at, used_at",
+        }
+    }
+}
+
+/// A link to store.
+#[derive(Debug, Clone)]
+pub struct NewLink {
+    pub kind: LinkKind,
+    pub id: String,
+    pub secret_hash: String,
+    pub person: PersonId,
+    /// The approval an approval link decides; none for a login link.
+    pub approval: Option<ApprovalId>,
+    pub created_by: PersonId,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+}
+
+/// A link as stored (never its secret).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LinkRecord {
+    pub id: String,
+    pub person: PersonId,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalId>,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub used_at: Option<Timestamp>,
+}
+
+/// A console session as stored (never its secret).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SessionRecord {
+    pub id: String,
+    pub person: PersonId,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<Timestamp>,
+}
+
+fn link(kind: LinkKind, row: &AnyRow) -> Result<LinkRecord> {
+    Ok(LinkRecord {
+        id: row.try_get("id")?,
+        person: PersonId::parse(row.try_get::<String, _>("person")?)?,
+        approval: match kind {
+            LinkKind::Login => None,
+            LinkKind::Approval => {
+                Some(ApprovalId::parse(row.try_get::<String, _>("approval_id")?)?)
+            }
+        },
+        created_at: Timestamp(row.try_get("created_at")?),
+        expires_at: Timestamp(row.try_get("expires_at")?),
+        used_at: row.try_get::<Option<i64>, _>("used_at")?.map(Timestamp),
+    })
+}
+
+const SESSION_COLUMNS: &str = "id, person, created_at, expires_at, ended_at";
+
+fn session(row: &AnyRow) -> Result<SessionRecord> {
+    Ok(SessionRecord {
+        id: row.try_get("id")?,
+        person: PersonId::parse(row.try_get::<String, _>("person")?)?,
+        created_at: Timestamp(row.try_get("created_at")?),
+        expires_at: Timestamp(row.try_get("expires_at")?),
+        ended_at: row.try_get::<Option<i64>, _>("ended_at")?.map(Timestamp),
+    })
+}
+
+impl Store {
+    pub async fn insert_link(&self, l: NewLink) -> Result<()> {
+        self.write(move |tx| {
+            Box::pin(async move {
+                match l.kind {
+                    LinkKind::Login => {
+                        sqlx::query(
+                            "INSERT INTO login_links (id, secret_hash, person, created_by, created_at, \
+                             expires_at) VALUES ($1, $2, $3, $4, $5, $6)",
+                        )
+                        .bind(l.id)
+                        .bind(l.secret_hash)
+                        .bind(l.person.as_str().to_owned())
+                        .bind(l.created_by.as_str().to_owned())
+                        .bind(l.created_at.0)
+                        .bind(l.expires_at.0)
+                        .execute(tx)
+                        .await?;
+                    }
+                    LinkKind::Approval => {
+                        sqlx::query(
+                            "INSERT INTO approval_links (id, secret_hash, person, approval_id, created_by, \
+                             created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                        )
+                        .bind(l.id)
+                        .bind(l.secret_hash)
+                        .bind(l.person.as_str().to_owned())
+                        .bind(l.approval.map(|a| a.as_str().to_owned()))
+                        .bind(l.created_by.as_str().to_owned())
+                        .bind(l.created_at.0)
+                        .bind(l.expires_at.0)
+                        .execute(tx)
+                        .await?;
+                    }
+                }
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    /// The link with this secret hash, whatever its state (the service says why it is unusable).
+    pub async fn link_by_hash(
+        &self,
+        kind: LinkKind,
+        secret_hash: &str,
+    ) -> Result<Option<LinkRecord>> {
+        let sql = format!(
+            "SELECT {} FROM {} WHERE secret_hash = $1",
+            kind.columns(),
+            kind.table()
+        );
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(secret_hash.to_owned())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(|r| link(kind, r)).transpose()
+    }
+
+    /// Records the CSRF token (hash) of the confirmation page just shown for a usable link; the
+    /// last page shown is the one whose form can use it. False when the link is no longer usable.
+    pub async fn show_link(
+        &self,
+        kind: LinkKind,
+        secret_hash: String,
+        csrf_hash: String,
+        now: Timestamp,
+    ) -> Result<bool> {
+        let sql = format!(
+            "UPDATE {} SET csrf_hash = $1 WHERE secret_hash = $2 AND used_at IS NULL AND expires_at > $3",
+            kind.table()
+        );
+        self.write(move |tx| {
+            Box::pin(async move {
+                let done = sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(csrf_hash)
+                    .bind(secret_hash)
+                    .bind(now.0)
+                    .execute(tx)
+                    .await?;
+                Ok(done.rows_affected() == 1)
+            })
+        })
+        .await
+    }
+
+    /// Uses a link once: only if it is unused, unexpired and `csrf_hash` is its page's token.
+    /// Returns the link when this call used it, none otherwise.
+    pub async fn use_link(
+        &self,
+        kind: LinkKind,
+        secret_hash: String,
+        csrf_hash: String,
+        now: Timestamp,
+    ) -> Result<Option<LinkRecord>> {
+        let sql = format!(
+            "UPDATE {} SET used_at = $1 WHERE secret_hash = $2 AND csrf_hash = $3 \
+             AND used_at IS NULL AND expires_at > $1 RETURNING {}",
+            kind.table(),
+            kind.columns()
+        );
+        self.write(move |tx| {
+            Box::pin(async move {
+                let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(now.0)
+                    .bind(secret_hash)
+                    .bind(csrf_hash)
+                    .fetch_optional(tx)
+                    .await?;
+                row.as_ref().map(|r| link(kind, r)).transpose()
+            })
+        })
+        .await
+    }
+
+    pub async fn insert_session(&self, s: SessionRecord, secret_hash: String) -> Result<()> {
+        self.write(move |tx| {
+            Box::pin(async move {
+                sqlx::query(
+                    "INSERT INTO console_sessions (id, secret_hash, person, created_at, expires_at) \
+                     VALUES ($1, $2, $3, $4, $5)",
+                )
+                .bind(s.id)
+                .bind(secret_hash)
+                .bind(s.person.as_str().to_owned())
+                .bind(s.created_at.0)
+                .bind(s.expires_at.0)
+                .execute(tx)
+                .await?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    /// The session with this secret hash, whatever its state.
+    pub async fn session_by_hash(&self, secret_hash: &str) -> Result<Option<SessionRecord>> {
+        let sql = format!("SELECT {SESSION_COLUMNS} FROM console_sessions WHERE secret_hash = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(secret_hash.to_owned())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(session).transpose()
+    }
+
+    /// Ends a live session (logout); false when it had already ended.
+    pub async fn end_session(&self, secret_hash: String, now: Timestamp) -> Result<bool> {
+        self.write(move |tx| {
+            Box::pin(async move {
+                let done = sqlx::query(
+                    "UPDATE console_sessions SET ended_at = $1 WHERE secret_hash = $2 AND ended_at IS NULL",
+                )
+                .bind(now.0)
+                .bind(secret_hash)
+                .execute(tx)
+                .await?;
+                Ok(done.rows_affected() == 1)
+            })
+        })
+        .await
+    }
+
+    /// The threads of a channel, most recently active first, at most `limit`.
+    pub async fn channel_threads(
+        &self,
+        channel: &ChannelName,
+        limit: i64,
+    ) -> Result<Vec<ThreadRecord>> {
+        let sql = format!(
+            "SELECT {THREAD_COLUMNS} FROM threads WHERE channel = $1 ORDER BY updated_at DESC, id DESC LIMIT $2"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(channel.as_str().to_owned())
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(thread).collect()
+    }
+}

@@ -1,0 +1,653 @@
+//! The web console and the single-use approval links, over real HTTP against the console router
+//! (service on a manual clock), on both backends: links work once, expire and go only to
+//! approvers; every state change needs the right CSRF token; GET never decides; agent and
+//! admin-only credentials decide nothing; sessions expire and end at logout.
+
+use liaison::domain::{ApprovalId, ApprovalState, DecisionPath, Impact, PersonKind, Scope, Scopes};
+use liaison::service::{ErrorCode, PostRequest, TokenSpec};
+use reqwest::StatusCode;
+use reqwest::header::{CONTENT_TYPE, COOKIE, HeaderMap, SET_COOKIE};
+
+use crate::helpers::{TestEnv, pid, post};
+
+struct Console {
+    env: TestEnv,
+    url: String,
+    http: reqwest::Client,
+    /// An admin token's secret, for the admin routes.
+    admin_secret: String,
+    approval: ApprovalId,
+}
+
+/// Alice asks Bob (who may approve in `demo`) for a code change; the console serves on port 0.
+async fn console() -> Console {
+    let env = TestEnv::new().await;
+    let alice = env.member("alice", "claude@a:1").await;
+    env.member("bob", "codex@b:1").await;
+    env.person("partner", PersonKind::External).await;
+    env.channel("demo", &["alice", "bob"]).await;
+    let posted = env
+        .service
+        .post(
+            &alice,
+            PostRequest {
+                impact: Some(Impact::Code),
+                to: Some(vec![pid("bob")]),
+                ..post("request", Some("demo"), None, "Bump <b>the</b> TLS library")
+            },
+        )
+        .await
+        .unwrap();
+    let approval = env
+        .service
+        .thread(&alice, &posted.thread, None, None)
+        .await
+        .unwrap()
+        .approvals[0]
+        .id
+        .clone();
+    let admin_secret = env
+        .service
+        .issue_token(
+            &env.admin,
+            TokenSpec {
+                person: pid("admin"),
+                scopes: Scopes::default().with(Scope::Admin),
+                expires_in_s: None,
+                description: String::new(),
+            },
+        )
+        .await
+        .unwrap()
+        .secret;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let router = liaison::console::router(env.service.clone(), &url);
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    Console {
+        env,
+        url,
+        http,
+        admin_secret,
+        approval,
+    }
+}
+
+impl Console {
+    async fn state(&self) -> ApprovalState {
+        self.env
+            .service
+            .store()
+            .approval(&self.approval)
+            .await
+            .unwrap()
+            .unwrap()
+            .state
+    }
+
+    async fn get(
+        &self,
+        path_or_url: &str,
+        cookie: Option<&str>,
+    ) -> (StatusCode, HeaderMap, String) {
+        let url = if path_or_url.starts_with("http") {
+            path_or_url.to_owned()
+        } else {
+            format!("{}{path_or_url}", self.url)
+        };
+        let mut req = self.http.get(url);
+        if let Some(c) = cookie {
+            req = req.header(COOKIE, c);
+        }
+        let r = req.send().await.unwrap();
+        (r.status(), r.headers().clone(), r.text().await.unwrap())
+    }
+
+    async fn post_form(
+        &self,
+        path: &str,
+        cookie: Option<&str>,
+        fields: &[(&str, &str)],
+    ) -> (StatusCode, HeaderMap, String) {
+        let body = fields
+            .iter()
+            .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
+            .collect::<Vec<_>>()
+            .join("&");
+        let mut req = self
+            .http
+            .post(format!("{}{path}", self.url))
+            .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(body);
+        if let Some(c) = cookie {
+            req = req.header(COOKIE, c);
+        }
+        let r = req.send().await.unwrap();
+        (r.status(), r.headers().clone(), r.text().await.unwrap())
+    }
+
+    async fn admin_post(
+        &self,
+        path: &str,
+        body: serde_json::Value,
+    ) -> (StatusCode, serde_json::Value) {
+        let r = self
+            .http
+            .post(format!("{}{path}", self.url))
+            .bearer_auth(&self.admin_secret)
+            .header(CONTENT_TYPE, "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        (
+            r.status(),
+            serde_json::from_str(&r.text().await.unwrap()).unwrap(),
+        )
+    }
+
+    /// Signs in as `person` through a login link; returns the session cookie and its CSRF token.
+    async fn sign_in(&self, person: &str) -> (String, String) {
+        let (status, body) = self
+            .admin_post(
+                "/admin/v1/login-links",
+                serde_json::json!({ "person": person }),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        let url = body["url"].as_str().unwrap().to_owned();
+        let (status, headers, html) = self.get(&url, None).await;
+        assert_eq!(status, 200, "{html}");
+        let form_cookie = set_cookie(&headers, "liaison_form");
+        let (status, headers, _) = self
+            .post_form(
+                "/console/login",
+                Some(&form_cookie),
+                &[
+                    ("link", &field(&html, "link")),
+                    ("csrf", &field(&html, "csrf")),
+                ],
+            )
+            .await;
+        assert_eq!(status, StatusCode::SEE_OTHER);
+        let session = set_cookie(&headers, "liaison_session");
+        let (status, _, page) = self.get("/console/approvals", Some(&session)).await;
+        assert_eq!(status, 200, "{page}");
+        (session, field(&page, "csrf"))
+    }
+}
+
+/// Percent-encodes a form value.
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The value of the first hidden input named `name` in a page.
+fn field(html: &str, name: &str) -> String {
+    let marker = format!("name=\"{name}\" value=\"");
+    let start = html
+        .find(&marker)
+        .unwrap_or_else(|| panic!("no field {name} in {html}"))
+        + marker.len();
+    html[start..].split('"').next().unwrap().to_owned()
+}
+
+/// `name=value` of the `Set-Cookie` for `name`, checking its protective attributes.
+fn set_cookie(headers: &HeaderMap, name: &str) -> String {
+    let c = headers
+        .get_all(SET_COOKIE)
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .find(|v| v.starts_with(&format!("{name}=")))
+        .unwrap_or_else(|| panic!("no {name} cookie in {headers:?}"));
+    assert!(
+        c.contains("HttpOnly") && c.contains("SameSite=Strict"),
+        "{c}"
+    );
+    c.split(';').next().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn an_approval_link_shows_the_action_and_decides_once_by_post_with_its_csrf_token() {
+    let c = console().await;
+    let (status, body) = c
+        .admin_post(
+            &format!("/admin/v1/approvals/{}/link", c.approval),
+            serde_json::json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["link"]["person"], "bob",
+        "the first approver by default"
+    );
+    let url = body["url"].as_str().unwrap().to_owned();
+    assert!(url.starts_with(&format!(
+        "{}/console/approvals/{}?link=lsn_",
+        c.url, c.approval
+    )));
+
+    // Opening it shows the exact action (escaped), and decides nothing; the page is not cached
+    // nor framed.
+    let (status, headers, html) = c.get(&url, None).await;
+    assert_eq!(status, 200, "{html}");
+    let fingerprint = c
+        .env
+        .service
+        .store()
+        .approval(&c.approval)
+        .await
+        .unwrap()
+        .unwrap()
+        .fingerprint;
+    assert!(html.contains(&fingerprint));
+    assert!(
+        html.contains("Bump &lt;b&gt;the&lt;&#x2f;b&gt; TLS library")
+            || html.contains("Bump &lt;b&gt;the&lt;/b&gt; TLS library"),
+        "{html}"
+    );
+    assert!(!html.contains("<b>the</b>"));
+    assert_eq!(headers["cache-control"], "no-store");
+    assert_eq!(headers["x-frame-options"], "DENY");
+    assert!(
+        headers["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("frame-ancestors 'none'")
+    );
+    assert_eq!(c.state().await, ApprovalState::Pending);
+    let cookie = set_cookie(&headers, "liaison_form");
+    let (link, csrf) = (field(&html, "link"), field(&html, "csrf"));
+    let decide = format!("/console/approvals/{}/link", c.approval);
+
+    // A GET on the deciding route, even with everything in the query, decides nothing.
+    let (status, _, page) = c
+        .get(
+            &format!("{decide}?link={link}&csrf={csrf}&decision=allow"),
+            Some(&cookie),
+        )
+        .await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{page}");
+    assert!(page.contains("POST"));
+
+    // Without the token, with a wrong one, or without the page's cookie: refused.
+    for (cookie, token) in [
+        (Some(cookie.as_str()), ""),
+        (Some(cookie.as_str()), "lsn_wrong"),
+        (None, csrf.as_str()),
+        (Some("liaison_form=lsn_forged"), "lsn_forged"),
+    ] {
+        let (status, _, page) = c
+            .post_form(
+                &decide,
+                cookie,
+                &[("link", &link), ("csrf", token), ("decision", "allow")],
+            )
+            .await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
+        assert!(page.contains("CSRF"), "{page}");
+    }
+    // A rejection without a reason is refused before the link is used.
+    let (status, _, page) = c
+        .post_form(
+            &decide,
+            Some(&cookie),
+            &[("link", &link), ("csrf", &csrf), ("decision", "reject")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{page}");
+    assert_eq!(c.state().await, ApprovalState::Pending);
+
+    // The real form decides, as Bob, via the link path.
+    let (status, _, page) = c
+        .post_form(
+            &decide,
+            Some(&cookie),
+            &[("link", &link), ("csrf", &csrf), ("decision", "allow")],
+        )
+        .await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Allowed once"));
+    let a = c
+        .env
+        .service
+        .store()
+        .approval(&c.approval)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(a.state, ApprovalState::Approved);
+    assert_eq!(a.decided_by, Some(pid("bob")));
+    assert_eq!(a.decided_via, Some(DecisionPath::Link));
+
+    // Replayed, or opened again: the link is spent.
+    let (status, _, page) = c
+        .post_form(
+            &decide,
+            Some(&cookie),
+            &[("link", &link), ("csrf", &csrf), ("decision", "allow")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{page}");
+    assert!(page.contains("already used"), "{page}");
+    let (status, _, page) = c.get(&url, None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(page.contains("already used"), "{page}");
+}
+
+#[tokio::test]
+async fn an_approval_link_expires_and_is_bound_to_its_approval() {
+    let c = console().await;
+    let s = &c.env.service;
+    let issued = s
+        .issue_approval_link(&c.env.admin, &c.approval, None, None)
+        .await
+        .unwrap();
+    // Another approval's page does not accept it.
+    let other = ApprovalId::generate();
+    let e = s
+        .open_link(
+            liaison::store::LinkKind::Approval,
+            &issued.secret,
+            Some(&other),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::Unauthenticated);
+    let (_, csrf) = s
+        .open_link(
+            liaison::store::LinkKind::Approval,
+            &issued.secret,
+            Some(&c.approval),
+        )
+        .await
+        .unwrap();
+    c.env.clock.advance_secs(3_601);
+    let e = s
+        .open_link(
+            liaison::store::LinkKind::Approval,
+            &issued.secret,
+            Some(&c.approval),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::TokenExpired, "{e}");
+    let e = s
+        .decide_by_link(
+            &c.approval,
+            &issued.secret,
+            &csrf,
+            Some(&csrf),
+            liaison::domain::Decision::Allow,
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::TokenExpired, "{e}");
+    assert_eq!(c.state().await, ApprovalState::Pending);
+}
+
+#[tokio::test]
+async fn only_admins_issue_links_and_only_for_an_approver_of_a_pending_approval() {
+    let c = console().await;
+    let s = &c.env.service;
+    // Alice asked; she is not an approver.
+    let e = s
+        .issue_approval_link(&c.env.admin, &c.approval, Some(&pid("alice")), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidInput);
+    assert!(e.message.contains("not an approver"), "{e}");
+    let (status, body) = c
+        .admin_post(
+            &format!("/admin/v1/approvals/{}/link", c.approval),
+            serde_json::json!({ "for": "alice" }),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    // Humans and agents do not issue links.
+    for scope in [Scope::Human, Scope::Agent] {
+        let bob = c.env.caller("bob", scope, "bob@x:1").await;
+        let e = s
+            .issue_approval_link(&bob, &c.approval, None, None)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, ErrorCode::Forbidden);
+        let e = s
+            .issue_login_link(&bob, &pid("bob"), None)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, ErrorCode::Forbidden);
+    }
+    // Unknown approvals and persons, parties, out-of-range lifetimes.
+    let e = s
+        .issue_approval_link(&c.env.admin, &ApprovalId::generate(), None, None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotFound);
+    let e = s
+        .issue_login_link(&c.env.admin, &pid("nobody"), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotFound);
+    let e = s
+        .issue_login_link(&c.env.admin, &pid("partner"), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidInput);
+    let e = s
+        .issue_login_link(&c.env.admin, &pid("bob"), Some(5))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidInput);
+    // A decided approval gets no link.
+    let bob = c.env.caller("bob", Scope::Human, "bob@x:1").await;
+    s.decide(
+        &bob,
+        &c.approval,
+        liaison::domain::Decision::Allow,
+        None,
+        DecisionPath::Cli,
+    )
+    .await
+    .unwrap();
+    let e = s
+        .issue_approval_link(&c.env.admin, &c.approval, None, None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::ApprovalDecided, "{e}");
+}
+
+#[tokio::test]
+async fn agent_and_admin_only_credentials_cannot_decide_through_the_console() {
+    let c = console().await;
+    let agent = c
+        .env
+        .service
+        .issue_token(
+            &c.env.admin,
+            TokenSpec {
+                person: pid("bob"),
+                scopes: Scopes::default().with(Scope::Agent),
+                expires_in_s: None,
+                description: String::new(),
+            },
+        )
+        .await
+        .unwrap()
+        .secret;
+    let allow = format!("/console/approvals/{}/allow", c.approval);
+    for secret in [agent.as_str(), c.admin_secret.as_str()] {
+        // As a bearer token, or as if it were a session cookie: not signed in.
+        let r = c
+            .http
+            .post(format!("{}{allow}", c.url))
+            .bearer_auth(secret)
+            .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body("")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+        let cookie = format!("liaison_session={secret}");
+        let (status, _, page) = c.post_form(&allow, Some(&cookie), &[("csrf", "x")]).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{page}");
+        let (status, _, _) = c.get("/console/approvals", Some(&cookie)).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+    }
+    assert_eq!(c.state().await, ApprovalState::Pending);
+}
+
+#[tokio::test]
+async fn console_decisions_need_the_sessions_csrf_token_and_a_post() {
+    let c = console().await;
+    let (session, csrf) = c.sign_in("bob").await;
+    let (_, headers, page) = c.get("/console/approvals", Some(&session)).await;
+    assert!(page.contains(c.approval.as_str()), "{page}");
+    assert_eq!(headers["cache-control"], "no-store");
+    let allow = format!("/console/approvals/{}/allow", c.approval);
+    let reject = format!("/console/approvals/{}/reject", c.approval);
+
+    let (status, _, _) = c.get(&allow, Some(&session)).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    for token in ["", "0000", &csrf[1..]] {
+        let (status, _, page) = c
+            .post_form(&allow, Some(&session), &[("csrf", token)])
+            .await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{page}");
+    }
+    // Another session's token is not this one's.
+    let (_, alice_csrf) = c.sign_in("alice").await;
+    let (status, _, _) = c
+        .post_form(&allow, Some(&session), &[("csrf", &alice_csrf)])
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _, page) = c
+        .post_form(&reject, Some(&session), &[("csrf", &csrf), ("reason", " ")])
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{page}");
+    assert_eq!(c.state().await, ApprovalState::Pending);
+
+    let (status, headers, _) = c
+        .post_form(
+            &reject,
+            Some(&session),
+            &[("csrf", &csrf), ("reason", "Not this week")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        headers["location"],
+        format!("/console/approvals?rejected={}", c.approval)
+    );
+    let a = c
+        .env
+        .service
+        .store()
+        .approval(&c.approval)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(a.state, ApprovalState::Rejected);
+    assert_eq!(a.decided_via, Some(DecisionPath::Console));
+    assert_eq!(a.reason.as_deref(), Some("Not this week"));
+    let (status, _, page) = c
+        .post_form(&allow, Some(&session), &[("csrf", &csrf)])
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{page}");
+    assert!(page.contains("already decided by Bob"), "{page}");
+}
+
+#[tokio::test]
+async fn login_links_work_once_and_sessions_end_at_logout_or_expiry() {
+    let c = console().await;
+    let (status, body) = c
+        .admin_post(
+            "/admin/v1/login-links",
+            serde_json::json!({ "person": "bob" }),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let url = body["url"].as_str().unwrap().to_owned();
+    let (_, headers, html) = c.get(&url, None).await;
+    let form_cookie = set_cookie(&headers, "liaison_form");
+    let (link, csrf) = (field(&html, "link"), field(&html, "csrf"));
+    // Without the page's cookie, no session.
+    let (status, _, _) = c
+        .post_form("/console/login", None, &[("link", &link), ("csrf", &csrf)])
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let login = [("link", link.as_str()), ("csrf", csrf.as_str())];
+    let (status, headers, _) = c
+        .post_form("/console/login", Some(&form_cookie), &login)
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let session = set_cookie(&headers, "liaison_session");
+    // Replayed: refused.
+    let (status, _, page) = c
+        .post_form("/console/login", Some(&form_cookie), &login)
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(page.contains("already used"), "{page}");
+
+    // Every page works while signed in.
+    for page in [
+        "/console/approvals",
+        "/console/threads",
+        "/console/fleet",
+        "/console/leases",
+    ] {
+        let (status, _, html) = c.get(page, Some(&session)).await;
+        assert_eq!(status, 200, "{page}: {html}");
+    }
+    let (_, _, page) = c.get("/console/approvals", Some(&session)).await;
+    let token = field(&page, "csrf");
+    // Logout needs the token; then the session is over.
+    let (status, _, _) = c
+        .post_form("/console/logout", Some(&session), &[("csrf", "nope")])
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _, _) = c.get("/console/approvals", Some(&session)).await;
+    assert_eq!(status, 200);
+    let (status, headers, _) = c
+        .post_form("/console/logout", Some(&session), &[("csrf", &token)])
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert!(headers[SET_COOKIE].to_str().unwrap().contains("Max-Age=0"));
+    let (status, _, page) = c.get("/console/approvals", Some(&session)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(page.contains("login link"), "{page}");
+    let (status, _, _) = c.get("/console/events", Some(&session)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+
+    // A new session lasts 12 hours.
+    let (session, _) = c.sign_in("bob").await;
+    c.env.clock.advance_secs(12 * 3_600 - 1);
+    assert_eq!(c.get("/console/approvals", Some(&session)).await.0, 200);
+    c.env.clock.advance_secs(1);
+    let (status, _, page) = c.get("/console/approvals", Some(&session)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(page.contains("expired"), "{page}");
+    // And login links expire after an hour.
+    let (_, body) = c
+        .admin_post(
+            "/admin/v1/login-links",
+            serde_json::json!({ "person": "bob" }),
+        )
+        .await;
+    c.env.clock.advance_secs(3_600);
+    let (status, _, page) = c.get(body["url"].as_str().unwrap(), None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(page.contains("expired"), "{page}");
+}
