@@ -23,7 +23,7 @@ pub use coordination::{ClaimAction, ClaimTarget, LeaseSpec, PresenceSpec};
 pub use error::{ErrorCode, Result, ServiceError};
 pub use inbox::{InboxItem, InboxPage, InboxRequest, ItemContent};
 pub use messages::{DeliveredMessage, MessageSlice, PostReceipt, PostRequest, ThreadView};
-pub use tasks::{PushConfigSpec, SkillRoute, TaskListing, TaskMessage, TaskView};
+pub use tasks::{A2A_KEY_PREFIX, PushConfigSpec, SkillRoute, TaskListing, TaskMessage, TaskView};
 
 use crate::bus::WakeBus;
 use crate::clock::Clock;
