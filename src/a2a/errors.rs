@@ -53,6 +53,16 @@ pub enum ErrorKind {
     ExtendedAgentCardNotConfigured,
     ExtensionSupportRequired,
     VersionNotSupported,
+    /// No credential, or one the server does not accept (spec §3.3.2 "Authentication Errors":
+    /// HTTP 401, gRPC `UNAUTHENTICATED`, a custom JSON-RPC code).
+    Unauthenticated,
+    /// Authenticated, but not allowed to do this (§3.3.2 "Authorization Errors": HTTP 403, gRPC
+    /// `PERMISSION_DENIED`, a custom JSON-RPC code). Never for a resource the caller cannot see:
+    /// that is TaskNotFound.
+    PermissionDenied,
+    /// The request body is larger than the largest valid request (HTTP 413, gRPC
+    /// `RESOURCE_EXHAUSTED` as gRPC itself answers an oversize message, JSON-RPC InvalidRequest).
+    PayloadTooLarge,
 }
 
 /// How one error appears on the wire, for one spec version.
@@ -78,7 +88,7 @@ struct Row {
 
 /// The table. One row per [`ErrorKind`], in declaration order.
 #[rustfmt::skip]
-const TABLE: [Row; 14] = [
+const TABLE: [Row; 17] = [
     row(ErrorKind::ParseError, -32700, "JSON_PARSE", "Invalid JSON payload", (400, Code::InvalidArgument), (400, Code::InvalidArgument)),
     row(ErrorKind::InvalidRequest, -32600, "INVALID_REQUEST", "Request payload validation error", (400, Code::InvalidArgument), (400, Code::InvalidArgument)),
     row(ErrorKind::MethodNotFound, -32601, "METHOD_NOT_FOUND", "Method not found", (404, Code::Unimplemented), (404, Code::Unimplemented)),
@@ -93,6 +103,11 @@ const TABLE: [Row; 14] = [
     row(ErrorKind::ExtendedAgentCardNotConfigured, -32007, "EXTENDED_AGENT_CARD_NOT_CONFIGURED", "Extended agent card is not configured", (400, Code::FailedPrecondition), (400, Code::FailedPrecondition)),
     row(ErrorKind::ExtensionSupportRequired, -32008, "EXTENSION_SUPPORT_REQUIRED", "A required extension is not supported by the client", (400, Code::FailedPrecondition), (400, Code::FailedPrecondition)),
     row(ErrorKind::VersionNotSupported, -32009, "VERSION_NOT_SUPPORTED", "A2A version not supported", (400, Code::FailedPrecondition), (400, Code::Unimplemented)),
+    // Not A2A errors: the spec names only their HTTP and gRPC codes. JSON-RPC codes outside the
+    // range JSON-RPC reserves (-32768..-32000), so no future A2A code can collide.
+    row(ErrorKind::Unauthenticated, -31401, "UNAUTHENTICATED", "Authentication required", (401, Code::Unauthenticated), (401, Code::Unauthenticated)),
+    row(ErrorKind::PermissionDenied, -31403, "PERMISSION_DENIED", "Permission denied", (403, Code::PermissionDenied), (403, Code::PermissionDenied)),
+    row(ErrorKind::PayloadTooLarge, -32600, "PAYLOAD_TOO_LARGE", "Request too large", (413, Code::ResourceExhausted), (413, Code::ResourceExhausted)),
 ];
 
 const fn row(
@@ -115,7 +130,7 @@ const fn row(
 
 impl ErrorKind {
     /// Every kind, in table order.
-    pub const ALL: [ErrorKind; 14] = [
+    pub const ALL: [ErrorKind; 17] = [
         ErrorKind::ParseError,
         ErrorKind::InvalidRequest,
         ErrorKind::MethodNotFound,
@@ -130,6 +145,9 @@ impl ErrorKind {
         ErrorKind::ExtendedAgentCardNotConfigured,
         ErrorKind::ExtensionSupportRequired,
         ErrorKind::VersionNotSupported,
+        ErrorKind::Unauthenticated,
+        ErrorKind::PermissionDenied,
+        ErrorKind::PayloadTooLarge,
     ];
 
     fn row(self) -> &'static Row {
@@ -279,7 +297,7 @@ mod tests {
     /// (HTTP, gRPC) in v1.0.1, (HTTP, gRPC) in v1.0.0.
     #[allow(clippy::type_complexity)]
     #[rustfmt::skip]
-    const EXPECTED: [(ErrorKind, i32, &str, (u16, Code), (u16, Code)); 14] = [
+    const EXPECTED: [(ErrorKind, i32, &str, (u16, Code), (u16, Code)); 17] = [
         (ErrorKind::ParseError, -32700, "JSON_PARSE", (400, Code::InvalidArgument), (400, Code::InvalidArgument)),
         (ErrorKind::InvalidRequest, -32600, "INVALID_REQUEST", (400, Code::InvalidArgument), (400, Code::InvalidArgument)),
         (ErrorKind::MethodNotFound, -32601, "METHOD_NOT_FOUND", (404, Code::Unimplemented), (404, Code::Unimplemented)),
@@ -294,6 +312,9 @@ mod tests {
         (ErrorKind::ExtendedAgentCardNotConfigured, -32007, "EXTENDED_AGENT_CARD_NOT_CONFIGURED", (400, Code::FailedPrecondition), (400, Code::FailedPrecondition)),
         (ErrorKind::ExtensionSupportRequired, -32008, "EXTENSION_SUPPORT_REQUIRED", (400, Code::FailedPrecondition), (400, Code::FailedPrecondition)),
         (ErrorKind::VersionNotSupported, -32009, "VERSION_NOT_SUPPORTED", (400, Code::FailedPrecondition), (400, Code::Unimplemented)),
+        (ErrorKind::Unauthenticated, -31401, "UNAUTHENTICATED", (401, Code::Unauthenticated), (401, Code::Unauthenticated)),
+        (ErrorKind::PermissionDenied, -31403, "PERMISSION_DENIED", (403, Code::PermissionDenied), (403, Code::PermissionDenied)),
+        (ErrorKind::PayloadTooLarge, -32600, "PAYLOAD_TOO_LARGE", (413, Code::ResourceExhausted), (413, Code::ResourceExhausted)),
     ];
 
     #[test]
