@@ -783,7 +783,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_streaming_send_follows_the_task_through_input_required_to_its_end() {
+    async fn a_streaming_send_ends_when_the_task_asks_for_input() {
         let env = env(SpecVersion::V1_0_1).await;
         let req = pb::SendMessageRequest {
             message: Some(user_message("m1", "Please change the config")),
@@ -802,43 +802,13 @@ mod tests {
         };
         env.team_posts(Kind::Question, &task.id, "Which environment?")
             .await;
-        let Some(pb::stream_response::Payload::StatusUpdate(update)) =
-            stream.next().await.unwrap().unwrap().payload
-        else {
+        let rest: Vec<_> = stream.map(Result::unwrap).collect().await;
+        assert_eq!(rest.len(), 1);
+        let Some(pb::stream_response::Payload::StatusUpdate(update)) = &rest[0].payload else {
             panic!("a status update")
         };
         let status = update.status.as_ref().unwrap();
         assert_eq!(status.state, pb::TaskState::InputRequired as i32);
         assert!(status.message.is_some());
-        // The stream stays open: the answer and the reply come on it, then it ends.
-        let mut answer = user_message("m2", "Staging");
-        answer.task_id = task.id.clone();
-        let answer = pb::SendMessageRequest {
-            message: Some(answer),
-            configuration: Some(pb::SendMessageConfiguration {
-                return_immediately: true,
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        env.grpc.send_message(env.request(answer)).await.unwrap();
-        env.team_posts(Kind::Reply, &task.id, "Done").await;
-        let states: Vec<i32> = stream
-            .map(Result::unwrap)
-            .filter_map(|r| async move {
-                match r.payload {
-                    Some(pb::stream_response::Payload::StatusUpdate(u)) => Some(u.status?.state),
-                    _ => None,
-                }
-            })
-            .collect()
-            .await;
-        assert_eq!(
-            states,
-            [
-                pb::TaskState::Working as i32,
-                pb::TaskState::Completed as i32
-            ]
-        );
     }
 }

@@ -18,8 +18,8 @@ use crate::bus::Subscription;
 use crate::domain::{TaskState, ThreadId};
 use crate::service::{Caller, ErrorCode, Service, ServiceError, TaskView};
 
-/// A stream of responses that ends after a terminal state (it follows the task through
-/// INPUT_REQUIRED: see README.md, "Streams").
+/// A stream of responses: SubscribeToTask's ends after a terminal state, SendStreamingMessage's
+/// also after an interrupted one (README.md, "Streams").
 pub type Events = Pin<Box<dyn Stream<Item = Result<pb::StreamResponse, A2aError>> + Send>>;
 
 #[derive(Clone)]
@@ -248,18 +248,19 @@ impl A2a {
         }
     }
 
-    /// SendStreamingMessage: the task snapshot, then its events until it ends (an interrupted task
-    /// is followed on, as by SubscribeToTask).
+    /// SendStreamingMessage: the task snapshot, then its events until it ends or asks for input
+    /// (§11.7, like blocking SendMessage: the answer goes in a new request, with its own stream).
     pub async fn send_streaming(
         &self,
         caller: &Caller,
         req: pb::SendMessageRequest,
     ) -> Result<Events, A2aError> {
         let view = self.send(caller, req).await?;
-        Ok(self.follow(caller.clone(), view))
+        Ok(self.follow(caller.clone(), view, ends_wait))
     }
 
-    /// SubscribeToTask: the same stream for an existing task; an ended task cannot be followed.
+    /// SubscribeToTask: the snapshot, then the task's events until it ends (§3.1.6), through any
+    /// INPUT_REQUIRED on the way; an ended task cannot be followed.
     pub async fn subscribe(
         &self,
         caller: &Caller,
@@ -273,12 +274,13 @@ impl A2a {
                 format!("task {id} has ended; get it with GetTask"),
             ));
         }
-        Ok(self.follow(caller.clone(), view))
+        Ok(self.follow(caller.clone(), view, TaskState::is_terminal))
     }
 
-    fn follow(&self, caller: Caller, view: TaskView) -> Events {
+    /// The task's stream, closed after the first event whose state `ends`.
+    fn follow(&self, caller: Caller, view: TaskView, ends: fn(TaskState) -> bool) -> Events {
         let service = self.service.clone();
-        Box::pin(async_stream(service, caller, view))
+        Box::pin(async_stream(service, caller, view, ends))
     }
 
     pub async fn get_task(
@@ -406,12 +408,13 @@ impl A2a {
 }
 
 /// The task snapshot first, then every logged event after it, rendered in order, until the task
-/// reaches a terminal state. Every follower reads the same persisted log, so all see the same
+/// reaches a state that `ends` the stream. Every follower reads the same persisted log, so all see the same
 /// sequence.
 fn async_stream(
     service: Service,
     caller: Caller,
     view: TaskView,
+    ends: fn(TaskState) -> bool,
 ) -> impl Stream<Item = Result<pb::StreamResponse, A2aError>> + Send {
     let follower = Follower {
         first: Some(pb::StreamResponse {
@@ -421,7 +424,8 @@ fn async_stream(
         }),
         queue: VecDeque::new(),
         after: view.thread.task.as_ref().map_or(0, |t| t.last_event),
-        done: view.state().is_terminal(),
+        done: ends(view.state()),
+        ends,
         subscription: None,
         id: view.thread.id,
         service,
@@ -443,6 +447,8 @@ struct Follower {
     queue: VecDeque<pb::StreamResponse>,
     /// The last event read from the log.
     after: i64,
+    /// Which states close the stream.
+    ends: fn(TaskState) -> bool,
     /// An ending event was read (or the snapshot ended the task): stop once the queue is empty.
     done: bool,
     /// Wakes when the task logs an event; taken on the first read of the log.
@@ -510,7 +516,7 @@ impl Follower {
             };
             self.queue
                 .extend(convert::event(&ev, &thread, cause.as_ref()));
-            if ev.state.is_terminal() {
+            if (self.ends)(ev.state) {
                 self.done = true;
                 break;
             }
