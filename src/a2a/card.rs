@@ -87,6 +87,17 @@ struct ProviderFile {
     url: String,
 }
 
+/// The optional A2A features the card declares (`AgentCard.capabilities`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Capabilities {
+    pub streaming: bool,
+    /// The push-config RPCs and inline push configs; off, they answer
+    /// PushNotificationNotSupported.
+    pub push_notifications: bool,
+    /// GetExtendedAgentCard; off, it answers UnsupportedOperation.
+    pub extended_agent_card: bool,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CapabilitiesFile {
@@ -154,6 +165,16 @@ impl CardDefinition {
         Ok(CardDefinition { file })
     }
 
+    /// The capability switches of `[capabilities]`.
+    pub fn capabilities(&self) -> Capabilities {
+        let c = &self.file.capabilities;
+        Capabilities {
+            streaming: c.streaming,
+            push_notifications: c.push_notifications,
+            extended_agent_card: c.extended_agent_card,
+        }
+    }
+
     /// The route of a skill, by id.
     pub fn route(&self, skill_id: &str) -> Option<&SkillRoute> {
         self.file
@@ -196,6 +217,7 @@ impl CardDefinition {
     /// `None` lists them all.
     pub(crate) fn to_proto(&self, endpoints: &Endpoints, skills: Option<&[&str]>) -> pb::AgentCard {
         let file = &self.file;
+        let capabilities = self.capabilities();
         let mut security_schemes = BTreeMap::new();
         let mut security_requirements = Vec::new();
         if file.security.bearer {
@@ -241,10 +263,10 @@ impl CardDefinition {
             version: file.version.clone(),
             documentation_url: file.documentation_url.clone(),
             capabilities: Some(pb::AgentCapabilities {
-                streaming: Some(file.capabilities.streaming),
-                push_notifications: Some(file.capabilities.push_notifications),
+                streaming: Some(capabilities.streaming),
+                push_notifications: Some(capabilities.push_notifications),
                 extensions: Vec::new(),
-                extended_agent_card: Some(file.capabilities.extended_agent_card),
+                extended_agent_card: Some(capabilities.extended_agent_card),
             }),
             security_schemes,
             security_requirements,
@@ -576,7 +598,13 @@ impl CardSigner {
 
     /// Whether the card declares `capabilities.extendedAgentCard`.
     pub fn offers_extended_card(&self) -> bool {
-        self.definition.file.capabilities.extended_agent_card
+        self.capabilities().extended_agent_card
+    }
+
+    /// The optional features the card declares: the one place the operations read them from, so
+    /// what the card promises and what the server answers cannot drift apart.
+    pub fn capabilities(&self) -> Capabilities {
+        self.definition.capabilities()
     }
 
     /// The extended card listing only `skills` (ids; unknown ones are ignored), signed.

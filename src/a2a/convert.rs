@@ -17,7 +17,9 @@ use super::errors::{A2aError, ErrorKind};
 use super::pb;
 use super::wkt::Timestamp as PbTimestamp;
 use crate::domain::{Attachment, Kind, MessageId, TaskState, ThreadId, Timestamp};
-use crate::service::{ErrorCode, PushConfigSpec, ServiceError, TaskMessage, TaskView};
+use crate::service::{
+    A2A_KEY_PREFIX, ErrorCode, PushConfigSpec, ServiceError, TaskMessage, TaskView,
+};
 use crate::store::{MessageRecord, PushConfigRecord, TaskEventRecord, TaskFilter, ThreadRecord};
 
 /// The `message.metadata` key naming the skill of a new task.
@@ -192,6 +194,17 @@ fn parts_out(m: &MessageRecord) -> Vec<pb::Part> {
 }
 
 /// One thread message as an A2A message of its task.
+/// The id a message goes by on A2A: the party's own `messageId` for its messages (kept as the
+/// idempotency key `a2a:<messageId>`, see `service::tasks`), so a client finds its messages in
+/// history by the ids it gave them; liaison's `msg_…` id for the team's.
+fn message_id(m: &MessageRecord, thread: &ThreadRecord) -> String {
+    let client_id = (m.author == thread.opened_by)
+        .then(|| m.idempotency_key.as_deref()?.strip_prefix(A2A_KEY_PREFIX))
+        .flatten()
+        .filter(|id| !id.is_empty());
+    client_id.map_or_else(|| m.id.to_string(), str::to_owned)
+}
+
 pub fn message(m: &MessageRecord, thread: &ThreadRecord) -> pb::Message {
     let role = if m.author == thread.opened_by {
         pb::Role::User
@@ -200,7 +213,7 @@ pub fn message(m: &MessageRecord, thread: &ThreadRecord) -> pb::Message {
     };
     let task = thread.task.as_ref();
     pb::Message {
-        message_id: m.id.to_string(),
+        message_id: message_id(m, thread),
         context_id: task.map(|t| t.context_id.clone()).unwrap_or_default(),
         task_id: thread.id.to_string(),
         role: role as i32,
@@ -437,7 +450,8 @@ impl From<ServiceError> for A2aError {
 }
 
 /// A service error as an A2A error: unknown or foreign tasks are TaskNotFound, a message to an
-/// ended task is UnsupportedOperation, bad input is InvalidParams, the rest internal.
+/// ended task is UnsupportedOperation, bad input is InvalidParams, credentials refused are
+/// Unauthenticated, rights refused PermissionDenied, the rest internal.
 pub fn service_error(e: ServiceError) -> A2aError {
     let kind = match e.code {
         ErrorCode::NotFound => ErrorKind::TaskNotFound,
@@ -446,14 +460,12 @@ pub fn service_error(e: ServiceError) -> A2aError {
         ErrorCode::InvalidInput | ErrorCode::ThreadRequired | ErrorCode::IdempotencyConflict => {
             ErrorKind::InvalidParams
         }
-        ErrorCode::Unauthenticated
-        | ErrorCode::TokenExpired
-        | ErrorCode::TokenRevoked
-        | ErrorCode::Forbidden => {
-            // Authentication happens before dispatch; a refusal here is a rights problem.
-            ErrorKind::UnsupportedOperation
+        ErrorCode::Unauthenticated | ErrorCode::TokenExpired | ErrorCode::TokenRevoked => {
+            ErrorKind::Unauthenticated
         }
         ErrorCode::RateLimited | ErrorCode::TooManyStreams => ErrorKind::ResourceExhausted,
+        // A member's token on A2A, a skill the party may not use.
+        ErrorCode::Forbidden => ErrorKind::PermissionDenied,
         _ => ErrorKind::InternalError,
     };
     let retry_after = e.retry_after_s();

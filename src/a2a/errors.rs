@@ -57,6 +57,16 @@ pub enum ErrorKind {
     /// caller's request rate, or its open streams, exceeded a limit. HTTP 429 with `Retry-After`,
     /// gRPC `RESOURCE_EXHAUSTED` with `RetryInfo`, when `retryAfterSeconds` is in the metadata.
     ResourceExhausted,
+    /// No credential, or one the server does not accept (spec §3.3.2 "Authentication Errors":
+    /// HTTP 401, gRPC `UNAUTHENTICATED`, a custom JSON-RPC code).
+    Unauthenticated,
+    /// Authenticated, but not allowed to do this (§3.3.2 "Authorization Errors": HTTP 403, gRPC
+    /// `PERMISSION_DENIED`, a custom JSON-RPC code). Never for a resource the caller cannot see:
+    /// that is TaskNotFound.
+    PermissionDenied,
+    /// The request body is larger than the largest valid request (HTTP 413, gRPC
+    /// `RESOURCE_EXHAUSTED` as gRPC itself answers an oversize message, JSON-RPC InvalidRequest).
+    PayloadTooLarge,
 }
 
 /// `ErrorInfo.metadata` key of the seconds to wait before retrying (`ResourceExhausted`).
@@ -85,7 +95,7 @@ struct Row {
 
 /// The table. One row per [`ErrorKind`], in declaration order.
 #[rustfmt::skip]
-const TABLE: [Row; 15] = [
+const TABLE: [Row; 18] = [
     row(ErrorKind::ParseError, -32700, "JSON_PARSE", "Invalid JSON payload", (400, Code::InvalidArgument), (400, Code::InvalidArgument)),
     row(ErrorKind::InvalidRequest, -32600, "INVALID_REQUEST", "Request payload validation error", (400, Code::InvalidArgument), (400, Code::InvalidArgument)),
     row(ErrorKind::MethodNotFound, -32601, "METHOD_NOT_FOUND", "Method not found", (404, Code::Unimplemented), (404, Code::Unimplemented)),
@@ -101,6 +111,11 @@ const TABLE: [Row; 15] = [
     row(ErrorKind::ExtensionSupportRequired, -32008, "EXTENSION_SUPPORT_REQUIRED", "A required extension is not supported by the client", (400, Code::FailedPrecondition), (400, Code::FailedPrecondition)),
     row(ErrorKind::VersionNotSupported, -32009, "VERSION_NOT_SUPPORTED", "A2A version not supported", (400, Code::FailedPrecondition), (400, Code::Unimplemented)),
     row(ErrorKind::ResourceExhausted, -32000, "RESOURCE_EXHAUSTED", "Too many requests", (429, Code::ResourceExhausted), (429, Code::ResourceExhausted)),
+    // Not A2A errors: the spec names only their HTTP and gRPC codes. JSON-RPC codes outside the
+    // range JSON-RPC reserves (-32768..-32000), so no future A2A code can collide.
+    row(ErrorKind::Unauthenticated, -31401, "UNAUTHENTICATED", "Authentication required", (401, Code::Unauthenticated), (401, Code::Unauthenticated)),
+    row(ErrorKind::PermissionDenied, -31403, "PERMISSION_DENIED", "Permission denied", (403, Code::PermissionDenied), (403, Code::PermissionDenied)),
+    row(ErrorKind::PayloadTooLarge, -32600, "PAYLOAD_TOO_LARGE", "Request too large", (413, Code::ResourceExhausted), (413, Code::ResourceExhausted)),
 ];
 
 const fn row(
@@ -123,7 +138,7 @@ const fn row(
 
 impl ErrorKind {
     /// Every kind, in table order.
-    pub const ALL: [ErrorKind; 15] = [
+    pub const ALL: [ErrorKind; 18] = [
         ErrorKind::ParseError,
         ErrorKind::InvalidRequest,
         ErrorKind::MethodNotFound,
@@ -139,6 +154,9 @@ impl ErrorKind {
         ErrorKind::ExtensionSupportRequired,
         ErrorKind::VersionNotSupported,
         ErrorKind::ResourceExhausted,
+        ErrorKind::Unauthenticated,
+        ErrorKind::PermissionDenied,
+        ErrorKind::PayloadTooLarge,
     ];
 
     fn row(self) -> &'static Row {
@@ -296,7 +314,7 @@ mod tests {
     /// (HTTP, gRPC) in v1.0.1, (HTTP, gRPC) in v1.0.0.
     #[allow(clippy::type_complexity)]
     #[rustfmt::skip]
-    const EXPECTED: [(ErrorKind, i32, &str, (u16, Code), (u16, Code)); 15] = [
+    const EXPECTED: [(ErrorKind, i32, &str, (u16, Code), (u16, Code)); 18] = [
         (ErrorKind::ParseError, -32700, "JSON_PARSE", (400, Code::InvalidArgument), (400, Code::InvalidArgument)),
         (ErrorKind::InvalidRequest, -32600, "INVALID_REQUEST", (400, Code::InvalidArgument), (400, Code::InvalidArgument)),
         (ErrorKind::MethodNotFound, -32601, "METHOD_NOT_FOUND", (404, Code::Unimplemented), (404, Code::Unimplemented)),
@@ -312,6 +330,9 @@ mod tests {
         (ErrorKind::ExtensionSupportRequired, -32008, "EXTENSION_SUPPORT_REQUIRED", (400, Code::FailedPrecondition), (400, Code::FailedPrecondition)),
         (ErrorKind::VersionNotSupported, -32009, "VERSION_NOT_SUPPORTED", (400, Code::FailedPrecondition), (400, Code::Unimplemented)),
         (ErrorKind::ResourceExhausted, -32000, "RESOURCE_EXHAUSTED", (429, Code::ResourceExhausted), (429, Code::ResourceExhausted)),
+        (ErrorKind::Unauthenticated, -31401, "UNAUTHENTICATED", (401, Code::Unauthenticated), (401, Code::Unauthenticated)),
+        (ErrorKind::PermissionDenied, -31403, "PERMISSION_DENIED", (403, Code::PermissionDenied), (403, Code::PermissionDenied)),
+        (ErrorKind::PayloadTooLarge, -32600, "PAYLOAD_TOO_LARGE", (413, Code::ResourceExhausted), (413, Code::ResourceExhausted)),
     ];
 
     #[test]

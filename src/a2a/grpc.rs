@@ -15,12 +15,12 @@ use futures::{Stream, StreamExt as _};
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 
-use super::errors::A2aError;
+use super::errors::{A2aError, ErrorKind};
 use super::handler::A2a;
 use super::params::check_grpc_version;
 use super::pb;
 use super::pb::a2a_service_server::{A2aService, A2aServiceServer};
-use crate::service::{Caller, ErrorCode};
+use crate::service::Caller;
 
 /// The gRPC routes (`/lf.a2a.v1.A2AService/*`) as an axum router, to merge into the main router
 /// (served on the same port).
@@ -30,9 +30,41 @@ use crate::service::{Caller, ErrorCode};
 /// routers that both have a fallback).
 pub fn grpc_routes(a2a: A2a) -> axum::Router {
     use tonic::server::NamedService as _;
-    let server = A2aServiceServer::new(GrpcA2a::new(a2a));
+    let server = A2aServiceServer::new(GrpcA2a::new(a2a))
+        .max_decoding_message_size(super::params::MAX_REQUEST_BYTES);
     let path = format!("/{}/{{*rpc}}", A2aServiceServer::<GrpcA2a>::NAME);
-    axum::Router::new().route_service(&path, server)
+    axum::Router::new()
+        .route_service(&path, server)
+        .layer(axum::middleware::map_response(oversize_as_a2a_error))
+}
+
+/// tonic refuses a message over the decoding limit itself, before any handler runs, with a bare
+/// `OUT_OF_RANGE` (trailers-only, no details; no handler of ours answers that code): the same
+/// refusal as the A2A error every binding gives, PayloadTooLarge with `google.rpc.ErrorInfo`.
+async fn oversize_as_a2a_error(mut response: axum::response::Response) -> axum::response::Response {
+    let headers = response.headers_mut();
+    let oversize = headers
+        .get("grpc-status")
+        .is_some_and(|v| v.as_bytes() == b"11")
+        && !headers.contains_key("grpc-status-details-bin");
+    if oversize {
+        let message = headers
+            .remove("grpc-message")
+            .and_then(|v| v.to_str().ok().map(str::to_owned))
+            .unwrap_or_default();
+        let status = A2aError::new(
+            ErrorKind::PayloadTooLarge,
+            format!(
+                "the request is larger than {} bytes, the largest valid request ({message})",
+                super::params::MAX_REQUEST_BYTES
+            ),
+        )
+        .grpc_status(super::errors::SpecVersion::default());
+        if let Err(e) = status.add_header(headers) {
+            tracing::error!(error = %e, "Could not render the oversize gRPC status.");
+        }
+    }
+    response
 }
 
 /// The A2A gRPC service: the tonic trait over [`A2a`].
@@ -56,13 +88,15 @@ impl GrpcA2a {
     async fn begin(&self, metadata: &MetadataMap) -> Result<Caller, Status> {
         check_grpc_version(metadata).map_err(|e| self.status(e))?;
         let secret = bearer(metadata).ok_or_else(|| {
-            Status::unauthenticated("send the metadata authorization: Bearer <token>")
+            self.status(A2aError::new(
+                ErrorKind::Unauthenticated,
+                "send the metadata authorization: Bearer <token>",
+            ))
         })?;
-        match self.a2a.authenticate(secret).await {
-            Ok(caller) => Ok(caller),
-            Err(e) if is_auth_failure(e.code) => Err(Status::unauthenticated(e.message)),
-            Err(e) => Err(self.status(e.into())),
-        }
+        self.a2a
+            .authenticate(secret)
+            .await
+            .map_err(|e| self.status(e.into()))
     }
 
     /// Authenticates, then runs one unary operation of the handler.
@@ -86,21 +120,9 @@ impl GrpcA2a {
     }
 }
 
-fn is_auth_failure(code: ErrorCode) -> bool {
-    matches!(
-        code,
-        ErrorCode::Unauthenticated | ErrorCode::TokenExpired | ErrorCode::TokenRevoked
-    )
-}
-
 /// The bearer secret of the `authorization` metadata.
 fn bearer(metadata: &MetadataMap) -> Option<&str> {
-    let value = metadata.get("authorization")?.to_str().ok()?;
-    let secret = value
-        .strip_prefix("Bearer ")
-        .or_else(|| value.strip_prefix("bearer "))?
-        .trim();
-    (!secret.is_empty()).then_some(secret)
+    super::params::bearer_credential(metadata.get("authorization")?.to_str().ok()?)
 }
 
 #[tonic::async_trait]
@@ -235,6 +257,7 @@ mod tests {
     use tonic_types::StatusExt as _;
 
     use super::*;
+    use crate::a2a::card::Capabilities;
     use crate::a2a::convert::{self, task_id};
     use crate::a2a::errors::{ErrorKind, SpecVersion};
     use crate::bus::LocalBus;
@@ -242,7 +265,7 @@ mod tests {
     use crate::domain::{AgentIdentity, ChannelName, Kind, PersonId, PersonKind, Scope, Scopes};
     use crate::domain::{ThreadId, Timestamp};
     use crate::service::{ChannelSpec, PostRequest, Settings, SkillRoute, TokenSpec};
-    use crate::service::{Service, ServiceError};
+    use crate::service::{ErrorCode, Service, ServiceError};
     use crate::store::{Store, TaskFilter};
     use std::time::Duration;
 
@@ -461,7 +484,12 @@ mod tests {
             .secret;
         Env {
             grpc: GrpcA2a::new(
-                A2a::new(service.clone(), Duration::from_secs(30)).with_version(version),
+                A2a::new(service.clone(), Duration::from_secs(30))
+                    .with_version(version)
+                    .with_capabilities(Capabilities {
+                        push_notifications: true,
+                        ..Capabilities::default()
+                    }),
             ),
             service,
             alice,
@@ -673,7 +701,8 @@ mod tests {
             .get_extended_agent_card(env.request(pb::GetExtendedAgentCardRequest::default()))
             .await
             .unwrap_err();
-        assert_eq!(reason(&card), "EXTENDED_AGENT_CARD_NOT_CONFIGURED");
+        // The card offers no extended card: the operation is unsupported.
+        assert_eq!(reason(&card), "UNSUPPORTED_OPERATION");
     }
 
     #[tokio::test]

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures::Stream;
 
-use super::card::CardSigner;
+use super::card::{Capabilities, CardSigner};
 use super::convert::{self, history_length, task_id};
 use super::errors::{A2aError, ErrorKind, SpecVersion};
 use super::jwt::JwtVerifier;
@@ -18,7 +18,8 @@ use crate::bus::Subscription;
 use crate::domain::{TaskState, ThreadId};
 use crate::service::{Caller, ErrorCode, Service, ServiceError, StreamPermit, TaskView};
 
-/// A stream of responses that ends after a terminal or interrupted state.
+/// A stream of responses: SubscribeToTask's ends after a terminal state, SendStreamingMessage's
+/// also after an interrupted one (README.md, "Streams").
 pub type Events = Pin<Box<dyn Stream<Item = Result<pb::StreamResponse, A2aError>> + Send>>;
 
 #[derive(Clone)]
@@ -30,6 +31,9 @@ pub struct A2a {
     version: SpecVersion,
     /// Signs a party's extended card; `None` when the card does not offer one.
     cards: Option<Arc<CardSigner>>,
+    /// What the card declares; an operation of a feature switched off is refused before any
+    /// lookup, with the error the spec names for it.
+    capabilities: Capabilities,
     /// Accepts JWTs of the configured issuer as party credentials; `None` when not configured.
     jwt: Option<Arc<JwtVerifier>>,
     /// The media type of HTTP+JSON responses.
@@ -39,7 +43,8 @@ pub struct A2a {
 /// The media types an HTTP+JSON response may be labelled with.
 pub const REST_CONTENT_TYPES: [&str; 2] = ["application/json", "application/a2a+json"];
 
-fn ends_stream(state: TaskState) -> bool {
+/// Where a blocking SendMessage returns: the task ended or asks for input (spec §3.2.2).
+fn ends_wait(state: TaskState) -> bool {
     state.is_terminal() || state.is_interrupted()
 }
 
@@ -52,6 +57,7 @@ impl A2a {
             blocking_wait,
             version: SpecVersion::default(),
             cards: None,
+            capabilities: Capabilities::default(),
             jwt: None,
             rest_content_type: axum::http::HeaderValue::from_static(REST_CONTENT_TYPES[0]),
         }
@@ -73,10 +79,31 @@ impl A2a {
         self
     }
 
-    /// Serves GetExtendedAgentCard, signed by `cards`, when the card offers it.
+    /// Takes the card's capability switches (push notifications, extended card), and serves
+    /// GetExtendedAgentCard, signed by `cards`, when the card offers it.
     pub fn with_extended_cards(mut self, cards: Arc<CardSigner>) -> Self {
+        self.capabilities = cards.capabilities();
         self.cards = cards.offers_extended_card().then_some(cards);
         self
+    }
+
+    /// Sets the capability switches directly (a server takes them from its card with
+    /// [`A2a::with_extended_cards`]; without a card, every optional feature is off).
+    pub fn with_capabilities(mut self, capabilities: Capabilities) -> Self {
+        self.capabilities = capabilities;
+        self
+    }
+
+    /// The push-notification operations, refused when the card does not offer them.
+    fn require_push(&self) -> Result<(), A2aError> {
+        if self.capabilities.push_notifications {
+            return Ok(());
+        }
+        Err(A2aError::new(
+            ErrorKind::PushNotificationNotSupported,
+            "push notifications are not supported by this agent (capabilities.pushNotifications is false); \
+             follow the task with SubscribeToTask or GetTask",
+        ))
     }
 
     pub fn with_jwt(mut self, jwt: Arc<JwtVerifier>) -> Self {
@@ -114,6 +141,12 @@ impl A2a {
         caller: &Caller,
         _req: pb::GetExtendedAgentCardRequest,
     ) -> Result<pb::AgentCard, A2aError> {
+        if !self.capabilities.extended_agent_card {
+            return Err(A2aError::new(
+                ErrorKind::UnsupportedOperation,
+                "this agent has no extended card (capabilities.extendedAgentCard is false)",
+            ));
+        }
         let cards = self
             .cards
             .as_ref()
@@ -136,7 +169,7 @@ impl A2a {
         let config = req.configuration.clone().unwrap_or_default();
         let view = self.send(caller, req).await?;
         let id = view.thread.id.clone();
-        let view = if config.return_immediately || ends_stream(view.state()) {
+        let view = if config.return_immediately {
             view
         } else {
             self.wait_for_end(caller, &id, view).await?
@@ -156,27 +189,43 @@ impl A2a {
             .message
             .ok_or_else(|| A2aError::new(ErrorKind::InvalidParams, "message is required"))?;
         let message = convert::incoming_message(message)?;
-        let view = self.service.send_task_message(caller, message).await?;
-        if let Some(push) = req
+        let push = req
             .configuration
-            .and_then(|c| c.task_push_notification_config)
-        {
+            .and_then(|c| c.task_push_notification_config);
+        if push.is_some() {
+            // Refused before the message is taken: nothing changes.
+            self.require_push()?;
+        }
+        let view = self.service.send_task_message(caller, message).await?;
+        if let Some(push) = push {
             self.create_push(caller, &view.thread.id, push).await?;
         }
         Ok(view)
     }
 
-    async fn wait_for_end(
+    /// Blocking SendMessage's wait: returns the task once it has ended or asks for input, or as
+    /// it stands after the configured cap. `seen` is the task as the send read it, which may be
+    /// stale by now (the agent may have answered since): the wait subscribes first and then reads
+    /// the task again, so an answer committed at any point is either read or wakes the wait.
+    pub async fn wait_for_end(
         &self,
         caller: &Caller,
         id: &ThreadId,
-        mut view: TaskView,
+        seen: TaskView,
     ) -> Result<TaskView, A2aError> {
+        if ends_wait(seen.state()) {
+            return Ok(seen);
+        }
         let deadline = tokio::time::Instant::now() + self.blocking_wait;
-        let last = view.thread.task.as_ref().map_or(0, |t| t.last_event);
-        let (_, mut sub) = self.service.task_events(caller, id, last, true).await?;
+        let last = seen.thread.task.as_ref().map_or(0, |t| t.last_event);
+        let (events, mut sub) = self.service.task_events(caller, id, last, true).await?;
         let sub = sub.as_mut().expect("asked for a subscription");
-        while !ends_stream(view.state()) {
+        let mut view = if events.is_empty() {
+            seen
+        } else {
+            self.service.task(caller, id, None).await?
+        };
+        while !ends_wait(view.state()) {
             tokio::select! {
                 () = sub.woken() => {}
                 () = tokio::time::sleep_until(deadline) => break,
@@ -199,7 +248,8 @@ impl A2a {
         }
     }
 
-    /// SendStreamingMessage: the task snapshot, then its events until it ends or asks for input.
+    /// SendStreamingMessage: the task snapshot, then its events until it ends or asks for input
+    /// (§11.7, like blocking SendMessage: the answer goes in a new request, with its own stream).
     pub async fn send_streaming(
         &self,
         caller: &Caller,
@@ -207,10 +257,11 @@ impl A2a {
     ) -> Result<Events, A2aError> {
         let permit = self.service.open_stream(caller)?;
         let view = self.send(caller, req).await?;
-        Ok(self.follow(caller.clone(), view, permit))
+        Ok(self.follow(caller.clone(), view, ends_wait, permit))
     }
 
-    /// SubscribeToTask: the same stream for an existing task; an ended task cannot be followed.
+    /// SubscribeToTask: the snapshot, then the task's events until it ends (§3.1.6), through any
+    /// INPUT_REQUIRED on the way; an ended task cannot be followed.
     pub async fn subscribe(
         &self,
         caller: &Caller,
@@ -225,14 +276,21 @@ impl A2a {
                 format!("task {id} has ended; get it with GetTask"),
             ));
         }
-        Ok(self.follow(caller.clone(), view, permit))
+        Ok(self.follow(caller.clone(), view, TaskState::is_terminal, permit))
     }
 
-    /// The task's events; `permit` counts the stream against the party's limit while it is open.
-    fn follow(&self, caller: Caller, view: TaskView, permit: StreamPermit) -> Events {
+    /// The task's stream, closed after the first event whose state `ends`; `permit` counts the
+    /// stream against the party's limit while it is open.
+    fn follow(
+        &self,
+        caller: Caller,
+        view: TaskView,
+        ends: fn(TaskState) -> bool,
+        permit: StreamPermit,
+    ) -> Events {
         use futures::StreamExt as _;
         let service = self.service.clone();
-        Box::pin(async_stream(service, caller, view).inspect(move |_| {
+        Box::pin(async_stream(service, caller, view, ends).inspect(move |_| {
             let _ = &permit;
         }))
     }
@@ -292,7 +350,7 @@ impl A2a {
         Ok(convert::task(&view, true))
     }
 
-    pub async fn create_push(
+    async fn create_push(
         &self,
         caller: &Caller,
         task: &ThreadId,
@@ -308,6 +366,7 @@ impl A2a {
         caller: &Caller,
         c: pb::TaskPushNotificationConfig,
     ) -> Result<pb::TaskPushNotificationConfig, A2aError> {
+        self.require_push()?;
         let task = task_id(&c.task_id)?;
         self.create_push(caller, &task, c).await
     }
@@ -317,6 +376,7 @@ impl A2a {
         caller: &Caller,
         req: pb::GetTaskPushNotificationConfigRequest,
     ) -> Result<pb::TaskPushNotificationConfig, A2aError> {
+        self.require_push()?;
         let task = task_id(&req.task_id)?;
         let configs = self.service.push_configs(caller, &task).await?;
         configs
@@ -336,6 +396,7 @@ impl A2a {
         caller: &Caller,
         req: pb::ListTaskPushNotificationConfigsRequest,
     ) -> Result<pb::ListTaskPushNotificationConfigsResponse, A2aError> {
+        self.require_push()?;
         let task = task_id(&req.task_id)?;
         let configs = self.service.push_configs(caller, &task).await?;
         Ok(pb::ListTaskPushNotificationConfigsResponse {
@@ -349,6 +410,7 @@ impl A2a {
         caller: &Caller,
         req: pb::DeleteTaskPushNotificationConfigRequest,
     ) -> Result<(), A2aError> {
+        self.require_push()?;
         let task = task_id(&req.task_id)?;
         Ok(self
             .service
@@ -358,12 +420,13 @@ impl A2a {
 }
 
 /// The task snapshot first, then every logged event after it, rendered in order, until the task
-/// ends or asks for input. Every follower reads the same persisted log, so all see the same
+/// reaches a state that `ends` the stream. Every follower reads the same persisted log, so all see the same
 /// sequence.
 fn async_stream(
     service: Service,
     caller: Caller,
     view: TaskView,
+    ends: fn(TaskState) -> bool,
 ) -> impl Stream<Item = Result<pb::StreamResponse, A2aError>> + Send {
     let follower = Follower {
         first: Some(pb::StreamResponse {
@@ -373,7 +436,8 @@ fn async_stream(
         }),
         queue: VecDeque::new(),
         after: view.thread.task.as_ref().map_or(0, |t| t.last_event),
-        done: ends_stream(view.state()),
+        done: ends(view.state()),
+        ends,
         subscription: None,
         id: view.thread.id,
         service,
@@ -395,6 +459,8 @@ struct Follower {
     queue: VecDeque<pb::StreamResponse>,
     /// The last event read from the log.
     after: i64,
+    /// Which states close the stream.
+    ends: fn(TaskState) -> bool,
     /// An ending event was read (or the snapshot ended the task): stop once the queue is empty.
     done: bool,
     /// Wakes when the task logs an event; taken on the first read of the log.
@@ -462,7 +528,7 @@ impl Follower {
             };
             self.queue
                 .extend(convert::event(&ev, &thread, cause.as_ref()));
-            if ends_stream(ev.state) {
+            if (self.ends)(ev.state) {
                 self.done = true;
                 break;
             }

@@ -167,11 +167,6 @@ pub fn failure(id: &Value, error: &A2aError) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": error.jsonrpc_error()})
 }
 
-/// One SSE event carrying a JSON-RPC response (`data: …` and a blank line).
-pub fn sse_event(response: &Value) -> String {
-    format!("data: {response}\n\n")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -350,6 +345,5 @@ mod tests {
         assert_eq!(rendered["id"], "x");
         assert_eq!(rendered["error"]["code"], -32001);
         assert_eq!(rendered["error"]["data"][0]["reason"], "TASK_NOT_FOUND");
-        assert_eq!(sse_event(&json!({"a": 1})), "data: {\"a\":1}\n\n");
     }
 }

@@ -5,7 +5,8 @@
 //! - [`errors`]: the one error table (JSON-RPC, HTTP, gRPC, ErrorInfo; spec v1.0.1 or v1.0.0).
 //! - [`params`]: `A2A-Version`, `A2A-Extensions`, content types; [`jsonrpc`]: the JSON-RPC
 //!   envelope; [`query`]: HTTP+JSON query strings into requests.
-//! - [`handler`]: the operations every binding calls; [`rpc`], [`rest`], [`grpc`]: the bindings;
+//! - [`handler`]: the operations every binding calls; [`rpc`], [`rest`], [`grpc`]: the bindings
+//!   ([`sse`]: the HTTP bindings' event streams, with keep-alive comments);
 //!   [`convert`]: the one conversion between wire types and the service's.
 //! - [`card`], [`keys`], [`http`]: the signed Agent Card, its keys, the discovery routes;
 //!   [`push_auth`]: the bearer JWT of push notifications and webhooks; [`jwt`]: party JWTs of a
@@ -32,4 +33,5 @@ pub mod push_auth;
 pub mod query;
 pub mod rest;
 pub mod rpc;
+pub mod sse;
 pub mod wkt;

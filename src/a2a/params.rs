@@ -8,6 +8,43 @@
 use axum::http::HeaderMap;
 
 use super::errors::{A2aError, ErrorKind};
+use crate::domain::{MAX_ATTACHMENT_BYTES, MAX_ATTACHMENTS, MAX_BODY_BYTES};
+
+/// The largest request body an A2A binding reads: the largest valid message, which is a body of
+/// `MAX_BODY_BYTES` (JSON-escaped, at worst 6 bytes per byte: `\u0001`) and `MAX_ATTACHMENTS`
+/// attachments of `MAX_ATTACHMENT_BYTES` each, base64-encoded as JSON `raw` parts are, plus 64 KiB
+/// for the envelope, ids and metadata. The same bound applies to gRPC, where bytes travel raw.
+/// Anything larger is refused as PayloadTooLarge in the binding's own error shape.
+pub const MAX_REQUEST_BYTES: usize =
+    6 * MAX_BODY_BYTES + MAX_ATTACHMENTS * base64_len(MAX_ATTACHMENT_BYTES) + 64 * 1024;
+
+const fn base64_len(bytes: usize) -> usize {
+    bytes.div_ceil(3) * 4
+}
+
+/// The body of an HTTP request read under [`MAX_REQUEST_BYTES`] (the routers set it as their
+/// `DefaultBodyLimit`), or the A2A error saying why it could not be.
+pub fn request_body(
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
+) -> Result<axum::body::Bytes, A2aError> {
+    use axum::extract::rejection::{BytesRejection, FailedToBufferBody};
+    body.map_err(|rejection| match rejection {
+        BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) => {
+            A2aError::new(
+                ErrorKind::PayloadTooLarge,
+                format!(
+                    "the request is larger than {MAX_REQUEST_BYTES} bytes, the largest valid \
+                     request (a message carries at most {MAX_ATTACHMENTS} attachments of \
+                     {MAX_ATTACHMENT_BYTES} bytes and a body of {MAX_BODY_BYTES} bytes)"
+                ),
+            )
+        }
+        other => A2aError::new(
+            ErrorKind::InvalidRequest,
+            format!("could not read the request body: {other}"),
+        ),
+    })
+}
 
 /// The one protocol version served (Major.Minor).
 pub const SUPPORTED_VERSION: &str = "1.0";
@@ -75,11 +112,18 @@ pub fn bearer(headers: &HeaderMap) -> &str {
     headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map_or("", str::trim)
+        .and_then(bearer_credential)
+        .unwrap_or("")
+}
+
+/// The credential of an `Authorization` value with the `Bearer` scheme, on every binding: the
+/// scheme is case-insensitive (RFC 9110 §11.1), separated from the credential by whitespace.
+pub fn bearer_credential(value: &str) -> Option<&str> {
+    let value = value.trim_start();
+    let split = value.find([' ', '\t'])?;
+    let (scheme, credential) = value.split_at(split);
+    let credential = credential.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !credential.is_empty()).then_some(credential)
 }
 
 /// The extension URIs a request opts into (every `A2A-Extensions` header, comma-separated).
@@ -118,6 +162,29 @@ mod tests {
     use axum::http::HeaderValue;
 
     use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        for value in [
+            "Bearer lsn_x",
+            "bearer lsn_x",
+            "BEARER lsn_x",
+            "BeArEr  lsn_x ",
+            "Bearer\tlsn_x",
+        ] {
+            assert_eq!(bearer_credential(value), Some("lsn_x"), "{value:?}");
+        }
+        for value in [
+            "Basic lsn_x",
+            "Bearer",
+            "Bearer ",
+            "Bearerlsn_x",
+            "lsn_x",
+            "Bearers lsn_x",
+        ] {
+            assert_eq!(bearer_credential(value), None, "{value:?}");
+        }
+    }
 
     #[test]
     fn version_1_0_is_accepted_with_or_without_patch() {

@@ -7,8 +7,9 @@
 //! router cannot express, so one catch-all route parses the path here.
 
 use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::extract::{Path, State};
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
 use axum::routing::any;
@@ -20,7 +21,7 @@ use super::errors::{A2aError, ErrorKind, SpecVersion};
 use super::handler::{A2a, Events};
 use super::rpc::json;
 use super::{params, pb, protojson, query};
-use crate::service::{Caller, ErrorCode};
+use crate::service::Caller;
 
 /// Where the binding is served (the card advertises `<public_url>` + this).
 pub const PATH: &str = "/a2a/rest";
@@ -41,6 +42,7 @@ enum Route {
 pub fn router(a2a: A2a) -> Router {
     Router::new()
         .route(&format!("{PATH}/{{*path}}"), any(endpoint))
+        .layer(DefaultBodyLimit::max(params::MAX_REQUEST_BYTES))
         .with_state(a2a)
 }
 
@@ -62,24 +64,13 @@ fn respond(a2a: &A2a, status: StatusCode, value: &Value) -> Response {
     r
 }
 
-/// HTTP 401 with an AIP-193 body whose code and status say so (the A2A table has no row for a
-/// missing or refused credential; the ErrorInfo reason is the gRPC code's name, as gRPC answers).
-fn unauthenticated(a2a: &A2a, message: &str) -> Response {
-    let body = serde_json::json!({
-        "error": {
-            "code": 401,
-            "status": "UNAUTHENTICATED",
-            "message": message,
-            "details": [{
-                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                "reason": "UNAUTHENTICATED",
-                "domain": super::errors::ERROR_DOMAIN,
-            }],
-        }
-    });
-    let mut r = respond(a2a, StatusCode::UNAUTHORIZED, &body);
-    r.headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+/// A refused credential: the table's error, with the `WWW-Authenticate` challenge on a 401.
+fn auth_failure(a2a: &A2a, e: &A2aError) -> Response {
+    let mut r = error(a2a, e);
+    if e.kind == ErrorKind::Unauthenticated {
+        r.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
     r
 }
 
@@ -160,8 +151,12 @@ async fn endpoint(
     uri: axum::http::Uri,
     method: Method,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match params::request_body(body) {
+        Ok(b) => b,
+        Err(e) => return error(&a2a, &e),
+    };
     let route = match route(&method, &path) {
         Ok(r) => r,
         Err(e) => return error(&a2a, &e),
@@ -173,8 +168,7 @@ async fn endpoint(
     }
     let caller = match a2a.authenticate(params::bearer(&headers)).await {
         Ok(c) => c,
-        Err(e) if e.code == ErrorCode::RateLimited => return error(&a2a, &e.into()),
-        Err(e) => return unauthenticated(&a2a, &e.message),
+        Err(e) => return auth_failure(&a2a, &e.into()),
     };
     match handle(&a2a, &caller, route, &uri, &method, &headers, &body).await {
         Ok(Reply::Json(v)) => respond(&a2a, StatusCode::OK, &v),
@@ -262,22 +256,12 @@ async fn handle(
     }
 }
 
+/// One SSE event per stream response (a `StreamResponse`, or an AIP-193 error).
 fn sse(events: Events, version: SpecVersion) -> Response {
-    let body = events.map(move |item| {
-        let value = match item {
-            Ok(response) => protojson::render(&response),
-            Err(e) => e.rest_error(version).1,
-        };
-        Ok::<_, std::convert::Infallible>(format!("data: {value}\n\n"))
-    });
-    let mut r = Response::new(Body::from_stream(body));
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    r.headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    r
+    super::sse::response(events.map(move |item| match item {
+        Ok(response) => protojson::render(&response),
+        Err(e) => e.rest_error(version).1,
+    }))
 }
 
 #[cfg(test)]

@@ -4,8 +4,9 @@
 //! `WWW-Authenticate`). Streaming methods answer `text/event-stream`, one JSON-RPC response per event.
 
 use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::extract::{RawQuery, State};
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -25,6 +26,7 @@ pub fn router(a2a: A2a) -> Router {
     Router::new()
         .route(PATH, post(endpoint))
         .route(&format!("{PATH}/"), post(endpoint))
+        .layer(DefaultBodyLimit::max(params::MAX_REQUEST_BYTES))
         .with_state(a2a)
 }
 
@@ -52,7 +54,7 @@ async fn endpoint(
     State(a2a): State<A2a>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let content_type = headers
         .get(header::CONTENT_TYPE)
@@ -60,6 +62,10 @@ async fn endpoint(
     if let Err(e) = params::check_json_content_type(content_type) {
         return json(StatusCode::OK, &jsonrpc::failure(&Value::Null, &e));
     }
+    let body = match params::request_body(body) {
+        Ok(b) => b,
+        Err(e) => return json(StatusCode::OK, &jsonrpc::failure(&Value::Null, &e)),
+    };
     let request = match jsonrpc::parse_request(&body) {
         Ok(r) => r,
         Err(rejected) => {
@@ -79,7 +85,11 @@ async fn endpoint(
         Ok(c) => c,
         Err(e) if e.code == ErrorCode::RateLimited => return exhausted(&id, &e.into()),
         Err(e) => {
-            let error = A2aError::new(ErrorKind::InvalidRequest, e.message);
+            let error = A2aError::from(e);
+            if error.kind != ErrorKind::Unauthenticated {
+                return json(StatusCode::OK, &jsonrpc::failure(&id, &error));
+            }
+            // The HTTP status carries the challenge, as on the HTTP+JSON binding.
             let mut r = json(StatusCode::UNAUTHORIZED, &jsonrpc::failure(&id, &error));
             r.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
@@ -153,19 +163,8 @@ async fn dispatch(
 
 /// One SSE event per stream response, each a JSON-RPC response with the request's id.
 fn sse(id: Value, events: Events) -> Response {
-    let body = events.map(move |item| {
-        let frame = match item {
-            Ok(response) => jsonrpc::success(&id, protojson::render(&response)),
-            Err(e) => jsonrpc::failure(&id, &e),
-        };
-        Ok::<_, std::convert::Infallible>(jsonrpc::sse_event(&frame))
-    });
-    let mut r = Response::new(Body::from_stream(body));
-    let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    r
+    super::sse::response(events.map(move |item| match item {
+        Ok(response) => jsonrpc::success(&id, protojson::render(&response)),
+        Err(e) => jsonrpc::failure(&id, &e),
+    }))
 }

@@ -70,7 +70,8 @@ fn check_resource(resource: &str) -> Result<()> {
 }
 
 impl Service {
-    /// Claims (or renews, or releases) a request or handoff thread for the caller's agent session.
+    /// Claims (or renews, or releases) a request, handoff or external task thread for the caller's
+    /// agent session.
     /// Returns the claim held after the call (none after a release).
     pub async fn claim(
         &self,
@@ -113,8 +114,8 @@ impl Service {
                 }
                 return Err(ServiceError::new(
                     ErrorCode::NotFound,
-                    "no open request or handoff is waiting to be claimed (requests awaiting a \
-                     human's approval are skipped)",
+                    "no open request, handoff or external task is waiting to be claimed \
+                     (requests awaiting a human's approval are skipped)",
                 ));
             }
         };
@@ -144,11 +145,13 @@ impl Service {
     ) -> Result<Option<ClaimRecord>> {
         let now = self.now();
         let (record, _) = self.visible_thread(caller, &thread).await?;
-        if !record.opener_kind.claimable() {
+        // SPEC §4: a request, a handoff or an external task (whatever the kind its skill routes
+        // to) is claimed; the claim is what moves a task to WORKING.
+        if !record.opener_kind.claimable() && record.task.is_none() {
             return Err(ServiceError::new(
                 ErrorCode::NotClaimable,
                 format!(
-                    "thread {thread} was opened by a {}; only requests and handoffs are claimed",
+                    "thread {thread} was opened by a {}; only requests, handoffs and external tasks are claimed",
                     record.opener_kind
                 ),
             ));

@@ -76,6 +76,9 @@ pub struct PushConfigSpec {
 }
 
 const MAX_CONTEXT_ID: usize = 200;
+/// A party's message keeps the client's `messageId` as its idempotency key, behind this prefix:
+/// a retry is recognised by it, and A2A shows the party's messages under the client's ids.
+pub const A2A_KEY_PREFIX: &str = "a2a:";
 /// Most messages a thread holds that a task view loads.
 const MAX_TASK_MESSAGES: i64 = 1000;
 
@@ -94,7 +97,11 @@ impl Service {
                 "contextId must be 1-{MAX_CONTEXT_ID} printable characters"
             )));
         }
-        let key = Some(format!("a2a:{}", msg.message_id));
+        let key = format!("{A2A_KEY_PREFIX}{}", msg.message_id);
+        if let Some(earlier) = self.inner.store.message_by_key(caller.id(), &key).await? {
+            return self.retried(caller, &msg, earlier).await;
+        }
+        let key = Some(key);
         let thread = match &msg.task_id {
             Some(id) => {
                 let task = self.own_task(caller, id).await?;
@@ -135,6 +142,13 @@ impl Service {
             }
             None => {
                 let route = self.route_for(caller.id(), msg.skill.as_deref()).await?;
+                if !self.may_use(caller, &route).await? {
+                    return Err(ServiceError::forbidden(format!(
+                        "skill {:?} is not open to you (you are not in its channel); \
+                         your extended agent card lists the skills you may use",
+                        route.id
+                    )));
+                }
                 for r in &msg.reference_task_ids {
                     self.own_task(caller, r).await?;
                 }
@@ -162,6 +176,32 @@ impl Service {
             }
         };
         self.task(caller, &thread, None).await
+    }
+
+    /// A message whose `messageId` the party has used before: the same message again (same task,
+    /// or again a new task; same content) is a retry and gets the task as it stands now, whatever
+    /// happened since; anything else reusing the id is refused and changes nothing. Scoped to the
+    /// party: another party's ids are never looked at.
+    async fn retried(
+        &self,
+        caller: &Caller,
+        msg: &TaskMessage,
+        earlier: MessageRecord,
+    ) -> Result<TaskView> {
+        let same_target = match &msg.task_id {
+            Some(id) => id == &earlier.thread && earlier.position > 1,
+            None => earlier.position == 1,
+        };
+        if !same_target || msg.body != earlier.body || msg.attachments != earlier.attachments {
+            return Err(ServiceError::new(
+                ErrorCode::IdempotencyConflict,
+                format!(
+                    "messageId {:?} was already used for a different message; give each message a new messageId",
+                    msg.message_id
+                ),
+            ));
+        }
+        self.task(caller, &earlier.thread, None).await
     }
 
     /// One of the caller's tasks, with at most `history_length` messages of history (all when none).
@@ -384,15 +424,19 @@ impl Service {
         caller.require_party()?;
         let mut out = Vec::new();
         for s in &self.inner.settings.skills {
-            let channel = self.inner.store.channel(&s.channel).await?;
-            if channel
-                .and_then(|c| c.member(caller.id()).map(|m| m.rights))
-                .is_some_and(|r| r.contains(crate::domain::Right::Post))
-            {
+            if self.may_use(caller, s).await? {
                 out.push(s.clone());
             }
         }
         Ok(out)
+    }
+
+    /// Whether the party may post in the channel the skill routes to.
+    async fn may_use(&self, caller: &Caller, skill: &SkillRoute) -> Result<bool> {
+        let channel = self.inner.store.channel(&skill.channel).await?;
+        Ok(channel
+            .and_then(|c| c.member(caller.id()).map(|m| m.rights))
+            .is_some_and(|r| r.contains(crate::domain::Right::Post)))
     }
 
     /// A thread the caller opened as a task; anything else is "not found".

@@ -190,7 +190,7 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<ThreadId>> {
         let rows = sqlx::query(
-            "SELECT t.id FROM threads t WHERE t.state = 'open' AND t.opener_kind IN ('request', 'handoff') \
+            "SELECT t.id FROM threads t WHERE t.state = 'open' AND (t.opener_kind IN ('request', 'handoff') OR t.task_state IS NOT NULL) \
              AND t.opened_by <> $1 \
              AND EXISTS (SELECT 1 FROM inbox_entries e WHERE e.person_id = $1 AND e.thread_id = t.id) \
              AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.thread_id = t.id AND c.expires_at > $2) \

@@ -127,6 +127,26 @@ fn push_config(row: &AnyRow) -> Result<PushConfigRecord> {
 }
 
 impl Store {
+    /// The message `author` posted with idempotency key `key`, if any (the unique index
+    /// `messages_idempotency_key` makes it at most one).
+    pub async fn message_by_key(
+        &self,
+        author: &PersonId,
+        key: &str,
+    ) -> Result<Option<super::MessageRecord>> {
+        let id: Option<String> = sqlx::query_scalar(
+            "SELECT id FROM messages WHERE author = $1 AND idempotency_key = $2",
+        )
+        .bind(author.as_str().to_owned())
+        .bind(key.to_owned())
+        .fetch_optional(&self.pool)
+        .await?;
+        match id {
+            Some(id) => self.message(&MessageId::parse(id)?).await,
+            None => Ok(None),
+        }
+    }
+
     /// Events of a task with `seq > after`, in order.
     pub async fn task_events(&self, thread: &ThreadId, after: i64) -> Result<Vec<TaskEventRecord>> {
         let rows = sqlx::query(

@@ -67,14 +67,6 @@ async fn a_delegated_task_goes_through_every_state_and_logs_each_event() {
     let id = t.thread.id.clone();
     assert_eq!(t.thread.task.as_ref().unwrap().skill, "ask");
 
-    s.claim(
-        &alice,
-        ClaimTarget::Thread(id.clone()),
-        ClaimAction::Claim,
-        None,
-    )
-    .await
-    .unwrap_err(); // a question is not claimable
     s.post(&alice, post("announce", None, Some(&id), "Looking into it"))
         .await
         .unwrap();
@@ -311,5 +303,208 @@ async fn a_party_sees_only_its_own_tasks_and_lists_them_newest_first() {
         .unwrap_err()
         .code,
         ErrorCode::InvalidInput
+    );
+}
+
+#[tokio::test]
+async fn an_external_task_of_every_skill_can_be_claimed_and_is_then_working() {
+    let (env, alice, partner, _rival) = setup().await;
+    let s = &env.service;
+    // `ask` routes to a question thread, `change` to a request: both are external tasks (SPEC §4).
+    for (i, skill) in ["ask", "change"].into_iter().enumerate() {
+        let msg = TaskMessage {
+            skill: Some(skill.into()),
+            ..message(&format!("m{i}"), "Please look at the webhook")
+        };
+        let id = s.send_task_message(&partner, msg).await.unwrap().thread.id;
+        if skill == "change" {
+            // A change has an effect: a human allows it first (see tests/api/approvals.rs).
+            let human = env.caller("alice", Scope::Human, "alice@console:1").await;
+            let approval = s
+                .approvals(&human, true, None, None)
+                .await
+                .unwrap()
+                .approvals[0]
+                .id
+                .clone();
+            s.decide(&human, &approval, Decision::Allow, None, DecisionPath::Cli)
+                .await
+                .unwrap();
+        }
+        let claim = s
+            .claim(
+                &alice,
+                ClaimTarget::Thread(id.clone()),
+                ClaimAction::Claim,
+                None,
+            )
+            .await
+            .unwrap()
+            .expect("a claim is held");
+        assert_eq!(claim.thread, id, "{skill}");
+        assert_eq!(
+            s.task(&partner, &id, None).await.unwrap().state(),
+            TaskState::Working,
+            "{skill}"
+        );
+    }
+    // Claim-next finds an unclaimed external task of the default skill too.
+    let id = s
+        .send_task_message(&partner, message("m9", "Anything?"))
+        .await
+        .unwrap()
+        .thread
+        .id;
+    let next = s
+        .claim(&alice, ClaimTarget::Next, ClaimAction::Claim, None)
+        .await
+        .unwrap()
+        .expect("a claim is held");
+    assert_eq!(next.thread, id);
+    // A question between members is still not claimable.
+    let bob = env.member("bob", "codex@b:1").await;
+    env.channel("team", &["alice", "bob"]).await;
+    let q = s
+        .post(&bob, post("question", Some("team"), None, "Lunch?"))
+        .await
+        .unwrap();
+    let refused = s
+        .claim(
+            &alice,
+            ClaimTarget::Thread(q.thread),
+            ClaimAction::Claim,
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, ErrorCode::NotClaimable);
+}
+
+#[tokio::test]
+async fn a_blocking_send_sees_an_answer_committed_before_its_wait_subscribed() {
+    let (env, alice, partner, _rival) = setup().await;
+    let s = &env.service;
+    // The cap is what a lost wake-up costs: the wait would return the stale task after it.
+    let a2a = liaison::a2a::handler::A2a::new(s.clone(), std::time::Duration::from_secs(3));
+    // The send read the task (SUBMITTED) ...
+    let seen = s
+        .send_task_message(&partner, message("m1", "Which TLS version?"))
+        .await
+        .unwrap();
+    assert_eq!(seen.state(), TaskState::Submitted);
+    let id = seen.thread.id.clone();
+    // ... the agent answered before the wait began ...
+    s.post(&alice, post("reply", None, Some(&id), "TLS 1.3"))
+        .await
+        .unwrap();
+    // ... and the wait, given what the send read, still returns the answer.
+    let done = a2a.wait_for_end(&partner, &id, seen).await.unwrap();
+    assert_eq!(done.state(), TaskState::Completed);
+    assert_eq!(done.artifacts.len(), 1);
+}
+
+#[tokio::test]
+async fn a_retried_message_returns_the_task_as_it_stands_and_a_reused_id_changes_nothing() {
+    let (env, alice, partner, rival) = setup().await;
+    let s = &env.service;
+    let id = s
+        .send_task_message(&partner, message("m1", "Which TLS version?"))
+        .await
+        .unwrap()
+        .thread
+        .id;
+    s.post(&alice, post("question", None, Some(&id), "Which endpoint?"))
+        .await
+        .unwrap();
+    let answer = TaskMessage {
+        task_id: Some(id.clone()),
+        ..message("m2", "The webhook")
+    };
+    assert_eq!(
+        s.send_task_message(&partner, answer.clone())
+            .await
+            .unwrap()
+            .state(),
+        TaskState::Working
+    );
+    s.post(&alice, post("reply", None, Some(&id), "TLS 1.3"))
+        .await
+        .unwrap();
+    // Retries (the answer, and the opening message) return the task as it is now.
+    for retry in [answer, message("m1", "Which TLS version?")] {
+        let again = s.send_task_message(&partner, retry).await.unwrap();
+        assert_eq!(
+            (again.thread.id.clone(), again.state()),
+            (id.clone(), TaskState::Completed)
+        );
+    }
+    let events = s
+        .task_events(&partner, &id, 0, false)
+        .await
+        .unwrap()
+        .0
+        .len();
+    // The id reused for another message, in this task or a new one, is refused.
+    let other_task = TaskMessage {
+        task_id: Some(id.clone()),
+        ..message("m1", "Which TLS version?")
+    };
+    for reuse in [
+        message("m1", "Something else"),
+        message("m2", "The webhook"),
+        other_task,
+    ] {
+        assert_eq!(
+            s.send_task_message(&partner, reuse).await.unwrap_err().code,
+            ErrorCode::IdempotencyConflict
+        );
+    }
+    assert_eq!(
+        s.task_events(&partner, &id, 0, false)
+            .await
+            .unwrap()
+            .0
+            .len(),
+        events
+    );
+    // Another party's ids are its own: the same messageId opens the rival's own task.
+    let theirs = s
+        .send_task_message(&rival, message("m1", "Which TLS version?"))
+        .await
+        .unwrap();
+    assert_ne!(theirs.thread.id, id);
+    assert_eq!(theirs.state(), TaskState::Submitted);
+}
+
+#[tokio::test]
+async fn a_party_outside_a_skills_channel_is_refused_not_told_not_found() {
+    let (env, _alice, _partner, _rival) = setup().await;
+    let s = &env.service;
+    env.person("loner", PersonKind::External).await;
+    let loner = env.caller("loner", Scope::Agent, "remote@loner:1").await;
+    let refused = s
+        .send_task_message(&loner, message("m1", "Hello?"))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, ErrorCode::Forbidden);
+    assert!(
+        refused.message.contains("skill \"ask\""),
+        "{}",
+        refused.message
+    );
+    assert_eq!(
+        s.list_tasks(
+            &loner,
+            TaskFilter {
+                limit: 10,
+                ..Default::default()
+            },
+            None,
+            None
+        )
+        .await
+        .unwrap()
+        .total,
+        0
     );
 }

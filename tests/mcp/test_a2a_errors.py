@@ -27,6 +27,11 @@ import httpx
 import pytest
 from a2a.types import (
     CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
+    ListTaskPushNotificationConfigsRequest,
+    TaskPushNotificationConfig,
     GetTaskRequest,
     ListTasksRequest,
     SendMessageRequest,
@@ -55,6 +60,10 @@ TABLE = {
     "UNSUPPORTED_OPERATION": (-32004, 400, S.FAILED_PRECONDITION),
     "CONTENT_TYPE_NOT_SUPPORTED": (-32005, 400, S.INVALID_ARGUMENT),
     "VERSION_NOT_SUPPORTED": (-32009, 400, S.FAILED_PRECONDITION),
+    "PUSH_NOTIFICATION_NOT_SUPPORTED": (-32003, 400, S.FAILED_PRECONDITION),
+    # Not A2A errors (spec §3.3.2 names only HTTP and gRPC codes); JSON-RPC codes are liaison's.
+    "PERMISSION_DENIED": (-31403, 403, S.PERMISSION_DENIED),
+    "PAYLOAD_TOO_LARGE": (-32600, 413, S.RESOURCE_EXHAUSTED),
     # The standard JSON-RPC errors; reasons as the server's one table names them.
     "JSON_PARSE": (-32700, 400, S.INVALID_ARGUMENT),
     "INVALID_REQUEST": (-32600, 400, S.INVALID_ARGUMENT),
@@ -68,6 +77,11 @@ GRPC_REQUESTS = {
     "SubscribeToTask": SubscribeToTaskRequest,
     "SendMessage": SendMessageRequest,
     "ListTasks": ListTasksRequest,
+    "CreateTaskPushNotificationConfig": TaskPushNotificationConfig,
+    "GetTaskPushNotificationConfig": GetTaskPushNotificationConfigRequest,
+    "ListTaskPushNotificationConfigs": ListTaskPushNotificationConfigsRequest,
+    "DeleteTaskPushNotificationConfig": DeleteTaskPushNotificationConfigRequest,
+    "GetExtendedAgentCard": GetExtendedAgentCardRequest,
 }
 STREAMING = {"SubscribeToTask", "SendStreamingMessage"}
 
@@ -158,13 +172,15 @@ class Peer:
         self.binding = binding
         self.token = token
         self.target = urllib.parse.urlsplit(base).netloc
+        # The authentication scheme as sent (RFC 9110: case-insensitive).
+        self.scheme = "Bearer"
 
     def headers(self, version: str | None, token: str | None) -> dict[str, str]:
         h = {}
         if version is not None:
             h["A2A-Version"] = version
         if token:
-            h["Authorization"] = f"Bearer {token}"
+            h["Authorization"] = f"{self.scheme} {token}"
         return h
 
     async def call(self, method: str, params: dict | None = None, *, version: str | None = "1.0", rpc_id=1) -> Reply:
@@ -204,6 +220,15 @@ def rest_route(method: str, params: dict) -> tuple[str, str, dict, dict | None]:
         return "POST", "/message:send", {}, p
     if method == "ListTasks":
         return "GET", "/tasks", p, None
+    if method == "CreateTaskPushNotificationConfig":
+        return "POST", f"/tasks/{quoted(p.pop('taskId'))}/pushNotificationConfigs", {}, p
+    if method == "ListTaskPushNotificationConfigs":
+        return "GET", f"/tasks/{quoted(p.pop('taskId'))}/pushNotificationConfigs", p, None
+    if method in ("GetTaskPushNotificationConfig", "DeleteTaskPushNotificationConfig"):
+        verb = "GET" if method.startswith("Get") else "DELETE"
+        return verb, f"/tasks/{quoted(p.pop('taskId'))}/pushNotificationConfigs/{quoted(p.pop('id'))}", {}, None
+    if method == "GetExtendedAgentCard":
+        return "GET", "/extendedAgentCard", {}, None
     raise ValueError(method)
 
 
