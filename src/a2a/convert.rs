@@ -18,7 +18,7 @@ use super::pb;
 use super::wkt::Timestamp as PbTimestamp;
 use crate::domain::{Attachment, Kind, MessageId, TaskState, ThreadId, Timestamp};
 use crate::service::{
-    A2A_KEY_PREFIX, ErrorCode, PushConfigSpec, ServiceError, TaskMessage, TaskView,
+    A2A_KEY_PREFIX, ErrorCode, PushConfigSpec, ServiceError, TaskApproval, TaskMessage, TaskView,
 };
 use crate::store::{MessageRecord, PushConfigRecord, TaskEventRecord, TaskFilter, ThreadRecord};
 
@@ -243,7 +243,8 @@ pub fn artifact(m: &MessageRecord) -> pb::Artifact {
     }
 }
 
-/// The status of a task: its state, when it last changed, and the team's message that set it.
+/// The status of a task: its state, when it last changed, and the team's message that set it;
+/// a submitted task whose request awaits (or has just received) a human's approval says so.
 pub fn status(view: &TaskView) -> pb::TaskStatus {
     let state = view.state();
     let cause = view
@@ -251,7 +252,35 @@ pub fn status(view: &TaskView) -> pb::TaskStatus {
         .iter()
         .rev()
         .find(|m| m.author != view.thread.opened_by || m.kind == Kind::Close);
-    status_with(&view.thread, state, cause, view.thread.updated_at)
+    let mut status = status_with(&view.thread, state, cause, view.thread.updated_at);
+    if state == TaskState::Submitted
+        && let Some(note) = approval_note(&view.thread, view.approval.as_ref())
+    {
+        status.message = Some(note);
+    }
+    status
+}
+
+/// The server's status message about a task's approval ("Awaiting approval by …", "Approved by
+/// …"), from the team's side, with an id derived from the approval and its state.
+fn approval_note(thread: &ThreadRecord, approval: Option<&TaskApproval>) -> Option<pb::Message> {
+    let a = approval?;
+    let text = a.status_text()?;
+    Some(pb::Message {
+        message_id: format!("{}-{}", a.id, a.state),
+        context_id: thread
+            .task
+            .as_ref()
+            .map(|t| t.context_id.clone())
+            .unwrap_or_default(),
+        task_id: thread.id.to_string(),
+        role: pb::Role::Agent as i32,
+        parts: vec![pb::Part {
+            content: Some(pb::part::Content::Text(text)),
+            ..Default::default()
+        }],
+        ..Default::default()
+    })
 }
 
 fn status_with(
@@ -299,6 +328,7 @@ pub fn event(
     ev: &TaskEventRecord,
     thread: &ThreadRecord,
     cause: Option<&MessageRecord>,
+    approval: Option<&TaskApproval>,
 ) -> Vec<pb::StreamResponse> {
     let context_id = thread
         .task
@@ -328,7 +358,16 @@ pub fn event(
             pb::TaskStatusUpdateEvent {
                 task_id: thread.id.to_string(),
                 context_id,
-                status: Some(status_with(thread, ev.state, cause, ev.created_at)),
+                status: Some({
+                    let mut status = status_with(thread, ev.state, cause, ev.created_at);
+                    // A decision on the approval (or the opening request) of a submitted task.
+                    if ev.state == TaskState::Submitted
+                        && let Some(note) = approval_note(thread, approval)
+                    {
+                        status.message = Some(note);
+                    }
+                    status
+                }),
                 metadata: None,
             },
         )),

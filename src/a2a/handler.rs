@@ -515,19 +515,20 @@ impl Follower {
             }
             return Ok(true);
         }
-        let thread = self
-            .service
-            .task(&self.caller, &self.id, Some(0))
-            .await?
-            .thread;
+        let view = self.service.task(&self.caller, &self.id, Some(0)).await?;
+        let (thread, approval) = (view.thread, view.approval);
         for ev in events {
             self.after = ev.seq;
             let cause = match &ev.message {
                 Some(m) => self.service.task_message(&self.caller, m).await.ok(),
                 None => None,
             };
-            self.queue
-                .extend(convert::event(&ev, &thread, cause.as_ref()));
+            self.queue.extend(convert::event(
+                &ev,
+                &thread,
+                cause.as_ref(),
+                approval.as_ref(),
+            ));
             if (self.ends)(ev.state) {
                 self.done = true;
                 break;

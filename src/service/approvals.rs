@@ -486,7 +486,7 @@ impl Service {
     }
 
     /// Display names, cleaned for showing.
-    async fn names(&self, people: &[PersonId]) -> Result<Vec<String>> {
+    pub(super) async fn names(&self, people: &[PersonId]) -> Result<Vec<String>> {
         let mut names = Vec::with_capacity(people.len());
         for id in people {
             names.push(match self.inner.store.person(id).await? {

@@ -35,7 +35,9 @@ pub use messages::{
     DeliveredMessage, MAX_SLICE_CHARS, MessageSlice, PostReceipt, PostRequest, ThreadMessage,
     ThreadView,
 };
-pub use tasks::{A2A_KEY_PREFIX, PushConfigSpec, SkillRoute, TaskListing, TaskMessage, TaskView};
+pub use tasks::{
+    A2A_KEY_PREFIX, PushConfigSpec, SkillRoute, TaskApproval, TaskListing, TaskMessage, TaskView,
+};
 
 use crate::bus::WakeBus;
 use crate::clock::Clock;

@@ -44,6 +44,40 @@ pub struct TaskView {
     pub history: Vec<MessageRecord>,
     /// Replies by the team: their bodies and attachments are the task's artifacts.
     pub artifacts: Vec<MessageRecord>,
+    /// Where the human approval of the task's newest request stands, when it needs one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<TaskApproval>,
+}
+
+/// The approval of a task's request, as the party is told of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskApproval {
+    pub id: crate::domain::ApprovalId,
+    pub state: crate::domain::ApprovalState,
+    /// Display names of who may decide.
+    pub approvers: Vec<String>,
+    /// Display name of who decided, once someone did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+}
+
+impl TaskApproval {
+    /// The status text of a submitted task while its approval is pending or once it is allowed:
+    /// "Awaiting approval by …" (SPEC §8 mapping) or "Approved by …".
+    pub fn status_text(&self) -> Option<String> {
+        use crate::domain::ApprovalState as S;
+        match self.state {
+            S::Pending => Some(format!(
+                "Awaiting approval by {}",
+                self.approvers.join(" or ")
+            )),
+            S::Approved | S::Consumed => self
+                .decided_by
+                .as_ref()
+                .map(|by| format!("Approved by {by}; waiting for an agent of the team to start")),
+            S::Rejected | S::Expired => None,
+        }
+    }
 }
 
 impl TaskView {
@@ -497,10 +531,23 @@ impl Service {
             .collect();
         let skip = history_length.map_or(0, |n| messages.len().saturating_sub(n));
         let history = messages.into_iter().skip(skip).collect();
+        let approval = match self.thread_approvals(&thread.id).await?.pop() {
+            None => None,
+            Some(a) => Some(TaskApproval {
+                approvers: self.names(&a.approvers).await?,
+                decided_by: match &a.decided_by {
+                    Some(by) => self.names(std::slice::from_ref(by)).await?.pop(),
+                    None => None,
+                },
+                id: a.id,
+                state: a.state,
+            }),
+        };
         Ok(TaskView {
             thread,
             history,
             artifacts,
+            approval,
         })
     }
 }
