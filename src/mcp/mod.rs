@@ -9,11 +9,11 @@
 //! Protocol decisions are written down in `README.md` next to this file.
 
 pub mod agent;
-mod args;
+pub(crate) mod args;
 mod elicit;
 mod progress;
 mod remote;
-mod render;
+pub(crate) mod render;
 mod sessions;
 mod stdio;
 mod tools;
