@@ -153,11 +153,17 @@ impl App {
                 &public_url,
                 shutdown.clone(),
             ))
+            .merge(crate::metrics::router(
+                service.clone(),
+                config.metrics_token.clone(),
+            ))
+            .route_layer(axum::middleware::from_fn(crate::metrics::access::tag_route))
             .layer(axum::middleware::from_fn_with_state(
                 service.clone(),
                 crate::net::guard::auth_failures,
             ))
-            .layer(tower_http::trace::TraceLayer::new_for_http());
+            .layer(tower_http::trace::TraceLayer::new_for_http())
+            .layer(axum::middleware::from_fn(crate::metrics::access::observe));
         Ok(App {
             listener,
             tls,

@@ -72,6 +72,7 @@ pub fn router(
     // long-poll (checked in config), and long-polls send progress when asked.
     sessions.session_config.keep_alive = Some(settings.session_idle);
     let sessions = Arc::new(sessions);
+    crate::metrics::get().watch_mcp_sessions(Arc::downgrade(&sessions));
     let front = Front {
         service: service.clone(),
         metadata_url: format!("{public_url}{PRM_PATH}"),
