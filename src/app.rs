@@ -158,6 +158,7 @@ impl App {
                 config.metrics_token.clone(),
             ))
             .route_layer(axum::middleware::from_fn(crate::metrics::access::tag_route))
+            .fallback(crate::api::unknown_route)
             .layer(axum::middleware::from_fn_with_state(
                 service.clone(),
                 crate::net::guard::auth_failures,

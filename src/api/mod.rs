@@ -38,6 +38,20 @@ pub fn router(service: Service) -> Router {
 
 type ApiResult<T> = Result<Json<T>, ApiError>;
 
+/// The answer to a request no route matches, on every prefix (the app's router fallback): `404`
+/// in the API's error shape, before any authentication, so a typo is never reported as a missing
+/// or insufficient token. A2A's own prefixes answer in their binding's shape (HTTP+JSON routes,
+/// gRPC `UNIMPLEMENTED`) before this is reached.
+pub async fn unknown_route(method: axum::http::Method) -> ApiError {
+    ApiError(ServiceError::new(
+        crate::service::ErrorCode::NotFound,
+        format!(
+            "no {method} route here: the APIs are under /admin/v1, /api/v1, /a2a, /mcp and \
+             /console (see the README)"
+        ),
+    ))
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ListQuery {

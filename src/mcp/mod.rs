@@ -179,6 +179,12 @@ async fn metadata(State(front): State<Front>) -> Response {
 
 /// Authenticates every request to `/mcp` before rmcp sees it; the caller travels in the extensions.
 async fn bearer(State(front): State<Front>, mut req: Request, next: Next) -> Response {
+    // The endpoint is `/mcp` alone: anything below it is an unknown route, whatever the token.
+    if !matches!(req.uri().path(), "/mcp" | "/mcp/") {
+        return crate::api::unknown_route(req.method().clone())
+            .await
+            .into_response();
+    }
     let caller = match authenticate(&front.service, req.headers()).await {
         Ok(caller) => caller,
         Err(e) => return refuse(&front, e),

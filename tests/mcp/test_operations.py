@@ -158,3 +158,21 @@ def test_the_access_log_names_routes_and_callers_never_tokens(ops_server):
     assert any("route=/api/v1/threads/{id}" in l and "status=400" in l for l in lines), lines
     assert alice not in log and METRICS_TOKEN not in log
     assert "\x1b[" not in log
+
+
+UNKNOWN = ["/nope", "/admin/v1/typo", "/admin/v1/persons/x/y", "/api/v1/typo", "/api/nope",
+           "/a2a/jsonrpc/x", "/mcp/x", "/mcp/sse", "/console/nope", "/.well-known/nope", "/metricsx"]
+
+
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_unknown_routes_answer_404_on_every_prefix_whatever_the_token(ops_server, method):
+    agent = ops_server.token("alice")["secret"]
+    human = ops_server.token("alice", scopes=("human",))["secret"]
+    for token in (None, "not-a-token", agent, human, ops_server.admin_token):
+        for path in UNKNOWN:
+            status, _, body = http(ops_server, method, path, token, {} if method == "POST" else None)
+            assert status == 404, (path, token, body)
+            assert json.loads(body)["error"]["code"] == "not_found", (path, body)
+    # The A2A HTTP+JSON binding answers in its own shape.
+    status, _, body = http(ops_server, method, "/a2a/rest/nope", agent)
+    assert status == 404 and "NOT_FOUND" in body, body
