@@ -470,8 +470,11 @@ fn jwt_settings(raw: RawJwt) -> anyhow::Result<crate::a2a::jwt::JwtSettings> {
     })
 }
 
+/// The SQLite database's file name in the data directory (the default database).
+pub const SQLITE_FILE: &str = "liaison.db";
+
 fn sqlite_url(dir: &Path) -> String {
-    format!("sqlite://{}", dir.join("liaison.db").display())
+    format!("sqlite://{}", dir.join(SQLITE_FILE).display())
 }
 
 fn merge(into: &mut toml::Table, from: toml::Table) {
