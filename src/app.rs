@@ -50,12 +50,18 @@ impl App {
     pub async fn build(config: Config, shutdown: CancellationToken) -> anyhow::Result<App> {
         // Outbound clients (the JWT key set) and the TLS listener need the rustls provider.
         crate::tls::install_crypto_provider();
-        std::fs::create_dir_all(&config.data_dir).with_context(|| {
-            format!(
-                "Could not create the data directory {}",
-                config.data_dir.display()
-            )
-        })?;
+        // The port first: a start that cannot listen must create nothing (no bootstrap token
+        // written but never printed).
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("Could not listen on {}", config.listen))?;
+        create_private_dir(&config.data_dir)?;
+        if config.uses_sqlite() {
+            create_private_file(
+                &config.data_dir.join(crate::config::SQLITE_FILE),
+                &config.database_url,
+            )?;
+        }
         ensure_master_key(&config.data_dir)?;
         let card = card_definition(&config.card_dir)?;
         let mut settings = config.settings.clone();
@@ -92,13 +98,10 @@ impl App {
             Some(files) => Some(crate::tls::acceptor(&files.cert_file, &files.key_file)?),
             None => None,
         };
-        let listener = TcpListener::bind(config.listen)
-            .await
-            .with_context(|| format!("Could not listen on {}", config.listen))?;
         let addr = listener.local_addr()?;
         let public_url = config.public_url.clone().unwrap_or_else(|| {
             let scheme = if tls.is_some() { "https" } else { "http" };
-            format!("{scheme}://{addr}")
+            derived_public_url(scheme, addr)
         });
         // The card advertises exactly the bindings served; gRPC shares the HTTP port (h2c, or TLS with [tls]).
         let endpoints = Endpoints {
@@ -153,11 +156,18 @@ impl App {
                 &public_url,
                 shutdown.clone(),
             ))
+            .merge(crate::metrics::router(
+                service.clone(),
+                config.metrics_token.clone(),
+            ))
+            .route_layer(axum::middleware::from_fn(crate::metrics::access::tag_route))
+            .fallback(crate::api::unknown_route)
             .layer(axum::middleware::from_fn_with_state(
                 service.clone(),
                 crate::net::guard::auth_failures,
             ))
-            .layer(tower_http::trace::TraceLayer::new_for_http());
+            .layer(tower_http::trace::TraceLayer::new_for_http())
+            .layer(axum::middleware::from_fn(crate::metrics::access::observe));
         Ok(App {
             listener,
             tls,
@@ -285,6 +295,66 @@ fn ensure_master_key(dir: &Path) -> anyhow::Result<()> {
         .map_err(|_| anyhow::anyhow!("No system randomness"))?;
     let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
     write_secret_file(&path, &hex)
+}
+
+/// The public URL when none is configured: the bound address, except that an unspecified one
+/// (`0.0.0.0`, `::`) is no address a client can use. Then the loopback address is advertised, and
+/// a warning says to set `--public-url` (remote clients need it).
+fn derived_public_url(scheme: &str, addr: SocketAddr) -> String {
+    if !addr.ip().is_unspecified() {
+        return format!("{scheme}://{addr}");
+    }
+    let loopback = if addr.is_ipv4() {
+        SocketAddr::from(([127, 0, 0, 1], addr.port()))
+    } else {
+        SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, addr.port()))
+    };
+    tracing::warn!(
+        listen = %addr,
+        advertised = %loopback,
+        "Listening on every address without --public-url: the Agent Card, the MCP metadata and \
+         links advertise the loopback address, which only this machine can reach. Set \
+         --public-url (LIAISON_PUBLIC_URL) to the URL clients use."
+    );
+    format!("{scheme}://{loopback}")
+}
+
+/// Creates `dir` (and its parents) if missing, the directory itself readable by its owner only:
+/// it holds the master key, the bootstrap token and the database.
+fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt as _;
+        builder.mode(0o700);
+    }
+    builder
+        .create(dir)
+        .with_context(|| format!("Could not create the data directory {}", dir.display()))
+}
+
+/// Creates the SQLite database file empty with mode 0600 unless it exists, so the database (and
+/// the WAL files SQLite gives the database's mode) is never readable by others.
+fn create_private_file(path: &Path, url: &str) -> anyhow::Result<()> {
+    // Only the default database in the data directory; a database_url elsewhere is the operator's.
+    if !url.ends_with(&path.display().to_string()) || path.exists() {
+        return Ok(());
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    options
+        .open(path)
+        .map(drop)
+        .with_context(|| format!("Could not create the database file {}", path.display()))
 }
 
 /// Writes a secret to a new file readable only by its owner.

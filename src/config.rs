@@ -30,6 +30,16 @@ struct Raw {
     server: RawServer,
     limits: RawLimits,
     tls: Option<TlsFiles>,
+    #[serde(default)]
+    metrics: RawMetrics,
+}
+
+/// `[metrics]`: who may scrape `/metrics`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMetrics {
+    /// When set, scrapes must send `Authorization: Bearer <token>`; unset, `/metrics` is open.
+    token: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -209,6 +219,7 @@ admin = { per_s = 100, burst = 200 }
 external = { per_s = 2000, burst = 4000 }
 auth_failures = { per_s = 10, burst = 50 }
 streams_per_party = 32
+[metrics]
 "#;
 
 /// Top-level fields without a default, which the environment may still set.
@@ -239,6 +250,8 @@ pub struct Config {
     pub tls: Option<TlsFiles>,
     /// Connection limits and timeouts of the listener.
     pub server: ServerSettings,
+    /// The bearer token `/metrics` wants (`[metrics] token`); open when none.
+    pub metrics_token: Option<String>,
 }
 
 /// Values given on the command line; each overrides the file and the environment.
@@ -366,6 +379,7 @@ impl Config {
             },
             tls: raw.tls,
             server,
+            metrics_token: raw.metrics.token.filter(|t| !t.trim().is_empty()),
         })
     }
 
@@ -456,8 +470,11 @@ fn jwt_settings(raw: RawJwt) -> anyhow::Result<crate::a2a::jwt::JwtSettings> {
     })
 }
 
+/// The SQLite database's file name in the data directory (the default database).
+pub const SQLITE_FILE: &str = "liaison.db";
+
 fn sqlite_url(dir: &Path) -> String {
-    format!("sqlite://{}", dir.join("liaison.db").display())
+    format!("sqlite://{}", dir.join(SQLITE_FILE).display())
 }
 
 fn merge(into: &mut toml::Table, from: toml::Table) {

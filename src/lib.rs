@@ -9,7 +9,8 @@
 //! - [`clock`]: time as the service sees it; tests move it by hand.
 //! - [`service`]: every operation and every business rule, once, transport-neutral.
 //! - [`admin`]: the admin HTTP API under `/admin/v1`.
-//! - [`api`]: the member HTTP API under `/api/v1` (approvals, for humans).
+//! - [`api`]: the member HTTP API under `/api/v1` (approvals for humans; inbox, thread, post, claim).
+//! - [`metrics`]: Prometheus metrics at `/metrics` and the access log.
 //! - [`console`]: the web console at `/console` for humans, and single-use login and approval links.
 //! - [`a2a`]: the A2A 1.0 front for external agents (wire types, error table, signed Agent Card).
 //! - [`mcp`]: the MCP front for internal agents (`/mcp`, tools, bearer check).
@@ -31,6 +32,7 @@ pub mod console;
 pub mod demo;
 pub mod domain;
 pub mod mcp;
+pub mod metrics;
 pub mod net;
 pub mod service;
 pub mod store;

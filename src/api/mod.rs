@@ -1,5 +1,6 @@
 //! The member HTTP API under `/api/v1`, for people with their own token (what the CLI's member
-//! commands call). Today: deciding approvals, which needs a token with scope `human`.
+//! commands call): deciding approvals, which needs a token with scope `human`, and the member
+//! routes of [`member`] (inbox, thread, post, claim) for a token with scope `agent`.
 //!
 //! | route | does |
 //! |---|---|
@@ -9,6 +10,8 @@
 //! | `POST /api/v1/approvals/{id}/reject` | reject, body `{"reason": "…"}` (required) |
 //!
 //! Decode, call the service, encode: no rule lives here. Errors have the admin API's shape.
+
+mod member;
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -26,10 +29,28 @@ pub fn router(service: Service) -> Router {
         .route("/api/v1/approvals/{id}", get(show))
         .route("/api/v1/approvals/{id}/allow", post(allow))
         .route("/api/v1/approvals/{id}/reject", post(reject))
+        .route("/api/v1/inbox", get(member::inbox))
+        .route("/api/v1/threads/{id}", get(member::thread))
+        .route("/api/v1/messages", post(member::post))
+        .route("/api/v1/claims", post(member::claim))
         .with_state(service)
 }
 
 type ApiResult<T> = Result<Json<T>, ApiError>;
+
+/// The answer to a request no route matches, on every prefix (the app's router fallback): `404`
+/// in the API's error shape, before any authentication, so a typo is never reported as a missing
+/// or insufficient token. A2A's own prefixes answer in their binding's shape (HTTP+JSON routes,
+/// gRPC `UNIMPLEMENTED`) before this is reached.
+pub async fn unknown_route(method: axum::http::Method) -> ApiError {
+    ApiError(ServiceError::new(
+        crate::service::ErrorCode::NotFound,
+        format!(
+            "no {method} route here: the APIs are under /admin/v1, /api/v1, /a2a, /mcp and \
+             /console (see the README)"
+        ),
+    ))
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

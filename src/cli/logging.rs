@@ -21,13 +21,21 @@ impl Write for LossyStderr {
     }
 }
 
-/// Installs the global subscriber (once; later calls do nothing). The level comes from `RUST_LOG`,
-/// default `info`.
+/// The filter when `RUST_LOG` is unset: liaison's own lines (the access log included) at INFO,
+/// every library (rmcp, hyper, sqlx, …) at WARN.
+pub const DEFAULT_FILTER: &str = "warn,liaison=info";
+
+/// Installs the global subscriber (once; later calls do nothing). The filter comes from `RUST_LOG`,
+/// default [`DEFAULT_FILTER`]. Colours only when stderr is a terminal: a file, a pipe or a log
+/// collector gets plain text.
 pub fn init(format: LogFormat) {
+    use std::io::IsTerminal as _;
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(io::stderr().is_terminal())
         .with_writer(|| LossyStderr)
         // Its own report of a failed write goes to stderr with `eprintln!`, which panics there.
         .log_internal_errors(false);

@@ -4,7 +4,9 @@
 
 mod admin;
 mod approvals;
+mod duration;
 pub mod logging;
+mod member;
 mod serve;
 
 use std::path::PathBuf;
@@ -63,6 +65,14 @@ pub enum Command {
         #[command(flatten)]
         server: ServerArgs,
     },
+    /// Your inbox (LIAISON_TOKEN): entries after your consumer's cursor, labelled as agents see them.
+    Inbox(member::InboxArgs),
+    /// One thread (LIAISON_TOKEN): state, claim, approvals and a page of its messages.
+    Thread(member::ThreadArgs),
+    /// Post a message (LIAISON_TOKEN): open a thread in a channel, or answer in one.
+    Post(member::PostArgs),
+    /// Claim a request or handoff thread (LIAISON_TOKEN), `next` for the oldest waiting; --release.
+    Claim(member::ClaimArgs),
     /// MCP over stdio, for clients that only speak stdio; forwards to a running server.
     Mcp(crate::mcp::agent::McpArgs),
     /// Claude Code / Codex hooks: session-start and stop.
@@ -124,6 +134,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             expires_in,
             server,
         } => approvals::login_link(person, expires_in, server).await,
+        Command::Inbox(a) => member::inbox(a).await,
+        Command::Thread(a) => member::thread(a).await,
+        Command::Post(a) => member::post(a).await,
+        Command::Claim(a) => member::claim(a).await,
         Command::Mcp(args) => crate::mcp::agent::mcp(args).await,
         Command::Hook(command) => crate::mcp::agent::hook(command).await,
         Command::Watch(args) => crate::mcp::watch::run(args).await,

@@ -9,11 +9,11 @@
 //! Protocol decisions are written down in `README.md` next to this file.
 
 pub mod agent;
-mod args;
+pub(crate) mod args;
 mod elicit;
 mod progress;
 mod remote;
-mod render;
+pub(crate) mod render;
 mod sessions;
 mod stdio;
 mod tools;
@@ -72,6 +72,7 @@ pub fn router(
     // long-poll (checked in config), and long-polls send progress when asked.
     sessions.session_config.keep_alive = Some(settings.session_idle);
     let sessions = Arc::new(sessions);
+    crate::metrics::get().watch_mcp_sessions(Arc::downgrade(&sessions));
     let front = Front {
         service: service.clone(),
         metadata_url: format!("{public_url}{PRM_PATH}"),
@@ -178,6 +179,12 @@ async fn metadata(State(front): State<Front>) -> Response {
 
 /// Authenticates every request to `/mcp` before rmcp sees it; the caller travels in the extensions.
 async fn bearer(State(front): State<Front>, mut req: Request, next: Next) -> Response {
+    // The endpoint is `/mcp` alone: anything below it is an unknown route, whatever the token.
+    if !matches!(req.uri().path(), "/mcp" | "/mcp/") {
+        return crate::api::unknown_route(req.method().clone())
+            .await
+            .into_response();
+    }
     let caller = match authenticate(&front.service, req.headers()).await {
         Ok(caller) => caller,
         Err(e) => return refuse(&front, e),

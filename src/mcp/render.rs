@@ -152,9 +152,14 @@ pub fn cut_note(m: &Value) -> String {
 
 /// The inbox: one block per entry (messages labelled), then what to do next.
 pub fn inbox(page: &InboxPage) -> Vec<String> {
-    let value = serde_json::to_value(page).unwrap_or(Value::Null);
+    inbox_value(&serde_json::to_value(page).unwrap_or(Value::Null))
+}
+
+/// [`inbox`] from the page's JSON (what the member API returns to the CLI).
+pub fn inbox_value(value: &Value) -> Vec<String> {
     let mut blocks = Vec::new();
-    for item in value["entries"].as_array().into_iter().flatten() {
+    let entries = value["entries"].as_array().map_or(&[][..], Vec::as_slice);
+    for item in entries {
         if item["type"] == "message" {
             let mut extra = format!(
                 ", seq {}, thread {}",
@@ -168,22 +173,22 @@ pub fn inbox(page: &InboxPage) -> Vec<String> {
             blocks.push(notice(&item["seq"], &item["notice"]));
         }
     }
-    let summary = if page.entries.is_empty() {
-        if page.timed_out {
+    let summary = if entries.is_empty() {
+        if value["timed_out"] == true {
             "Inbox: nothing new during the wait. Nothing more is expected this turn.".to_owned()
         } else {
             format!(
                 "Inbox: nothing new. Call again with after={} and wait_s to wait for entries.",
-                page.cursor
+                value["cursor"]
             )
         }
     } else {
         format!(
             "Inbox: {} entr{} above. Call inbox with after={} to acknowledge them{}.",
-            page.entries.len(),
-            if page.entries.len() == 1 { "y" } else { "ies" },
-            page.cursor,
-            if page.more {
+            entries.len(),
+            if entries.len() == 1 { "y" } else { "ies" },
+            value["cursor"],
+            if value["more"] == true {
                 " and get the following ones (more are waiting)"
             } else {
                 ""
@@ -192,6 +197,83 @@ pub fn inbox(page: &InboxPage) -> Vec<String> {
     };
     blocks.push(summary);
     blocks
+}
+
+/// A thread view (the JSON of a `ThreadView`): its header, approvals, labelled messages, and
+/// where the next page starts.
+pub fn thread(value: &Value) -> Vec<String> {
+    let t = &value["thread"];
+    let s = |v: &Value| v.as_str().unwrap_or("?").to_owned();
+    let claim = &value["claim"];
+    let mut blocks = vec![format!(
+        "Thread {} in channel {}: subject {}, opened by {} with a {}; state {}; {} message(s).{}",
+        s(&t["id"]),
+        s(&t["channel"]),
+        text::quote(t["subject"].as_str().unwrap_or_default()),
+        s(&t["opened_by"]),
+        s(&t["opener_kind"]),
+        s(&t["state"]),
+        t["message_count"],
+        if claim.is_object() {
+            format!(
+                " Claimed by {} (self-declared session {}) until {}.",
+                s(&claim["person"]),
+                text::quote(claim["session"].as_str().unwrap_or_default()),
+                s(&claim["expires_at"])
+            )
+        } else {
+            String::new()
+        }
+    )];
+    for a in value["approvals"].as_array().into_iter().flatten() {
+        blocks.push(approval(a));
+    }
+    for m in value["messages"].as_array().into_iter().flatten() {
+        blocks.push(message(m, &cut_note(m)));
+    }
+    if let Some(next) = value["next_cursor"].as_str() {
+        blocks.push(format!(
+            "More messages follow: call thread with cursor=\"{next}\"."
+        ));
+    }
+    blocks
+}
+
+/// What a post did (the JSON of a `PostReceipt`).
+pub fn posted(receipt: &Value) -> String {
+    let s = |k: &str| receipt[k].as_str().unwrap_or("?").to_owned();
+    let recipients: Vec<&str> = receipt["recipients"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    format!(
+        "Posted {} in thread {} (channel {}); the thread is {}. Recipients: {}.{}",
+        s("message"),
+        s("thread"),
+        s("channel"),
+        s("thread_state"),
+        recipients.join(", "),
+        if receipt["replayed"] == true {
+            " (Repeated idempotency key: nothing new was created.)"
+        } else {
+            ""
+        }
+    )
+}
+
+/// What a claim call left (the JSON of a `ClaimRecord`, or null once released).
+pub fn claimed(claim: &Value) -> String {
+    if !claim.is_object() {
+        return "Claim released.".to_owned();
+    }
+    format!(
+        "You (self-declared session {}) hold thread {} until {}.",
+        text::quote(claim["session"].as_str().unwrap_or_default()),
+        claim["thread"].as_str().unwrap_or("?"),
+        claim["expires_at"].as_str().unwrap_or("?")
+    )
 }
 
 /// A server notice in the server's words. Everything in it that a client chose (a resource name, a

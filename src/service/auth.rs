@@ -81,6 +81,8 @@ impl Service {
             token_id: token.id,
             agent: None,
         };
+        // The access log names who called (the person, never the credential).
+        crate::metrics::access::identified(caller.person.id.as_str());
         self.inner.limits.admit(&caller)?;
         Ok(caller)
     }
@@ -112,6 +114,8 @@ impl Service {
             token_id: format!("jwt:{subject}"),
             agent: None,
         };
+        // The access log names who called (the person, never the credential).
+        crate::metrics::access::identified(caller.person.id.as_str());
         self.inner.limits.admit(&caller)?;
         Ok(caller)
     }

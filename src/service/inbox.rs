@@ -121,6 +121,12 @@ pub(super) fn check_consumer(name: &str) -> Result<()> {
 }
 
 impl Service {
+    /// Inbox long-polls waiting now, and A2A streams open now (for `/metrics`).
+    pub fn waiting(&self) -> (usize, usize) {
+        let waiters = self.inner.waiters.lock().unwrap_or_else(|e| e.into_inner());
+        (waiters.values().sum(), self.inner.limits.open_streams())
+    }
+
     /// Reads (and with `wait_s`, waits for) the caller's inbox. Dropping the returned future ends
     /// the wait and acknowledges nothing beyond the `after` the caller passed.
     pub async fn inbox(&self, caller: &Caller, req: InboxRequest) -> Result<InboxPage> {

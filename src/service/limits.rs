@@ -223,6 +223,12 @@ impl Limits {
         })
     }
 
+    /// A2A streams open now, all parties together (for `/metrics`).
+    pub(super) fn open_streams(&self) -> usize {
+        let streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
+        streams.values().sum()
+    }
+
     /// Forgets full buckets and expired blocks from time to time, so that the maps hold only the
     /// clients seen lately.
     fn sweep_now_and_then(&self) {

@@ -169,6 +169,19 @@ impl Store {
         Ok(())
     }
 
+    /// Connections of the read pool: open, and idle among them (for `/metrics`).
+    pub fn pool_usage(&self) -> (u32, usize) {
+        (self.pool.size(), self.pool.num_idle())
+    }
+
+    /// Approvals waiting for a decision (for `/metrics`).
+    pub async fn pending_approvals(&self) -> Result<i64> {
+        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM approvals WHERE state = 'pending'")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(n)
+    }
+
     /// Closes connections after in-flight writes finish.
     pub async fn close(&self) {
         self.writer.close().await;

@@ -176,11 +176,13 @@ async fn run_writer(
         if completions.is_empty() {
             continue;
         }
+        let started = std::time::Instant::now();
         let commit = conn
             .execute("COMMIT")
             .await
             .map(|_| ())
             .map_err(StoreError::from);
+        crate::metrics::get().group_commit(completions.len(), started.elapsed(), commit.is_ok());
         if let Err(e) = &commit {
             tracing::error!(error = %e, "A group commit failed.");
             let _ = conn.execute("ROLLBACK").await;

@@ -65,15 +65,7 @@ impl Tools {
                     }
                     other => other?,
                 };
-                let text = match &claim {
-                    Some(cl) => format!(
-                        "You (self-declared session {}) hold thread {} until {}.",
-                        text::quote(cl.session.as_str()),
-                        cl.thread,
-                        cl.expires_at
-                    ),
-                    None => "Claim released.".to_owned(),
-                };
+                let text = render::claimed(&serde_json::to_value(&claim).unwrap_or_default());
                 Ok(render::ok(json!({ "claim": claim }), vec![text]))
             }
             .await,

@@ -125,24 +125,7 @@ impl Tools {
             async {
                 let (c, _) = caller(&parts, &ctx, a.agent.as_deref())?;
                 let receipt = self.service.post(&c, a.into_request()?).await?;
-                let text = format!(
-                    "Posted {} in thread {} (channel {}); the thread is {}. Recipients: {}.{}",
-                    receipt.message,
-                    receipt.thread,
-                    receipt.channel,
-                    receipt.thread_state,
-                    receipt
-                        .recipients
-                        .iter()
-                        .map(|p| p.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    if receipt.replayed {
-                        " (Repeated idempotency key: nothing new was created.)"
-                    } else {
-                        ""
-                    }
-                );
+                let text = render::posted(&serde_json::to_value(&receipt).unwrap_or_default());
                 Ok(render::ok(&receipt, vec![text]))
             }
             .await,
@@ -223,39 +206,14 @@ impl Tools {
                 let id = ThreadId::parse(a.thread)?;
                 let after = match a.cursor {
                     None => None,
-                    Some(c) => Some(
-                        c.parse::<i64>().map_err(|_| ServiceError::invalid("cursor is not one this tool returned"))?,
-                    ),
+                    Some(c) => Some(c.parse::<i64>().map_err(|_| {
+                        ServiceError::invalid("cursor is not one this tool returned")
+                    })?),
                 };
                 let view = self.service.thread(&c, &id, after, a.limit).await?;
                 let mut value = serde_json::to_value(&view).unwrap_or_default();
                 value["next_cursor"] = json!(view.next_cursor.map(|n| n.to_string()));
-                let t = &view.thread;
-                let mut blocks = vec![format!(
-                    "Thread {} in channel {}: subject {}, opened by {} with a {}; state {}; {} message(s).{}",
-                    t.id,
-                    t.channel,
-                    text::quote(&t.subject),
-                    t.opened_by,
-                    t.opener_kind,
-                    t.state.name(),
-                    t.message_count,
-                    view.claim.as_ref().map_or(String::new(), |cl| format!(
-                        " Claimed by {} (self-declared session {}) until {}.",
-                        cl.person,
-                        text::quote(cl.session.as_str()),
-                        cl.expires_at
-                    ))
-                )];
-                for a in value["approvals"].as_array().into_iter().flatten() {
-                    blocks.push(render::approval(a));
-                }
-                for m in value["messages"].as_array().into_iter().flatten() {
-                    blocks.push(render::message(m, &render::cut_note(m)));
-                }
-                if let Some(next) = &view.next_cursor {
-                    blocks.push(format!("More messages follow: call thread with cursor=\"{next}\"."));
-                }
+                let blocks = render::thread(&value);
                 Ok(render::ok(value, blocks))
             }
             .await,

@@ -1,0 +1,281 @@
+//! Member commands with a person's own token (`LIAISON_TOKEN`, scope `agent`): `inbox`, `thread`,
+//! `post`, `claim`. Thin clients of the member routes of `/api/v1` (the MCP tools' service calls),
+//! rendered for a terminal with the MCP tools' text (labels and body fences as an agent sees them),
+//! or with `--json` as the API's JSON for scripts.
+
+use std::io::Read as _;
+
+use anyhow::Context as _;
+use clap::Args;
+use serde_json::{Value, json};
+
+use super::ServerArgs;
+use super::duration::Seconds;
+use crate::mcp::render;
+
+/// What every member command needs: where the server is, who the agent is, how to print.
+#[derive(Debug, Clone, Args)]
+pub struct MemberArgs {
+    /// Your agent identity, agent_id@host:session (self-declared; claims are held by it)
+    /// [default: liaison-cli@<host>:<user>]
+    #[arg(long, env = "LIAISON_AGENT")]
+    pub agent: Option<String>,
+    /// Print the API's JSON instead of the text rendering.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct InboxArgs {
+    /// Consumer name: each consumer has its own server-held cursor.
+    #[arg(long, env = "LIAISON_CONSUMER", default_value = "cli")]
+    pub consumer: String,
+    /// How long to wait for the next entry when none is there (e.g. 30s; at most the server's
+    /// max_wait_s).
+    #[arg(long, value_parser = super::duration::parse)]
+    pub wait: Option<Seconds>,
+    /// The cursor of the previous inbox: acknowledges everything up to it.
+    #[arg(long)]
+    pub after: Option<i64>,
+    /// Entries at most, 1-100.
+    #[arg(long)]
+    pub limit: Option<i64>,
+    #[command(flatten)]
+    pub member: MemberArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ThreadArgs {
+    /// The thread id (thr_…).
+    pub id: String,
+    /// `next_cursor` of the previous page.
+    #[arg(long)]
+    pub cursor: Option<i64>,
+    /// Messages per page, 1-100.
+    #[arg(long)]
+    pub limit: Option<i64>,
+    #[command(flatten)]
+    pub member: MemberArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct PostArgs {
+    /// What the recipients are expected to do.
+    #[arg(long, value_parser = ["announce", "question", "request", "handoff", "reply", "close"])]
+    pub kind: String,
+    /// Channel to open a new thread in.
+    #[arg(long)]
+    pub channel: Option<String>,
+    /// Thread to post in (required for reply and close).
+    #[arg(long)]
+    pub thread: Option<String>,
+    /// Person ids to address (comma-separated); default: the thread's participants.
+    #[arg(long, value_delimiter = ',')]
+    pub to: Vec<String>,
+    /// The effect a request asks for (required for a request).
+    #[arg(long, value_parser = ["none", "code", "database", "production"])]
+    pub impact: Option<String>,
+    /// How a close ends the thread (default done).
+    #[arg(long, value_parser = ["done", "failed", "rejected", "canceled"])]
+    pub outcome: Option<String>,
+    /// One-line subject of a new thread (default: the body's first line).
+    #[arg(long)]
+    pub subject: Option<String>,
+    /// Message id this one refers to.
+    #[arg(long)]
+    pub refers_to: Option<String>,
+    /// Repeating a post with the same key creates nothing new.
+    #[arg(long)]
+    pub idempotency_key: Option<String>,
+    /// Markdown text; `-` reads it from standard input.
+    pub body: String,
+    #[command(flatten)]
+    pub member: MemberArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ClaimArgs {
+    /// The thread (thr_…), or `next` for the oldest open unclaimed request or handoff addressed to you.
+    pub id: String,
+    /// Give the claim up instead.
+    #[arg(long)]
+    pub release: bool,
+    /// Lease length (e.g. 10m; default the server's).
+    #[arg(long, value_parser = super::duration::parse)]
+    pub lease: Option<Seconds>,
+    #[command(flatten)]
+    pub member: MemberArgs,
+}
+
+pub async fn inbox(a: InboxArgs) -> anyhow::Result<()> {
+    let mut query = vec![format!("consumer={}", encode(&a.consumer))];
+    if let Some(after) = a.after {
+        query.push(format!("after={after}"));
+    }
+    if let Some(limit) = a.limit {
+        query.push(format!("limit={limit}"));
+    }
+    if let Some(wait) = a.wait {
+        query.push(format!("wait_s={}", wait.0));
+    }
+    let path = format!("/api/v1/inbox?{}", query.join("&"));
+    let page = request(&a.member, "GET", &path, None).await?;
+    show(&a.member, &page, render::inbox_value(&page))
+}
+
+pub async fn thread(a: ThreadArgs) -> anyhow::Result<()> {
+    let mut query = Vec::new();
+    if let Some(cursor) = a.cursor {
+        query.push(format!("cursor={cursor}"));
+    }
+    if let Some(limit) = a.limit {
+        query.push(format!("limit={limit}"));
+    }
+    let path = format!("/api/v1/threads/{}?{}", encode(&a.id), query.join("&"));
+    let view = request(&a.member, "GET", &path, None).await?;
+    show(&a.member, &view, render::thread(&view))
+}
+
+pub async fn post(a: PostArgs) -> anyhow::Result<()> {
+    let body = if a.body == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("Could not read the body from standard input")?;
+        text
+    } else {
+        a.body
+    };
+    let mut args = json!({ "kind": a.kind, "body": body });
+    let optional = [
+        ("channel", a.channel),
+        ("thread", a.thread),
+        ("impact", a.impact),
+        ("outcome", a.outcome),
+        ("subject", a.subject),
+        ("refers_to", a.refers_to),
+        ("idempotency_key", a.idempotency_key),
+    ];
+    for (key, value) in optional {
+        if let Some(v) = value {
+            args[key] = json!(v);
+        }
+    }
+    if !a.to.is_empty() {
+        args["to"] = json!(a.to);
+    }
+    let receipt = request(&a.member, "POST", "/api/v1/messages", Some(args)).await?;
+    show(&a.member, &receipt, vec![render::posted(&receipt)])
+}
+
+pub async fn claim(a: ClaimArgs) -> anyhow::Result<()> {
+    let action = if a.release { "release" } else { "claim" };
+    let mut body = json!({ "thread": a.id, "action": action });
+    if let Some(lease) = a.lease {
+        body["lease_s"] = json!(lease.0);
+    }
+    let answer = request(&a.member, "POST", "/api/v1/claims", Some(body)).await?;
+    show(&a.member, &answer, vec![render::claimed(&answer["claim"])])
+}
+
+/// Prints the JSON (`--json`) or the text blocks, a blank line between blocks.
+fn show(member: &MemberArgs, value: &Value, blocks: Vec<String>) -> anyhow::Result<()> {
+    if member.json {
+        println!("{}", serde_json::to_string_pretty(value)?);
+    } else {
+        println!("{}", blocks.join("\n\n"));
+    }
+    Ok(())
+}
+
+/// The agent identity the CLI declares unless told: stable per machine and user, so that a claim
+/// taken by one command can be renewed or released by the next.
+fn default_agent() -> String {
+    let clean = |s: String| -> String {
+        s.chars()
+            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            .take(60)
+            .collect()
+    };
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(clean)
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned());
+    let user = std::env::var("USER")
+        .ok()
+        .map(clean)
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| "user".to_owned());
+    format!("liaison-cli@{host}:{user}")
+}
+
+/// Percent-encodes a query or path value (everything but unreserved characters).
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Calls a member route with `LIAISON_TOKEN`; an error answer ends with its code and message.
+async fn request(
+    member: &MemberArgs,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> anyhow::Result<Value> {
+    let token = std::env::var("LIAISON_TOKEN")
+        .ok()
+        .map(|t| t.trim().to_owned())
+        .filter(|t| !t.is_empty())
+        .context("Set LIAISON_TOKEN to your own token (scope agent)")?;
+    let agent = member.agent.clone().unwrap_or_else(default_agent);
+    let url = format!("{}{path}", member.server.server.trim_end_matches('/'));
+    let method = reqwest::Method::from_bytes(method.as_bytes())?;
+    let mut request = reqwest::Client::new()
+        .request(method, &url)
+        .bearer_auth(token)
+        .header(crate::admin::AGENT_HEADER, agent);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request
+        .send()
+        .await
+        .with_context(|| format!("Could not reach {url}"))?;
+    let status = response.status();
+    let value: Value = response
+        .json()
+        .await
+        .with_context(|| format!("{url} answered {status} without JSON"))?;
+    if !status.is_success() {
+        let code = value["error"]["code"].as_str().unwrap_or("error");
+        let message = value["error"]["message"].as_str().unwrap_or("");
+        anyhow::bail!("{code}: {message}");
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_values_are_percent_encoded() {
+        assert_eq!(encode("a b&c=d/é"), "a%20b%26c%3Dd%2F%C3%A9");
+        assert_eq!(encode("thr_01-x.y~"), "thr_01-x.y~");
+    }
+
+    #[test]
+    fn the_default_agent_identity_is_a_valid_one() {
+        crate::domain::AgentIdentity::parse(default_agent()).unwrap();
+    }
+}

@@ -1,0 +1,110 @@
+"""The member commands of the CLI (`liaison inbox|thread|post|claim` with a person's own token)
+against a running server: the same service calls as the MCP tools, rendered with the same labels
+and body fences; bad input is refused with a clear message and changes nothing."""
+
+import json
+import os
+import subprocess
+
+from conftest import binary, unique
+
+
+def cli(server, token: str | None, *args: str, stdin: str | None = None,
+        agent: str | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LIAISON_")}
+    env["LIAISON_SERVER"] = server.url
+    if token is not None:
+        env["LIAISON_TOKEN"] = token
+    if agent is not None:
+        env["LIAISON_AGENT"] = agent
+    return subprocess.run([str(binary()), *args], capture_output=True, text=True, env=env,
+                          input=stdin, timeout=30)
+
+
+def ok(r: subprocess.CompletedProcess) -> str:
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_a_request_is_answered_from_the_command_line(server, tokens):
+    chan = unique("cli")
+    server.channel(chan, ["alice", "bob"])
+    consumer = unique("c")
+    # Bob's consumer starts after everything already in his inbox.
+    first = json.loads(ok(cli(server, tokens["bob"], "inbox", "--consumer", consumer, "--limit", "100", "--json")))
+    cursor = first["last"]
+
+    posted = json.loads(ok(cli(server, tokens["alice"], "post", "--kind", "request", "--impact", "none",
+                               "--channel", chan, "--subject", "Rotate the logs", "--json",
+                               "Please rotate\nthe logs")))
+    thread = posted["thread"]
+    assert posted["recipients"] == ["bob"]
+
+    text = ok(cli(server, tokens["bob"], "inbox", "--consumer", consumer, "--after", str(cursor)))
+    # The MCP rendering: the server's label first, the body behind the fence's prefix.
+    assert "Data written by the agent of" in text and "Alice Martin" in text
+    assert "<<<liaison-data " in text and "\u2502 Please rotate\n\u2502 the logs" in text
+    assert f"thread {thread}" in text and "Inbox: 1 entry above." in text
+
+    claimed = ok(cli(server, tokens["bob"], "claim", "next", agent="codex@bob-laptop:7"))
+    assert f"hold thread {thread}" in claimed and '"codex@bob-laptop:7"' in claimed
+    shown = ok(cli(server, tokens["bob"], "thread", thread))
+    assert shown.startswith(f"Thread {thread} in channel {chan}: subject \"Rotate the logs\"")
+    assert "state open" in shown and "Claimed by bob" in shown
+
+    reply = ok(cli(server, tokens["bob"], "post", "--kind", "reply", "--thread", thread, "-",
+                   stdin="Done: rotated.\n", agent="codex@bob-laptop:7"))
+    assert f"in thread {thread}" in reply and "the thread is answered" in reply
+    view = json.loads(ok(cli(server, tokens["alice"], "thread", thread, "--json")))
+    assert [m["body"] for m in view["messages"]] == ["Please rotate\nthe logs", "Done: rotated.\n"]
+    assert view["thread"]["state"] == "answered" and "claim" not in view
+
+
+def test_a_claim_is_held_by_the_cli_identity_until_released(server, tokens):
+    chan = unique("cli")
+    server.channel(chan, ["alice", "bob"])
+    posted = json.loads(ok(cli(server, tokens["alice"], "post", "--kind", "handoff", "--channel", chan,
+                               "--json", "Take over the migration")))
+    thread = posted["thread"]
+    ok(cli(server, tokens["bob"], "claim", thread, "--lease", "10m"))
+    # Another session of Bob's is refused while the CLI's identity holds it.
+    r = cli(server, tokens["bob"], "claim", thread, agent="claude@elsewhere:1")
+    assert r.returncode != 0 and "already_claimed" in r.stderr, r.stderr
+    assert "Claim released." in ok(cli(server, tokens["bob"], "claim", thread, "--release"))
+    assert "hold thread" in ok(cli(server, tokens["bob"], "claim", thread, agent="claude@elsewhere:1"))
+
+
+def test_an_empty_wait_says_nothing_came(server, tokens):
+    consumer = unique("c")
+    page = json.loads(ok(cli(server, tokens["carol"], "inbox", "--consumer", consumer, "--json")))
+    text = ok(cli(server, tokens["carol"], "inbox", "--consumer", consumer, "--after", str(page["cursor"]),
+                  "--wait", "1s"))
+    assert text.strip() == "Inbox: nothing new during the wait. Nothing more is expected this turn."
+
+
+def test_bad_input_is_refused_clearly_and_changes_nothing(server, tokens):
+    chan = unique("cli")
+    server.channel(chan, ["alice", "bob"])
+    posted = json.loads(ok(cli(server, tokens["alice"], "post", "--kind", "question", "--channel", chan,
+                               "--json", "Which port?")))
+    thread = posted["thread"]
+
+    r = cli(server, None, "inbox")
+    assert r.returncode != 0 and "LIAISON_TOKEN" in r.stderr
+    r = cli(server, tokens["bob"], "post", "--kind", "shout", "--thread", thread, "x")
+    assert r.returncode != 0 and "announce" in r.stderr and "close" in r.stderr
+    r = cli(server, tokens["bob"], "inbox", "--wait", "5 minutes")
+    assert r.returncode != 0 and "30s, 10m, 24h" in r.stderr
+    r = cli(server, tokens["bob"], "post", "--kind", "request", "--thread", thread, "Do it")
+    assert r.returncode != 0 and "invalid_input" in r.stderr and "impact" in r.stderr, r.stderr
+    r = cli(server, tokens["bob"], "thread", "thr_nope")
+    assert r.returncode != 0 and "invalid_input" in r.stderr
+    r = cli(server, tokens["carol"], "thread", thread)
+    assert r.returncode != 0 and "not_found" in r.stderr, r.stderr
+    r = cli(server, tokens["bob"], "claim", "next", "--release")
+    assert r.returncode != 0 and "thread id" in r.stderr
+    r = cli(server, tokens["carol"], "post", "--kind", "reply", "--thread", thread, "Me too")
+    assert r.returncode != 0
+
+    view = json.loads(ok(cli(server, tokens["alice"], "thread", thread, "--json")))
+    assert view["thread"]["message_count"] == 1 and view["thread"]["state"] == "open"
