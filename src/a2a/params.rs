@@ -22,28 +22,45 @@ const fn base64_len(bytes: usize) -> usize {
     bytes.div_ceil(3) * 4
 }
 
-/// The body of an HTTP request read under [`MAX_REQUEST_BYTES`] (the routers set it as their
-/// `DefaultBodyLimit`), or the A2A error saying why it could not be.
-pub fn request_body(
-    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
+/// Most bytes of body read from a request whose credential did not authenticate: enough for the
+/// JSON-RPC id and every error case, far less than a message with attachments. So a client without
+/// a valid credential cannot make the server buffer [`MAX_REQUEST_BYTES`] per connection.
+pub const UNAUTHENTICATED_BODY_BYTES: usize = 64 * 1024;
+
+/// Reads the body of an HTTP request after its credential was checked (`auth`): up to
+/// [`MAX_REQUEST_BYTES`] for an authenticated caller, up to [`UNAUTHENTICATED_BODY_BYTES`] for
+/// anyone else, whose request then fails with its authentication error whatever the body held.
+pub async fn read_body<T>(
+    body: axum::body::Body,
+    auth: &Result<T, crate::service::ServiceError>,
 ) -> Result<axum::body::Bytes, A2aError> {
-    use axum::extract::rejection::{BytesRejection, FailedToBufferBody};
-    body.map_err(|rejection| match rejection {
-        BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) => {
-            A2aError::new(
-                ErrorKind::PayloadTooLarge,
-                format!(
-                    "the request is larger than {MAX_REQUEST_BYTES} bytes, the largest valid \
-                     request (a message carries at most {MAX_ATTACHMENTS} attachments of \
-                     {MAX_ATTACHMENT_BYTES} bytes and a body of {MAX_BODY_BYTES} bytes)"
-                ),
-            )
-        }
-        other => A2aError::new(
-            ErrorKind::InvalidRequest,
-            format!("could not read the request body: {other}"),
+    use http_body_util::BodyExt as _;
+    let limit = match auth {
+        Ok(_) => MAX_REQUEST_BYTES,
+        Err(_) => UNAUTHENTICATED_BODY_BYTES,
+    };
+    match http_body_util::Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) => match auth {
+            Err(refused) => Err(A2aError::from(refused.clone())),
+            Ok(_) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+            Ok(_) => Err(A2aError::new(
+                ErrorKind::InvalidRequest,
+                format!("could not read the request body: {e}"),
+            )),
+        },
+    }
+}
+
+fn too_large() -> A2aError {
+    A2aError::new(
+        ErrorKind::PayloadTooLarge,
+        format!(
+            "the request is larger than {MAX_REQUEST_BYTES} bytes, the largest valid request (a \
+             message carries at most {MAX_ATTACHMENTS} attachments of {MAX_ATTACHMENT_BYTES} \
+             bytes and a body of {MAX_BODY_BYTES} bytes)"
         ),
-    })
+    )
 }
 
 /// The one protocol version served (Major.Minor).

@@ -8,8 +8,7 @@
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
 use axum::routing::any;
@@ -42,7 +41,6 @@ enum Route {
 pub fn router(a2a: A2a) -> Router {
     Router::new()
         .route(&format!("{PATH}/{{*path}}"), any(endpoint))
-        .layer(DefaultBodyLimit::max(params::MAX_REQUEST_BYTES))
         .with_state(a2a)
 }
 
@@ -151,11 +149,14 @@ async fn endpoint(
     uri: axum::http::Uri,
     method: Method,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: axum::body::Body,
 ) -> Response {
-    let body = match params::request_body(body) {
+    // The credential is checked before the body is read: see the JSON-RPC binding.
+    let auth = a2a.authenticate(params::bearer(&headers)).await;
+    let body = match params::read_body(body, &auth).await {
         Ok(b) => b,
-        Err(e) => return error(&a2a, &e),
+        // A refused credential's error when it read too much body without one.
+        Err(e) => return auth_failure(&a2a, &e),
     };
     let route = match route(&method, &path) {
         Ok(r) => r,
@@ -166,7 +167,7 @@ async fn endpoint(
     {
         return error(&a2a, &e);
     }
-    let caller = match a2a.authenticate(params::bearer(&headers)).await {
+    let caller = match auth {
         Ok(c) => c,
         Err(e) => return auth_failure(&a2a, &e.into()),
     };

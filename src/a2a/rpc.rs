@@ -4,9 +4,7 @@
 //! `WWW-Authenticate`). Streaming methods answer `text/event-stream`, one JSON-RPC response per event.
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -26,7 +24,6 @@ pub fn router(a2a: A2a) -> Router {
     Router::new()
         .route(PATH, post(endpoint))
         .route(&format!("{PATH}/"), post(endpoint))
-        .layer(DefaultBodyLimit::max(params::MAX_REQUEST_BYTES))
         .with_state(a2a)
 }
 
@@ -54,17 +51,22 @@ async fn endpoint(
     State(a2a): State<A2a>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: axum::body::Body,
 ) -> Response {
+    // The credential is checked before the body is read, so that only an authenticated caller
+    // can make the server buffer a large request; the answers keep the binding's order of checks.
+    let auth = a2a.authenticate(params::bearer(&headers)).await;
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok());
     if let Err(e) = params::check_json_content_type(content_type) {
         return json(StatusCode::OK, &jsonrpc::failure(&Value::Null, &e));
     }
-    let body = match params::request_body(body) {
-        Ok(b) => b,
-        Err(e) => return json(StatusCode::OK, &jsonrpc::failure(&Value::Null, &e)),
+    let body = match (params::read_body(body, &auth).await, auth.as_ref()) {
+        (Ok(b), _) => b,
+        // Too much body without a valid credential: the credential's refusal answers.
+        (Err(_), Err(refused)) => return auth_refusal(&Value::Null, refused.clone()),
+        (Err(e), Ok(_)) => return json(StatusCode::OK, &jsonrpc::failure(&Value::Null, &e)),
     };
     let request = match jsonrpc::parse_request(&body) {
         Ok(r) => r,
@@ -81,20 +83,9 @@ async fn endpoint(
     {
         return json(StatusCode::OK, &jsonrpc::failure(&id, &e));
     }
-    let caller = match a2a.authenticate(params::bearer(&headers)).await {
+    let caller = match auth {
         Ok(c) => c,
-        Err(e) if e.code == ErrorCode::RateLimited => return exhausted(&id, &e.into()),
-        Err(e) => {
-            let error = A2aError::from(e);
-            if error.kind != ErrorKind::Unauthenticated {
-                return json(StatusCode::OK, &jsonrpc::failure(&id, &error));
-            }
-            // The HTTP status carries the challenge, as on the HTTP+JSON binding.
-            let mut r = json(StatusCode::UNAUTHORIZED, &jsonrpc::failure(&id, &error));
-            r.headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            return r;
-        }
+        Err(e) => return auth_refusal(&id, e),
     };
     if request.method.is_streaming() {
         let events = match request.method {
@@ -120,6 +111,22 @@ async fn endpoint(
         Ok(value) => json(StatusCode::OK, &jsonrpc::success(&id, value)),
         Err(e) => json(StatusCode::OK, &jsonrpc::failure(&id, &e)),
     }
+}
+
+/// The answer to a refused credential: 429 when rate-limited, 401 with the challenge when not
+/// authenticated (as on the HTTP+JSON binding), else the table's error.
+fn auth_refusal(id: &Value, e: crate::service::ServiceError) -> Response {
+    if e.code == ErrorCode::RateLimited {
+        return exhausted(id, &e.into());
+    }
+    let error = A2aError::from(e);
+    if error.kind != ErrorKind::Unauthenticated {
+        return json(StatusCode::OK, &jsonrpc::failure(id, &error));
+    }
+    let mut r = json(StatusCode::UNAUTHORIZED, &jsonrpc::failure(id, &error));
+    r.headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    r
 }
 
 async fn dispatch(
