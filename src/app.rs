@@ -43,6 +43,9 @@ pub struct App {
     /// Secret of the bootstrap admin token when this start created it (shown once).
     pub bootstrap_token: Option<String>,
     shutdown: CancellationToken,
+    /// Drains the outbox while the server runs.
+    worker: Arc<crate::outbox::Worker>,
+    bus: Arc<dyn WakeBus>,
 }
 
 impl App {
@@ -82,7 +85,7 @@ impl App {
         };
         let service = Service::new(
             Arc::new(store),
-            bus,
+            bus.clone(),
             Arc::new(SystemClock),
             settings,
             shutdown.clone(),
@@ -113,6 +116,27 @@ impl App {
         let master = a2a::keys::MasterKey::load(&config.data_dir)
             .context("Could not read the master key")?;
         let keys = shared_key_ring(service.store(), &config.data_dir, &master).await?;
+        let worker = {
+            let push_keys = shared_key_ring(service.store(), &config.data_dir, &master).await?;
+            let outbox = &config.settings.outbox;
+            let client = crate::outbox::OutboundClient::new(
+                outbox.allow.clone(),
+                outbox.connect_timeout,
+                outbox.timeout,
+            )
+            .context("Could not build the outbound HTTP client")?;
+            let wake = bus.clone();
+            service
+                .store()
+                .on_outbox_enqueue(move || wake.publish(&crate::bus::Topic::outbox()));
+            Arc::new(crate::outbox::Worker::new(
+                service.clone(),
+                client,
+                Arc::new(push_keys),
+                public_url.clone(),
+            ))
+        };
+        service.set_master_key(master);
         // The card may only promise JWTs the server checks; JWTs accepted but not declared are
         // allowed (a party told out of band), with a warning.
         match (card.accepts_oidc(), config.jwt.is_some()) {
@@ -178,6 +202,8 @@ impl App {
             data_dir: config.data_dir,
             bootstrap_token,
             shutdown,
+            worker,
+            bus,
         })
     }
 
@@ -203,11 +229,17 @@ impl App {
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
         let shutdown = self.shutdown.clone();
         let sweeper = tokio::spawn(sweep_approvals(self.service.clone(), shutdown.clone()));
+        let outbox = tokio::spawn(self.worker.clone().run(
+            self.bus.clone(),
+            self.service.settings().outbox.concurrency,
+            shutdown.clone(),
+        ));
         tracing::info!(addr = %self.local_addr(), public_url = %self.public_url, "Serving.");
         crate::net::serve(self.listener, self.router, self.tls, self.server, shutdown)
             .await
             .context("The server failed")?;
         let _ = sweeper.await;
+        let _ = outbox.await;
         self.service.store().close().await;
         tracing::info!("Stopped.");
         Ok(())

@@ -34,6 +34,7 @@ pub mod domain;
 pub mod mcp;
 pub mod metrics;
 pub mod net;
+pub mod outbox;
 pub mod service;
 pub mod store;
 pub mod tls;

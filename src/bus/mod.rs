@@ -29,6 +29,11 @@ impl Topic {
         Topic(format!("task:{id}"))
     }
 
+    /// The outbox: a commit enqueued deliveries (or finished one, freeing the next in order).
+    pub fn outbox() -> Self {
+        Topic("outbox".into())
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }

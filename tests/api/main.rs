@@ -13,6 +13,7 @@ mod durability;
 mod hostile_input;
 mod inbox;
 mod logging;
+mod outbox;
 mod posting;
 mod replicas;
 mod resources;
