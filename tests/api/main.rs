@@ -14,6 +14,7 @@ mod hostile_input;
 mod inbox;
 mod logging;
 mod outbox;
+mod outbox_durability;
 mod posting;
 mod replicas;
 mod resources;

@@ -21,11 +21,12 @@ use liaison::store::{AttemptVerdict, DeliveryFilter, DeliveryState};
 
 use crate::helpers::{TestEnv, channel, post};
 
-const MASTER_HEX: &str = "3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c";
+pub(crate) const MASTER_HEX: &str =
+    "3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c";
 
 /// What the receiver answers to one request.
 #[derive(Clone, Copy, Debug)]
-enum Answer {
+pub(crate) enum Answer {
     Status(u16),
     RetryAfter(u16, u64),
     Slow(Duration),
@@ -34,22 +35,22 @@ enum Answer {
 
 /// One request the receiver got.
 #[derive(Clone, Debug)]
-struct Received {
-    headers: HeaderMap,
-    raw: String,
-    body: serde_json::Value,
+pub(crate) struct Received {
+    pub(crate) headers: HeaderMap,
+    pub(crate) raw: String,
+    pub(crate) body: serde_json::Value,
 }
 
 /// A local HTTP receiver on port 0: answers from a script (then 200), records every request.
 #[derive(Clone)]
-struct Receiver {
-    url: String,
-    script: Arc<Mutex<VecDeque<Answer>>>,
+pub(crate) struct Receiver {
+    pub(crate) url: String,
+    pub(crate) script: Arc<Mutex<VecDeque<Answer>>>,
     got: Arc<Mutex<Vec<Received>>>,
 }
 
 impl Receiver {
-    async fn start() -> Receiver {
+    pub(crate) async fn start() -> Receiver {
         let script: Arc<Mutex<VecDeque<Answer>>> = Arc::default();
         let got: Arc<Mutex<Vec<Received>>> = Arc::default();
         let (s, g) = (script.clone(), got.clone());
@@ -91,11 +92,11 @@ impl Receiver {
         Receiver { url, script, got }
     }
 
-    fn answer(&self, answers: &[Answer]) {
+    pub(crate) fn answer(&self, answers: &[Answer]) {
         self.script.lock().unwrap().extend(answers.iter().cloned());
     }
 
-    fn got(&self) -> Vec<Received> {
+    pub(crate) fn got(&self) -> Vec<Received> {
         self.got.lock().unwrap().clone()
     }
 
@@ -119,7 +120,7 @@ impl Receiver {
     }
 }
 
-fn outbox_settings() -> OutboxSettings {
+pub(crate) fn outbox_settings() -> OutboxSettings {
     OutboxSettings {
         jitter: 0.0,
         timeout: Duration::from_secs(1),
@@ -143,13 +144,13 @@ fn settings(outbox: OutboxSettings) -> Settings {
     }
 }
 
-fn ring() -> KeyRing {
+pub(crate) fn ring() -> KeyRing {
     let master = MasterKey::from_hex(MASTER_HEX).unwrap();
     let (_, record) = SigningKey::generate(&master).unwrap();
     KeyRing::open(&[record], &master).unwrap()
 }
 
-fn worker(service: &Service, keys: Arc<KeyRing>) -> Worker {
+pub(crate) fn worker(service: &Service, keys: Arc<KeyRing>) -> Worker {
     let s = &service.settings().outbox;
     let client = OutboundClient::new(s.allow.clone(), s.connect_timeout, s.timeout).unwrap();
     Worker::new(service.clone(), client, keys, "https://liaison.test".into())
