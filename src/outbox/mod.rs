@@ -253,7 +253,12 @@ impl Worker {
             .service
             .webhook_secret(&webhook)
             .map_err(|e| SendFailure::Request(e.message))?;
-        let body = d.payload.clone().unwrap_or_default().into_bytes();
+        let mut body = d.payload.clone().unwrap_or_default().into_bytes();
+        if d.event_type == "approval.pending" {
+            body = self
+                .with_approval_link(&body, webhook.person.as_ref())
+                .await;
+        }
         let timestamp = now.0 / 1000;
         let signature = signature::sign(&secret, &d.event_id, timestamp, &body)
             .ok_or_else(|| SendFailure::Gone("the webhook secret is malformed".into()))?;
@@ -262,6 +267,45 @@ impl Worker {
         headers.extend(header("webhook-timestamp", &timestamp.to_string()));
         headers.extend(header("webhook-signature", &signature));
         Ok(vec![(headers, body)])
+    }
+
+    /// An `approval.pending` body with a fresh single-use approval link (minted per attempt, so
+    /// the secret is never stored in the outbox) for the webhook's person when they are an
+    /// approver, else the first approver. Without one (the approval was decided meanwhile, or
+    /// no console), `approval_link` is null.
+    async fn with_approval_link(
+        &self,
+        body: &[u8],
+        person: Option<&crate::domain::PersonId>,
+    ) -> Vec<u8> {
+        let Ok(mut event) = serde_json::from_slice::<serde_json::Value>(body) else {
+            return body.to_vec();
+        };
+        let approvers: Vec<crate::domain::PersonId> =
+            serde_json::from_value(event["data"]["approvers"].clone()).unwrap_or_default();
+        let person = person.filter(|p| approvers.contains(p));
+        let link = match crate::domain::ApprovalId::parse(
+            event["data"]["approval_id"].as_str().unwrap_or_default(),
+        ) {
+            Ok(id) => match self.service.system_admin().await {
+                Ok(admin) => self
+                    .service
+                    .issue_approval_link(&admin, &id, person, None)
+                    .await
+                    .map(|issued| {
+                        serde_json::json!({
+                            "url": format!("{}/console/approvals/{id}?link={}", self.issuer, issued.secret),
+                            "for": issued.link.person,
+                            "expires_at": issued.link.expires_at,
+                        })
+                    })
+                    .ok(),
+                Err(_) => None,
+            },
+            Err(_) => None,
+        };
+        event["data"]["approval_link"] = link.unwrap_or(serde_json::Value::Null);
+        serde_json::to_vec(&event).unwrap_or_else(|_| body.to_vec())
     }
 
     /// Delivers until `shutdown`: claims what is due (up to `concurrency` in flight), sleeps

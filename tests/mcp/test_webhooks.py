@@ -12,6 +12,7 @@ import os
 import subprocess
 import threading
 import time
+import urllib.request
 
 import pytest
 from standardwebhooks.webhooks import Webhook
@@ -114,6 +115,13 @@ async def test_a_webhook_follows_a_thread_and_verifies_with_standard_webhooks(ho
         assert events[0]["data"]["thread_id"] == posted["thread"] and events[0]["data"]["body"] == "Bump the TLS library"
         pending = events[1]["data"]
         assert pending["approvers"] == ["bob"] and pending["requested_by"] == "alice"
+        # It carries a single-use approval link for the approver, which opens the console's
+        # confirmation page (opening uses nothing).
+        link = pending["approval_link"]
+        assert link["for"] == "bob"
+        assert link["url"].startswith(f"{srv.url}/console/approvals/{pending['approval_id']}?link=")
+        page = urllib.request.urlopen(link["url"], timeout=10)
+        assert page.status == 200 and "Bump the TLS library" in page.read().decode()
 
         env = {**os.environ, "LIAISON_TOKEN": bob_human}
         r = subprocess.run([str(binary()), "approvals", "allow", pending["approval_id"], "--server", srv.url],
