@@ -148,7 +148,7 @@ fn start_worker(w: &World, stop: CancellationToken) -> tokio::task::JoinHandle<(
     let worker = Arc::new(Worker::new(
         w.service.clone(),
         client,
-        keys,
+        keys.into(),
         "http://bench.invalid".into(),
     ));
     tokio::spawn(worker.run(w.bus.clone(), s.concurrency, stop))

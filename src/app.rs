@@ -46,6 +46,8 @@ pub struct App {
     /// Drains the outbox while the server runs.
     worker: Arc<crate::outbox::Worker>,
     bus: Arc<dyn WakeBus>,
+    /// The signing keys: reloaded on every replica when one rotates.
+    keys: Arc<crate::keys::KeyManager>,
 }
 
 impl App {
@@ -115,9 +117,9 @@ impl App {
         };
         let master = a2a::keys::MasterKey::load(&config.data_dir)
             .context("Could not read the master key")?;
-        let keys = shared_key_ring(service.store(), &config.data_dir, &master).await?;
+        let keys =
+            Arc::new(key_manager(service.store().clone(), &config.data_dir, bus.clone()).await?);
         let worker = {
-            let push_keys = shared_key_ring(service.store(), &config.data_dir, &master).await?;
             let outbox = &config.settings.outbox;
             let client = crate::outbox::OutboundClient::new(
                 outbox.allow.clone(),
@@ -132,7 +134,7 @@ impl App {
             Arc::new(crate::outbox::Worker::new(
                 service.clone(),
                 client,
-                Arc::new(push_keys),
+                keys.live(),
                 public_url.clone(),
             ))
         };
@@ -150,8 +152,17 @@ impl App {
             ),
             _ => {}
         }
-        let cards = Arc::new(CardSigner::new(card, endpoints, keys));
-        let signed = Arc::new(cards.public().context("Could not sign the Agent Card")?);
+        let cards = Arc::new(CardSigner::live(card, endpoints, keys.live()));
+        let signed =
+            a2a::http::ServedCard::new(cards.public().context("Could not sign the Agent Card")?);
+        {
+            // A rotation (here or on another replica) re-signs the served card at once.
+            let (cards, signed) = (cards.clone(), signed.clone());
+            keys.on_change(move |_| match cards.public() {
+                Ok(card) => signed.replace(card),
+                Err(e) => tracing::error!(error = %e, "Could not re-sign the Agent Card."),
+            });
+        }
         let mut a2a_handler =
             a2a::handler::A2a::new(service.clone(), Duration::from_secs(config.blocking_wait_s))
                 .with_version(config.spec_version)
@@ -168,6 +179,7 @@ impl App {
             .route("/readyz", get(readyz))
             .with_state(service.clone())
             .merge(crate::admin::router(service.clone()))
+            .merge(crate::keys::admin::router(service.clone(), keys.clone()))
             .merge(crate::api::router(service.clone()))
             .merge(crate::console::router(service.clone(), &public_url))
             .merge(a2a::http::router(signed))
@@ -204,6 +216,7 @@ impl App {
             shutdown,
             worker,
             bus,
+            keys,
         })
     }
 
@@ -234,12 +247,14 @@ impl App {
             self.service.settings().outbox.concurrency,
             shutdown.clone(),
         ));
+        let keys = tokio::spawn(self.keys.clone().follow(shutdown.clone()));
         tracing::info!(addr = %self.local_addr(), public_url = %self.public_url, "Serving.");
         crate::net::serve(self.listener, self.router, self.tls, self.server, shutdown)
             .await
             .context("The server failed")?;
         let _ = sweeper.await;
         let _ = outbox.await;
+        let _ = keys.await;
         self.service.store().close().await;
         tracing::info!("Stopped.");
         Ok(())
@@ -273,32 +288,21 @@ async fn readyz(State(service): State<Service>) -> (StatusCode, &'static str) {
     }
 }
 
-/// The Agent Card's key ring, kept in the store so every replica signs with the same keys and
-/// serves the same JWKS. The first start creates it: from the `signing-keys.json` an earlier
-/// version left in the data directory (keeping its key id), else with one new key.
-async fn shared_key_ring(
-    store: &crate::store::Store,
+/// The signing key ring, kept in the store so every replica signs with the same keys and serves
+/// the same JWKS. The first start creates it: from the `signing-keys.json` an earlier version left
+/// in the data directory (keeping its key id), else with one new key.
+async fn key_manager(
+    store: Arc<crate::store::Store>,
     data_dir: &Path,
-    master: &a2a::keys::MasterKey,
-) -> anyhow::Result<a2a::keys::KeyRing> {
-    let mut candidate = a2a::keys::load_records(data_dir)?;
+    bus: Arc<dyn WakeBus>,
+) -> anyhow::Result<crate::keys::KeyManager> {
+    let master =
+        crate::keys::ring::MasterKey::load(data_dir).context("Could not read the master key")?;
+    let mut candidate = crate::keys::ring::load_records(data_dir)?;
     if candidate.is_empty() {
-        candidate.push(a2a::keys::SigningKey::generate(master)?.1);
+        candidate.push(crate::keys::ring::SigningKey::generate(&master)?.1);
     }
-    let now = chrono::Utc::now();
-    let stored = store
-        .signing_keys_or_init(
-            serde_json::to_string(&candidate)?,
-            crate::domain::Timestamp(now.timestamp_millis()),
-        )
-        .await
-        .context("Could not read the signing keys from the database")?;
-    let records: Vec<a2a::keys::SealedKey> =
-        serde_json::from_str(&stored).context("The stored signing keys are not valid JSON")?;
-    a2a::keys::KeyRing::open(&a2a::keys::live(&records, now), master).context(
-        "Could not open the signing keys: every replica needs the same master key \
-         (LIAISON_MASTER_KEY)",
-    )
+    crate::keys::KeyManager::open(store, master, bus, candidate).await
 }
 
 /// The card definition of `dir`, or the one built into the binary when `dir` has no `card.toml`.

@@ -31,6 +31,7 @@ pub mod config;
 pub mod console;
 pub mod demo;
 pub mod domain;
+pub mod keys;
 pub mod mcp;
 pub mod metrics;
 pub mod net;

@@ -19,7 +19,6 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, Header
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::a2a::keys::KeyRing;
 use crate::bus::{Topic, WakeBus};
 use crate::domain::Timestamp;
 use crate::service::{SendFailure, SendResult, Service};
@@ -42,8 +41,8 @@ pub struct Step {
 pub struct Worker {
     service: Service,
     client: OutboundClient,
-    /// Signs push JWTs when a push config brings no credentials of its own.
-    keys: Arc<KeyRing>,
+    /// Signs push JWTs when a push config brings no credentials of its own (the current ring).
+    keys: crate::keys::LiveRing,
     /// Our public URL: the JWT's `iss`.
     issuer: String,
     /// This worker's lease-owner name (unique per process start).
@@ -70,7 +69,7 @@ impl Worker {
     pub fn new(
         service: Service,
         client: OutboundClient,
-        keys: Arc<KeyRing>,
+        keys: crate::keys::LiveRing,
         issuer: String,
     ) -> Worker {
         Worker {
@@ -218,14 +217,14 @@ impl Worker {
                 let authorization = match (&config.auth_scheme, &config.auth_credentials) {
                     (Some(scheme), Some(credentials)) => format!("{scheme} {credentials}"),
                     _ => {
-                        let delivery = crate::a2a::push_auth::PushDelivery {
+                        let delivery = crate::keys::push_jwt::PushDelivery {
                             issuer: &self.issuer,
                             audience: &d.url,
                             task_id: Some(thread_id.as_str()),
                             body: &body,
                             now: now.0 / 1000,
                         };
-                        let jwt = crate::a2a::push_auth::push_jwt(&self.keys, &delivery)
+                        let jwt = crate::keys::push_jwt::push_jwt(&self.keys.current(), &delivery)
                             .map_err(|e| SendFailure::Request(e.to_string()))?;
                         format!("Bearer {jwt}")
                     }

@@ -12,6 +12,7 @@ mod coordination;
 mod durability;
 mod hostile_input;
 mod inbox;
+mod keys;
 mod logging;
 mod outbox;
 mod outbox_durability;

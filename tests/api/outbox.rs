@@ -153,7 +153,12 @@ pub(crate) fn ring() -> KeyRing {
 pub(crate) fn worker(service: &Service, keys: Arc<KeyRing>) -> Worker {
     let s = &service.settings().outbox;
     let client = OutboundClient::new(s.allow.clone(), s.connect_timeout, s.timeout).unwrap();
-    Worker::new(service.clone(), client, keys, "https://liaison.test".into())
+    Worker::new(
+        service.clone(),
+        client,
+        keys.into(),
+        "https://liaison.test".into(),
+    )
 }
 
 struct Setup {
