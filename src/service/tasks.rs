@@ -436,14 +436,12 @@ impl Service {
     ) -> Result<()> {
         caller.require_party()?;
         self.own_task(caller, task).await?;
-        if !self
-            .inner
+        // Idempotent (A2A §3.1.10, conformance kit PUSH-DEL-002): deleting a config that is
+        // already gone succeeds; the task must still be the caller's.
+        self.inner
             .store
             .delete_push_config(task.clone(), id.to_owned())
-            .await?
-        {
-            return Err(ServiceError::not_found("push notification config", id));
-        }
+            .await?;
         Ok(())
     }
 
