@@ -43,6 +43,11 @@ pub struct App {
     /// Secret of the bootstrap admin token when this start created it (shown once).
     pub bootstrap_token: Option<String>,
     shutdown: CancellationToken,
+    /// Drains the outbox while the server runs.
+    worker: Arc<crate::outbox::Worker>,
+    bus: Arc<dyn WakeBus>,
+    /// The signing keys: reloaded on every replica when one rotates.
+    keys: Arc<crate::keys::KeyManager>,
 }
 
 impl App {
@@ -82,7 +87,7 @@ impl App {
         };
         let service = Service::new(
             Arc::new(store),
-            bus,
+            bus.clone(),
             Arc::new(SystemClock),
             settings,
             shutdown.clone(),
@@ -112,7 +117,28 @@ impl App {
         };
         let master = a2a::keys::MasterKey::load(&config.data_dir)
             .context("Could not read the master key")?;
-        let keys = shared_key_ring(service.store(), &config.data_dir, &master).await?;
+        let keys =
+            Arc::new(key_manager(service.store().clone(), &config.data_dir, bus.clone()).await?);
+        let worker = {
+            let outbox = &config.settings.outbox;
+            let client = crate::outbox::OutboundClient::new(
+                outbox.allow.clone(),
+                outbox.connect_timeout,
+                outbox.timeout,
+            )
+            .context("Could not build the outbound HTTP client")?;
+            let wake = bus.clone();
+            service
+                .store()
+                .on_outbox_enqueue(move || wake.publish(&crate::bus::Topic::outbox()));
+            Arc::new(crate::outbox::Worker::new(
+                service.clone(),
+                client,
+                keys.live(),
+                public_url.clone(),
+            ))
+        };
+        service.set_master_key(master);
         // The card may only promise JWTs the server checks; JWTs accepted but not declared are
         // allowed (a party told out of band), with a warning.
         match (card.accepts_oidc(), config.jwt.is_some()) {
@@ -126,8 +152,17 @@ impl App {
             ),
             _ => {}
         }
-        let cards = Arc::new(CardSigner::new(card, endpoints, keys));
-        let signed = Arc::new(cards.public().context("Could not sign the Agent Card")?);
+        let cards = Arc::new(CardSigner::live(card, endpoints, keys.live()));
+        let signed =
+            a2a::http::ServedCard::new(cards.public().context("Could not sign the Agent Card")?);
+        {
+            // A rotation (here or on another replica) re-signs the served card at once.
+            let (cards, signed) = (cards.clone(), signed.clone());
+            keys.on_change(move |_| match cards.public() {
+                Ok(card) => signed.replace(card),
+                Err(e) => tracing::error!(error = %e, "Could not re-sign the Agent Card."),
+            });
+        }
         let mut a2a_handler =
             a2a::handler::A2a::new(service.clone(), Duration::from_secs(config.blocking_wait_s))
                 .with_version(config.spec_version)
@@ -144,6 +179,7 @@ impl App {
             .route("/readyz", get(readyz))
             .with_state(service.clone())
             .merge(crate::admin::router(service.clone()))
+            .merge(crate::keys::admin::router(service.clone(), keys.clone()))
             .merge(crate::api::router(service.clone()))
             .merge(crate::console::router(service.clone(), &public_url))
             .merge(a2a::http::router(signed))
@@ -178,6 +214,9 @@ impl App {
             data_dir: config.data_dir,
             bootstrap_token,
             shutdown,
+            worker,
+            bus,
+            keys,
         })
     }
 
@@ -203,11 +242,19 @@ impl App {
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
         let shutdown = self.shutdown.clone();
         let sweeper = tokio::spawn(sweep_approvals(self.service.clone(), shutdown.clone()));
+        let outbox = tokio::spawn(self.worker.clone().run(
+            self.bus.clone(),
+            self.service.settings().outbox.concurrency,
+            shutdown.clone(),
+        ));
+        let keys = tokio::spawn(self.keys.clone().follow(shutdown.clone()));
         tracing::info!(addr = %self.local_addr(), public_url = %self.public_url, "Serving.");
         crate::net::serve(self.listener, self.router, self.tls, self.server, shutdown)
             .await
             .context("The server failed")?;
         let _ = sweeper.await;
+        let _ = outbox.await;
+        let _ = keys.await;
         self.service.store().close().await;
         tracing::info!("Stopped.");
         Ok(())
@@ -241,32 +288,21 @@ async fn readyz(State(service): State<Service>) -> (StatusCode, &'static str) {
     }
 }
 
-/// The Agent Card's key ring, kept in the store so every replica signs with the same keys and
-/// serves the same JWKS. The first start creates it: from the `signing-keys.json` an earlier
-/// version left in the data directory (keeping its key id), else with one new key.
-async fn shared_key_ring(
-    store: &crate::store::Store,
+/// The signing key ring, kept in the store so every replica signs with the same keys and serves
+/// the same JWKS. The first start creates it: from the `signing-keys.json` an earlier version left
+/// in the data directory (keeping its key id), else with one new key.
+async fn key_manager(
+    store: Arc<crate::store::Store>,
     data_dir: &Path,
-    master: &a2a::keys::MasterKey,
-) -> anyhow::Result<a2a::keys::KeyRing> {
-    let mut candidate = a2a::keys::load_records(data_dir)?;
+    bus: Arc<dyn WakeBus>,
+) -> anyhow::Result<crate::keys::KeyManager> {
+    let master =
+        crate::keys::ring::MasterKey::load(data_dir).context("Could not read the master key")?;
+    let mut candidate = crate::keys::ring::load_records(data_dir)?;
     if candidate.is_empty() {
-        candidate.push(a2a::keys::SigningKey::generate(master)?.1);
+        candidate.push(crate::keys::ring::SigningKey::generate(&master)?.1);
     }
-    let now = chrono::Utc::now();
-    let stored = store
-        .signing_keys_or_init(
-            serde_json::to_string(&candidate)?,
-            crate::domain::Timestamp(now.timestamp_millis()),
-        )
-        .await
-        .context("Could not read the signing keys from the database")?;
-    let records: Vec<a2a::keys::SealedKey> =
-        serde_json::from_str(&stored).context("The stored signing keys are not valid JSON")?;
-    a2a::keys::KeyRing::open(&a2a::keys::live(&records, now), master).context(
-        "Could not open the signing keys: every replica needs the same master key \
-         (LIAISON_MASTER_KEY)",
-    )
+    crate::keys::KeyManager::open(store, master, bus, candidate).await
 }
 
 /// The card definition of `dir`, or the one built into the binary when `dir` has no `card.toml`.

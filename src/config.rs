@@ -32,6 +32,7 @@ struct Raw {
     tls: Option<TlsFiles>,
     #[serde(default)]
     metrics: RawMetrics,
+    outbox: RawOutbox,
 }
 
 /// `[metrics]`: who may scrape `/metrics`.
@@ -40,6 +41,20 @@ struct Raw {
 struct RawMetrics {
     /// When set, scrapes must send `Authorization: Bearer <token>`; unset, `/metrics` is open.
     token: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOutbox {
+    schedule_s: Vec<u64>,
+    jitter: f64,
+    disable_after: u32,
+    lease_s: u64,
+    connect_timeout_s: u64,
+    timeout_s: u64,
+    #[serde(deserialize_with = "string_list")]
+    allow: Vec<String>,
+    concurrency: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -220,6 +235,15 @@ external = { per_s = 2000, burst = 4000 }
 auth_failures = { per_s = 10, burst = 50 }
 streams_per_party = 32
 [metrics]
+[outbox]
+schedule_s = [5, 30, 120, 600, 1800, 3600, 7200, 14400, 28800, 28800]
+jitter = 0.2
+disable_after = 5
+lease_s = 60
+connect_timeout_s = 5
+timeout_s = 15
+allow = []
+concurrency = 64
 "#;
 
 /// Top-level fields without a default, which the environment may still set.
@@ -348,6 +372,7 @@ impl Config {
             })?;
         let jwt = raw.a2a.jwt.clone().map(jwt_settings).transpose()?;
         let (server, limits) = bounds(&raw)?;
+        let outbox = outbox_settings(&raw.outbox)?;
         Ok(Config {
             data_dir: raw.data_dir,
             listen,
@@ -369,6 +394,7 @@ impl Config {
                 skills: Vec::new(),
                 default_skill: None,
                 limits,
+                outbox,
             },
             mcp: McpSettings {
                 allowed_hosts: raw.mcp.allowed_hosts,
@@ -386,6 +412,49 @@ impl Config {
     pub fn uses_sqlite(&self) -> bool {
         self.database_url.starts_with("sqlite:")
     }
+}
+
+/// `[outbox]`, checked: a usable schedule, a lease longer than a request, a valid allow-list.
+fn outbox_settings(raw: &RawOutbox) -> anyhow::Result<crate::service::OutboxSettings> {
+    if raw.schedule_s.len() > 100 {
+        anyhow::bail!("outbox.schedule_s holds at most 100 steps");
+    }
+    if !(0.0..=1.0).contains(&raw.jitter) {
+        anyhow::bail!("outbox.jitter must be between 0 and 1");
+    }
+    for (name, v) in [
+        ("outbox.connect_timeout_s", raw.connect_timeout_s),
+        ("outbox.timeout_s", raw.timeout_s),
+        ("outbox.concurrency", raw.concurrency as u64),
+        ("outbox.disable_after", u64::from(raw.disable_after)),
+    ] {
+        if v == 0 {
+            anyhow::bail!("{name} must be at least 1");
+        }
+    }
+    if raw.lease_s <= raw.timeout_s {
+        anyhow::bail!(
+            "outbox.lease_s ({}) must exceed outbox.timeout_s ({}): a lease must outlive its request",
+            raw.lease_s,
+            raw.timeout_s
+        );
+    }
+    let allow = crate::domain::address::AddressPolicy::parse(&raw.allow)
+        .map_err(|e| anyhow::anyhow!("outbox.allow: {e}"))?;
+    Ok(crate::service::OutboxSettings {
+        schedule: raw
+            .schedule_s
+            .iter()
+            .map(|s| Duration::from_secs(*s))
+            .collect(),
+        jitter: raw.jitter,
+        disable_after: raw.disable_after,
+        lease: Duration::from_secs(raw.lease_s),
+        connect_timeout: Duration::from_secs(raw.connect_timeout_s),
+        timeout: Duration::from_secs(raw.timeout_s),
+        allow,
+        concurrency: raw.concurrency,
+    })
 }
 
 /// The listener's and the service's limits, each checked to be usable.

@@ -579,11 +579,21 @@ fn sign_into(
 pub struct CardSigner {
     definition: CardDefinition,
     endpoints: Endpoints,
-    keys: KeyRing,
+    /// The ring in use: swapped by a rotation, so every signature uses the current keys.
+    keys: crate::keys::LiveRing,
 }
 
 impl CardSigner {
     pub fn new(definition: CardDefinition, endpoints: Endpoints, keys: KeyRing) -> CardSigner {
+        Self::live(definition, endpoints, crate::keys::LiveRing::new(keys))
+    }
+
+    /// A signer over a ring that rotations swap (the server's).
+    pub fn live(
+        definition: CardDefinition,
+        endpoints: Endpoints,
+        keys: crate::keys::LiveRing,
+    ) -> CardSigner {
         CardSigner {
             definition,
             endpoints,
@@ -593,7 +603,7 @@ impl CardSigner {
 
     /// The signed public card (served at [`CARD_PATH`]).
     pub fn public(&self) -> Result<SignedCard, CardError> {
-        SignedCard::sign(&self.definition, &self.endpoints, &self.keys)
+        SignedCard::sign(&self.definition, &self.endpoints, &self.keys.current())
     }
 
     /// Whether the card declares `capabilities.extendedAgentCard`.
@@ -610,7 +620,7 @@ impl CardSigner {
     /// The extended card listing only `skills` (ids; unknown ones are ignored), signed.
     pub fn extended(&self, skills: &[&str]) -> Result<pb::AgentCard, CardError> {
         let mut card = self.definition.to_proto(&self.endpoints, Some(skills));
-        sign_into(&mut card, &self.endpoints, &self.keys, None)?;
+        sign_into(&mut card, &self.endpoints, &self.keys.current(), None)?;
         Ok(card)
     }
 }

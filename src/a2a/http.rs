@@ -2,7 +2,7 @@
 //! its signatures point at, `/.well-known/jwks.json`. Both are public, cacheable, and answer
 //! conditional GETs (`If-None-Match`) with 304. The bodies are rendered once, at signing time.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use axum::Router;
 use axum::extract::State;
@@ -18,32 +18,59 @@ use super::card::{CARD_PATH, JWKS_PATH, SignedCard};
 /// old key keeps co-signing for days) reaches every client well within the overlap.
 pub const CACHE_CONTROL: &str = "public, max-age=300";
 
+/// The card being served, replaced (re-signed) when the signing keys change.
 #[derive(Clone)]
-struct Discovery {
+pub struct ServedCard(Arc<RwLock<Served>>);
+
+struct Served {
     card: Arc<SignedCard>,
     /// Strong validator of the key set (its bytes are deterministic).
     jwks_etag: Arc<str>,
 }
 
+impl Served {
+    fn of(card: SignedCard) -> Served {
+        let digest = ring::digest::digest(&ring::digest::SHA256, card.jwks_json());
+        let jwks_etag = format!("\"{}\"", URL_SAFE_NO_PAD.encode(digest.as_ref()));
+        Served {
+            card: Arc::new(card),
+            jwks_etag: jwks_etag.into(),
+        }
+    }
+}
+
+impl ServedCard {
+    pub fn new(card: SignedCard) -> ServedCard {
+        ServedCard(Arc::new(RwLock::new(Served::of(card))))
+    }
+
+    /// Serves `card` from now on.
+    pub fn replace(&self, card: SignedCard) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Served::of(card);
+    }
+
+    fn current(&self) -> (Arc<SignedCard>, Arc<str>) {
+        let served = self.0.read().unwrap_or_else(|e| e.into_inner());
+        (served.card.clone(), served.jwks_etag.clone())
+    }
+}
+
 /// The discovery routes, to merge into the app's router.
-pub fn router(card: Arc<SignedCard>) -> Router {
-    let digest = ring::digest::digest(&ring::digest::SHA256, card.jwks_json());
-    let jwks_etag = format!("\"{}\"", URL_SAFE_NO_PAD.encode(digest.as_ref()));
+pub fn router(card: ServedCard) -> Router {
     Router::new()
         .route(CARD_PATH, get(agent_card))
         .route(JWKS_PATH, get(jwks))
-        .with_state(Discovery {
-            card,
-            jwks_etag: jwks_etag.into(),
-        })
+        .with_state(card)
 }
 
-async fn agent_card(State(state): State<Discovery>, request: HeaderMap) -> Response {
-    cached_json(&request, state.card.etag(), state.card.json())
+async fn agent_card(State(state): State<ServedCard>, request: HeaderMap) -> Response {
+    let (card, _) = state.current();
+    cached_json(&request, card.etag(), card.json())
 }
 
-async fn jwks(State(state): State<Discovery>, request: HeaderMap) -> Response {
-    cached_json(&request, &state.jwks_etag, state.card.jwks_json())
+async fn jwks(State(state): State<ServedCard>, request: HeaderMap) -> Response {
+    let (card, etag) = state.current();
+    cached_json(&request, &etag, card.jwks_json())
 }
 
 /// A JSON body with caching headers, or 304 when the client's copy is current.
@@ -109,7 +136,7 @@ mod tests {
         crate::tls::install_crypto_provider();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        tokio::spawn(axum::serve(listener, router(Arc::new(card))).into_future());
+        tokio::spawn(axum::serve(listener, router(ServedCard::new(card))).into_future());
         format!("http://{addr}")
     }
 

@@ -25,11 +25,12 @@ pub mod handler;
 pub mod http;
 pub mod jsonrpc;
 pub mod jwt;
-pub mod keys;
+/// The key ring lives in `crate::keys` (the card, push JWTs and webhooks all use it).
+pub use crate::keys::ring as keys;
 pub mod params;
 mod pb;
 pub mod protojson;
-pub mod push_auth;
+pub use crate::keys::push_jwt as push_auth;
 pub mod query;
 pub mod rest;
 pub mod rpc;

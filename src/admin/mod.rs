@@ -3,6 +3,8 @@
 //!
 //! Decode, call the service, encode: no rule lives here.
 
+mod outbox;
+
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -119,6 +121,7 @@ pub fn router(service: Service) -> Router {
         .route("/admin/v1/channels/{name}/members", post(change_members))
         .route("/admin/v1/channels/{name}/policy", put(set_policy))
         .route("/admin/v1/audit", get(audit))
+        .merge(outbox::router())
         .with_state(service)
 }
 

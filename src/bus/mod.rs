@@ -29,6 +29,16 @@ impl Topic {
         Topic(format!("task:{id}"))
     }
 
+    /// The signing key ring changed (rotate, retire): every replica reloads it.
+    pub fn keys() -> Self {
+        Topic("keys".into())
+    }
+
+    /// The outbox: a commit enqueued deliveries (or finished one, freeing the next in order).
+    pub fn outbox() -> Self {
+        Topic("outbox".into())
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }

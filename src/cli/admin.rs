@@ -288,7 +288,7 @@ pub(super) fn admin_token(server: &ServerArgs) -> anyhow::Result<String> {
     Ok(token.trim().to_owned())
 }
 
-async fn call(
+pub(super) async fn call(
     server: &ServerArgs,
     method: &str,
     path: &str,

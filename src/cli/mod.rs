@@ -5,8 +5,10 @@
 mod admin;
 mod approvals;
 mod duration;
+mod keys;
 pub mod logging;
 mod member;
+mod outbox;
 mod serve;
 
 use std::path::PathBuf;
@@ -43,6 +45,15 @@ pub enum Command {
     /// Decide approvals (a human's token in LIAISON_TOKEN): list, show, allow, reject; `link` (admins).
     #[command(subcommand)]
     Approvals(approvals::ApprovalsCommand),
+    /// Signing keys: list, rotate (with an overlap), retire KID.
+    #[command(subcommand)]
+    Keys(keys::KeysCommand),
+    /// Admin webhooks (Standard Webhooks): add, list, remove, test, rotate-secret.
+    #[command(subcommand)]
+    Webhook(outbox::WebhookCommand),
+    /// The outbox: list deliveries (--failed, --dead), show one with its attempts, retry a dead one.
+    #[command(subcommand)]
+    Deliveries(outbox::DeliveriesCommand),
     /// The audit log of approvals (admins), oldest first.
     Audit {
         /// RFC 3339 time: entries at or after it.
@@ -123,6 +134,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Token(c) => admin::token(c).await,
         Command::Channel(c) => admin::channel(c).await,
         Command::Approvals(c) => approvals::approvals(c).await,
+        Command::Keys(c) => keys::keys(c).await,
+        Command::Webhook(c) => outbox::webhook(c).await,
+        Command::Deliveries(c) => outbox::deliveries(c).await,
         Command::Audit {
             since,
             after,

@@ -4,6 +4,7 @@
 //! Nothing here does I/O, awaits, or knows about sqlx, axum or any wire format. Constrained values are
 //! newtypes built with `parse`, so a value of these types is valid by construction.
 
+pub mod address;
 mod approval;
 mod channel;
 mod ids;

@@ -15,6 +15,7 @@ mod inbox;
 mod input;
 mod limits;
 mod messages;
+mod outbox;
 mod tasks;
 
 use std::collections::HashMap;
@@ -34,6 +35,9 @@ pub use limits::{LimitSettings, Rate, StreamPermit};
 pub use messages::{
     DeliveredMessage, MAX_SLICE_CHARS, MessageSlice, PostReceipt, PostRequest, ThreadMessage,
     ThreadView,
+};
+pub use outbox::{
+    DeliveryView, OutboxSettings, SendFailure, SendResult, WEBHOOK_EVENTS, WebhookSpec, verdict,
 };
 pub use tasks::{
     A2A_KEY_PREFIX, PushConfigSpec, SkillRoute, TaskApproval, TaskListing, TaskMessage, TaskView,
@@ -62,6 +66,8 @@ pub struct Settings {
     pub default_skill: Option<String>,
     /// Request rates per token, failed authentications per address, streams per party.
     pub limits: LimitSettings,
+    /// Outbound deliveries: retry schedule, address allow-list, timeouts.
+    pub outbox: OutboxSettings,
 }
 
 impl Default for Settings {
@@ -75,6 +81,7 @@ impl Default for Settings {
             skills: Vec::new(),
             default_skill: None,
             limits: LimitSettings::default(),
+            outbox: OutboxSettings::default(),
         }
     }
 }
@@ -161,6 +168,8 @@ struct Inner {
     waiters: Mutex<HashMap<PersonId, usize>>,
     /// Rates per token and per address, open streams per party.
     limits: limits::Limits,
+    /// Seals webhook secrets; set by the app (and tests) once the master key is loaded.
+    master_key: std::sync::OnceLock<Arc<crate::a2a::keys::MasterKey>>,
 }
 
 impl Service {
@@ -180,6 +189,7 @@ impl Service {
                 settings,
                 shutdown,
                 waiters: Mutex::default(),
+                master_key: std::sync::OnceLock::new(),
             }),
         }
     }

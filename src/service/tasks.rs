@@ -383,13 +383,8 @@ impl Service {
         caller.require_party()?;
         input::storable("push notification config", &spec)?;
         self.own_task(caller, task).await?;
-        let url_ok = (spec.url.starts_with("https://") || spec.url.starts_with("http://"))
-            && spec.url.len() <= 2048;
-        if !url_ok {
-            return Err(ServiceError::invalid(
-                "push notification url must be an http(s) URL of at most 2048 bytes",
-            ));
-        }
+        self.check_outbound_url(&spec.url)
+            .map_err(|e| ServiceError::invalid(format!("push notification url: {}", e.message)))?;
         let id = spec
             .id
             .filter(|i| !i.is_empty())
@@ -441,14 +436,12 @@ impl Service {
     ) -> Result<()> {
         caller.require_party()?;
         self.own_task(caller, task).await?;
-        if !self
-            .inner
+        // Idempotent (A2A §3.1.10, conformance kit PUSH-DEL-002): deleting a config that is
+        // already gone succeeds; the task must still be the caller's.
+        self.inner
             .store
             .delete_push_config(task.clone(), id.to_owned())
-            .await?
-        {
-            return Err(ServiceError::not_found("push notification config", id));
-        }
+            .await?;
         Ok(())
     }
 
@@ -514,7 +507,7 @@ impl Service {
             })
     }
 
-    async fn task_view(
+    pub(super) async fn task_view(
         &self,
         thread: ThreadRecord,
         history_length: Option<usize>,

@@ -426,6 +426,7 @@ impl Store {
                 record.decided_by = s.actor;
                 record.decided_via = s.via;
                 record.decided_at = Some(s.now);
+                super::outbox::on_approval_decided(tx, &record, s.now).await?;
                 if next == ApprovalState::Approved {
                     let notice = serde_json::json!({
                         "type": "approval_decided",
@@ -458,6 +459,11 @@ impl Store {
             })
         })
         .await
+        .inspect(|settled| {
+            if matches!(settled, Settled::Done(_)) {
+                self.outbox_enqueued();
+            }
+        })
     }
 
     /// The audit log after `after` (a sequence number), from `since` on, oldest first.

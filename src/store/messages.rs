@@ -167,7 +167,11 @@ impl Store {
     /// a claim on reply or close, and one inbox entry per recipient.
     pub async fn post(&self, m: NewMessage) -> Result<PostOutcome> {
         let lock = self.for_update();
-        self.write(move |tx| Box::pin(post_in(tx, m, lock))).await
+        let outcome = self.write(move |tx| Box::pin(post_in(tx, m, lock))).await?;
+        if !outcome.replayed {
+            self.outbox_enqueued();
+        }
+        Ok(outcome)
     }
 
     pub async fn message(&self, id: &MessageId) -> Result<Option<MessageRecord>> {
@@ -427,8 +431,10 @@ pub(super) async fn post_in(
     .bind(m.created_at.0)
     .execute(&mut *tx)
     .await?;
+    super::outbox::on_message(tx, &m, position).await?;
     if let Some(a) = &m.approval {
         super::approvals::insert(tx, a, &m).await?;
+        super::outbox::on_approval_pending(tx, a, &m).await?;
     }
 
     if let Some(task) = &thread_record.task {

@@ -14,6 +14,7 @@ mod approvals;
 mod console;
 mod coordination;
 mod messages;
+mod outbox;
 mod people;
 mod postgres;
 mod records;
@@ -32,6 +33,10 @@ pub use approvals::{ApprovalRecord, AuditRecord, NewApproval, Settled, Settlemen
 pub use console::{LinkKind, LinkRecord, NewLink, SessionRecord};
 pub use coordination::{ClaimAttempt, LeaseAttempt};
 pub use messages::{NewMessage, NewTask, PostOutcome};
+pub use outbox::{
+    AttemptRecord, AttemptVerdict, DeliveryFilter, DeliveryRecord, DeliveryState, Finished,
+    FinishedAttempt, PUSH_EVENT, WebhookRecord, push_endpoint, webhook_endpoint,
+};
 pub use records::*;
 pub use tasks::TaskFilter;
 
@@ -115,7 +120,11 @@ pub struct Store {
     pool: AnyPool,
     /// Every write.
     writer: writer::BatchWriter,
+    /// Called after a commit that may have enqueued outbox deliveries (wakes the workers).
+    outbox_wake: std::sync::RwLock<Option<OutboxWake>>,
 }
+
+type OutboxWake = Box<dyn Fn() + Send + Sync>;
 
 impl Store {
     /// Opens `url` (`sqlite://…` or `postgres://…`), applies the migrations and returns the store.
@@ -127,6 +136,7 @@ impl Store {
                 backend: Backend::Postgres,
                 pool,
                 writer,
+                outbox_wake: std::sync::RwLock::new(None),
             })
         } else if url.starts_with("sqlite:") {
             let (pool, writer) = sqlite::open(url).await?;
@@ -134,6 +144,7 @@ impl Store {
                 backend: Backend::Sqlite,
                 pool,
                 writer,
+                outbox_wake: std::sync::RwLock::new(None),
             })
         } else {
             Err(StoreError::Database(format!(

@@ -36,6 +36,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "console",
         include_str!("migrations/postgres/0005_console.sql"),
     ),
+    (
+        6,
+        "outbox",
+        include_str!("migrations/postgres/0006_outbox.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str) -> Result<(AnyPool, BatchWriter)> {

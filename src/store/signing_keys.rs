@@ -29,4 +29,36 @@ impl Store {
         })
         .await
     }
+
+    /// The stored key ring (none before the first start).
+    pub async fn signing_keys(&self) -> Result<Option<String>> {
+        let row = sqlx::query("SELECT records FROM signing_keys WHERE id = 1")
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| r.try_get::<String, _>("records")).transpose()?)
+    }
+
+    /// Replaces the ring with `new` if it is still `old` (compare-and-swap: two replicas rotating
+    /// at once cannot both win); false when it changed meanwhile.
+    pub async fn replace_signing_keys(
+        &self,
+        old: String,
+        new: String,
+        now: Timestamp,
+    ) -> Result<bool> {
+        self.write(move |tx| {
+            Box::pin(async move {
+                let done = sqlx::query(
+                    "UPDATE signing_keys SET records = $1, updated_at = $2 WHERE id = 1 AND records = $3",
+                )
+                .bind(new)
+                .bind(now.0)
+                .bind(old)
+                .execute(&mut *tx)
+                .await?;
+                Ok(done.rows_affected() == 1)
+            })
+        })
+        .await
+    }
 }

@@ -32,6 +32,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "console",
         include_str!("migrations/sqlite/0005_console.sql"),
     ),
+    (
+        6,
+        "outbox",
+        include_str!("migrations/sqlite/0006_outbox.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str) -> Result<(AnyPool, BatchWriter)> {

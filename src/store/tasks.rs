@@ -40,9 +40,9 @@ pub(super) async fn append_event(
     .bind(cause.to_owned())
     .bind(message.map(|m| m.as_str().to_owned()))
     .bind(now.0)
-    .execute(tx)
+    .execute(&mut *tx)
     .await?;
-    Ok(())
+    super::outbox::on_task_event(tx, thread, seq, state, cause, message, now).await
 }
 
 /// Moves a submitted task to working when it is claimed, with its event.
@@ -258,9 +258,17 @@ impl Store {
     }
 
     /// Stores (or replaces, by id) a push config of a task.
+    /// A new config gets the task's events logged so far, in the same transaction.
     pub async fn put_push_config(&self, c: PushConfigRecord) -> Result<()> {
         self.write(move |tx| {
             Box::pin(async move {
+                let known = sqlx::query("SELECT 1 AS one FROM push_configs WHERE thread_id = $1 AND id = $2")
+                    .bind(c.thread.as_str().to_owned())
+                    .bind(c.id.clone())
+                    .fetch_optional(&mut *tx)
+                    .await?
+                    .is_some();
+                let (thread, id, now) = (c.thread.clone(), c.id.clone(), c.created_at);
                 sqlx::query(
                     "INSERT INTO push_configs (thread_id, id, url, token, auth_scheme, auth_credentials, created_at) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (thread_id, id) DO UPDATE SET url = excluded.url, \
@@ -274,12 +282,17 @@ impl Store {
                 .bind(c.auth_scheme)
                 .bind(c.auth_credentials)
                 .bind(c.created_at.0)
-                .execute(tx)
+                .execute(&mut *tx)
                 .await?;
+                if !known {
+                    super::outbox::replay_push(tx, &thread, &id, now).await?;
+                }
                 Ok(())
             })
         })
-        .await
+        .await?;
+        self.outbox_enqueued();
+        Ok(())
     }
 
     pub async fn push_configs(&self, thread: &ThreadId) -> Result<Vec<PushConfigRecord>> {

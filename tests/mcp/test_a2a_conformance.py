@@ -49,9 +49,12 @@ async def world_of(srv) -> World:
 
 
 @pytest.fixture(scope="module")
-async def stock(anyio_backend):
-    """The built-in card: push notifications off, extended card on."""
+async def stock(anyio_backend, tmp_path_factory):
+    """The built-in card with push notifications switched off; extended card on."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("LIAISON_A2A__CARD_DIR", card_dir(tmp_path_factory, push_notifications=False))
     srv, dbname = start_server("--demo")
+    mp.undo()
     try:
         yield await world_of(srv)
     finally:
@@ -60,9 +63,11 @@ async def stock(anyio_backend):
 
 @pytest.fixture(scope="module")
 async def flipped(anyio_backend, tmp_path_factory):
-    """The card with both switches the other way: push notifications on, extended card off."""
+    """The card with both switches the other way: push notifications on, extended card off. Push
+    configs point at a closed loopback port, allow-listed, so nothing leaves the machine."""
     mp = pytest.MonkeyPatch()
     mp.setenv("LIAISON_A2A__CARD_DIR", card_dir(tmp_path_factory, push_notifications=True, extended_agent_card=False))
+    mp.setenv("LIAISON_OUTBOX__ALLOW", "127.0.0.1")
     srv, dbname = start_server("--demo")
     mp.undo()
     try:
@@ -79,7 +84,7 @@ async def total(w: World) -> int:
 
 
 PUSH_CALLS = {
-    "CreateTaskPushNotificationConfig": lambda t: {"taskId": t, "id": "hook", "url": "https://example.com/hook"},
+    "CreateTaskPushNotificationConfig": lambda t: {"taskId": t, "id": "hook", "url": "http://127.0.0.1:9/hook"},
     "GetTaskPushNotificationConfig": lambda t: {"taskId": t, "id": "hook"},
     "ListTaskPushNotificationConfigs": lambda t: {"taskId": t},
     "DeleteTaskPushNotificationConfig": lambda t: {"taskId": t, "id": "hook"},
@@ -99,7 +104,7 @@ async def test_with_push_off_every_push_call_is_push_not_supported_before_any_lo
 async def test_with_push_off_an_inline_push_config_is_refused_and_creates_nothing(stock, binding):
     before = await total(stock)
     params = send_params("With a webhook, please")
-    params["configuration"] = {"taskPushNotificationConfig": {"url": "https://example.com/hook"}, "returnImmediately": True}
+    params["configuration"] = {"taskPushNotificationConfig": {"url": "http://127.0.0.1:9/hook"}, "returnImmediately": True}
     assert_error(await stock.peer(binding).call("SendMessage", params), "PUSH_NOTIFICATION_NOT_SUPPORTED")
     assert await total(stock) == before
 
@@ -111,10 +116,13 @@ async def test_with_push_on_push_configs_are_kept_and_unknown_tasks_are_not_foun
     created = await peer.call("CreateTaskPushNotificationConfig", PUSH_CALLS["CreateTaskPushNotificationConfig"](task))
     assert not created.failed, created
     got = await peer.call("GetTaskPushNotificationConfig", PUSH_CALLS["GetTaskPushNotificationConfig"](task))
-    assert not got.failed and (got.result or got.body)["url"] == "https://example.com/hook", got
+    assert not got.failed and (got.result or got.body)["url"] == "http://127.0.0.1:9/hook", got
     listed = await peer.call("ListTaskPushNotificationConfigs", {"taskId": task})
     assert len((listed.result or listed.body)["configs"]) == 1, listed
-    assert not (await peer.call("DeleteTaskPushNotificationConfig", PUSH_CALLS["DeleteTaskPushNotificationConfig"](task))).failed
+    for _ in range(2):  # idempotent: the second delete succeeds too
+        assert not (await peer.call("DeleteTaskPushNotificationConfig", PUSH_CALLS["DeleteTaskPushNotificationConfig"](task))).failed
+    listed = await peer.call("ListTaskPushNotificationConfigs", {"taskId": task})
+    assert not (listed.result or listed.body or {}).get("configs"), listed
     assert_error(await peer.call("ListTaskPushNotificationConfigs", {"taskId": UNKNOWN}), "TASK_NOT_FOUND")
 
 

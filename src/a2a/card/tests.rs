@@ -148,7 +148,7 @@ fn shipped_card_lists_every_binding_at_the_public_url() {
     );
     assert_eq!(
         value["capabilities"],
-        json!({"streaming": true, "pushNotifications": false, "extendedAgentCard": true})
+        json!({"streaming": true, "pushNotifications": true, "extendedAgentCard": true})
     );
     assert_eq!(
         value["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],
@@ -240,7 +240,7 @@ fn tampered_card_fails_verification() {
     let tamperings: [fn(&mut Value); 5] = [
         |card| card["name"] = json!("mallory"),
         |card| card["supportedInterfaces"][0]["url"] = json!("https://evil.example/a2a/jsonrpc"),
-        |card| card["capabilities"]["pushNotifications"] = json!(true),
+        |card| card["capabilities"]["pushNotifications"] = json!(false),
         |card| {
             card["skills"]
                 .as_array_mut()
@@ -330,7 +330,11 @@ fn etag_is_stable_across_signings_and_changes_with_content() {
 #[test]
 fn optional_capabilities_set_to_false_are_kept_in_the_payload() {
     // Proto presence: `optional bool` set to false is emitted, so it is signed.
-    let (card, _) = signed();
+    let definition = CardDefinition::from_toml(
+        &CARD.replace("push_notifications = true", "push_notifications = false"),
+    )
+    .unwrap();
+    let card = SignedCard::sign(&definition, &endpoints(), &ring_of(1).0).unwrap();
     let mut unsigned = card.card.clone();
     unsigned.signatures.clear();
     let payload = String::from_utf8(canonical_payload(&unsigned).unwrap()).unwrap();

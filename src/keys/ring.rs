@@ -99,7 +99,7 @@ impl MasterKey {
     }
 
     /// AES-256-GCM with a random nonce; `aad` binds the ciphertext to its record.
-    fn seal(&self, plaintext: &[u8], aad: &[u8]) -> Result<Vec<u8>, KeyError> {
+    pub(crate) fn seal(&self, plaintext: &[u8], aad: &[u8]) -> Result<Vec<u8>, KeyError> {
         let mut nonce = [0u8; NONCE_LEN];
         SystemRandom::new()
             .fill(&mut nonce)
@@ -117,7 +117,7 @@ impl MasterKey {
         Ok(sealed)
     }
 
-    fn open(&self, sealed: &[u8], aad: &[u8]) -> Option<Vec<u8>> {
+    pub(crate) fn open(&self, sealed: &[u8], aad: &[u8]) -> Option<Vec<u8>> {
         if sealed.len() < NONCE_LEN {
             return None;
         }

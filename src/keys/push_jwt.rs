@@ -10,7 +10,7 @@
 
 use serde_json::{Value, json};
 
-use super::keys::{Jwks, KeyError, KeyRing};
+use super::ring::{Jwks, KeyError, KeyRing};
 
 /// Lifetime of a push token, in seconds.
 pub const PUSH_JWT_TTL_SECONDS: i64 = 300;
@@ -93,7 +93,7 @@ fn sha256_hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::a2a::keys::{MasterKey, SigningKey};
+    use crate::keys::ring::{MasterKey, SigningKey};
 
     fn ring() -> KeyRing {
         let master = MasterKey::from_hex(&"11".repeat(32)).unwrap();

@@ -1,0 +1,174 @@
+//! `liaison webhook …` and `liaison deliveries …`: thin clients of `/admin/v1/webhooks` and
+//! `/admin/v1/deliveries`.
+
+use clap::Subcommand;
+use serde_json::json;
+
+use super::ServerArgs;
+use super::admin::call;
+
+#[derive(Debug, Subcommand)]
+pub enum WebhookCommand {
+    /// Register a webhook (Standard Webhooks); prints its `whsec_` secret once.
+    Add {
+        url: String,
+        /// Comma-separated: message.created, approval.pending, approval.decided, task.updated,
+        /// delivery.dead, endpoint.disabled.
+        #[arg(long, value_delimiter = ',', required = true)]
+        events: Vec<String>,
+        /// Only events concerning this person (author, recipient, approver, party).
+        #[arg(long)]
+        person: Option<String>,
+        /// Only events in this channel.
+        #[arg(long)]
+        channel: Option<String>,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// List webhooks (never their secrets).
+    List {
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Remove a webhook; its pending deliveries are dropped.
+    Remove {
+        id: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Send a `webhook.test` event to it.
+    Test {
+        id: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// A new secret (printed once); the old one stops signing at once.
+    RotateSecret {
+        id: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DeliveriesCommand {
+    /// Deliveries, newest first.
+    List {
+        /// Only pending deliveries that failed at least once (being retried).
+        #[arg(long, conflicts_with = "dead")]
+        failed: bool,
+        /// Only dead deliveries (failed for good).
+        #[arg(long)]
+        dead: bool,
+        /// Only this endpoint (`push:<task>/<config>` or `webhook:<id>`).
+        #[arg(long)]
+        endpoint: Option<String>,
+        /// Ids below this one (`next_before` of the previous page).
+        #[arg(long)]
+        before: Option<i64>,
+        #[arg(long)]
+        limit: Option<i64>,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// A delivery and every attempt (status, latency, error class).
+    Show {
+        id: i64,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Send a dead delivery again (and re-enable its endpoint).
+    Retry {
+        id: i64,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+}
+
+pub async fn webhook(c: WebhookCommand) -> anyhow::Result<()> {
+    match c {
+        WebhookCommand::Add {
+            url,
+            events,
+            person,
+            channel,
+            server,
+        } => {
+            let body =
+                json!({ "url": url, "events": events, "person": person, "channel": channel });
+            call(&server, "POST", "/admin/v1/webhooks", Some(body)).await
+        }
+        WebhookCommand::List { server } => call(&server, "GET", "/admin/v1/webhooks", None).await,
+        WebhookCommand::Remove { id, server } => {
+            call(&server, "DELETE", &format!("/admin/v1/webhooks/{id}"), None).await
+        }
+        WebhookCommand::Test { id, server } => {
+            call(
+                &server,
+                "POST",
+                &format!("/admin/v1/webhooks/{id}/test"),
+                None,
+            )
+            .await
+        }
+        WebhookCommand::RotateSecret { id, server } => {
+            let path = format!("/admin/v1/webhooks/{id}/rotate-secret");
+            call(&server, "POST", &path, None).await
+        }
+    }
+}
+
+pub async fn deliveries(c: DeliveriesCommand) -> anyhow::Result<()> {
+    match c {
+        DeliveriesCommand::List {
+            failed,
+            dead,
+            endpoint,
+            before,
+            limit,
+            server,
+        } => {
+            let mut query = vec![];
+            if failed {
+                query.push("failed=true".to_owned());
+            }
+            if dead {
+                query.push("state=dead".to_owned());
+            }
+            if let Some(e) = endpoint {
+                query.push(format!("endpoint={}", encode(&e)));
+            }
+            if let Some(b) = before {
+                query.push(format!("before={b}"));
+            }
+            if let Some(l) = limit {
+                query.push(format!("limit={l}"));
+            }
+            let path = if query.is_empty() {
+                "/admin/v1/deliveries".to_owned()
+            } else {
+                format!("/admin/v1/deliveries?{}", query.join("&"))
+            };
+            call(&server, "GET", &path, None).await
+        }
+        DeliveriesCommand::Show { id, server } => {
+            call(&server, "GET", &format!("/admin/v1/deliveries/{id}"), None).await
+        }
+        DeliveriesCommand::Retry { id, server } => {
+            let path = format!("/admin/v1/deliveries/{id}/retry");
+            call(&server, "POST", &path, None).await
+        }
+    }
+}
+
+/// Percent-encodes a query value.
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

@@ -1,0 +1,959 @@
+//! The durable outbox's tables: deliveries written inside the transaction of their cause (the
+//! `on_*` hooks below, called by the posting, claiming and approval transactions), claimed by
+//! lease with one `UPDATE … RETURNING`, finished with the attempt's record, and the admin
+//! webhooks they go to. Retry rules (when, how often, what is permanent) are the service's; the
+//! store only applies the outcome it is given.
+
+use serde_json::{Value, json};
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, Row as _};
+
+use super::{Result, Store, StoreError};
+use crate::domain::{MessageId, PersonId, ThreadId, Timestamp};
+
+/// Where a delivery stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliveryState {
+    /// Waiting for its first attempt, in flight, or waiting to be retried.
+    Pending,
+    Delivered,
+    /// Failed for good (permanent failure, last attempt, or its endpoint was disabled).
+    Dead,
+}
+
+impl DeliveryState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryState::Pending => "pending",
+            DeliveryState::Delivered => "delivered",
+            DeliveryState::Dead => "dead",
+        }
+    }
+
+    fn parse(s: &str) -> Result<Self> {
+        Ok(match s {
+            "pending" => DeliveryState::Pending,
+            "delivered" => DeliveryState::Delivered,
+            "dead" => DeliveryState::Dead,
+            other => return Err(StoreError::Corrupt(format!("delivery state {other:?}"))),
+        })
+    }
+}
+
+/// One outbound delivery.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DeliveryRecord {
+    pub id: i64,
+    /// `push:<task>/<config>` or `webhook:<id>`.
+    pub endpoint: String,
+    pub url: String,
+    /// `task.event` for an A2A push, else the webhook event type.
+    pub event_type: String,
+    /// The same on every attempt; receivers deduplicate on it.
+    pub event_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread: Option<ThreadId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_seq: Option<i64>,
+    /// The webhook body; none for a push (rendered from the task event).
+    #[serde(skip)]
+    pub payload: Option<String>,
+    pub state: DeliveryState,
+    /// Attempts started so far (the one in flight included).
+    pub attempts: i64,
+    pub next_attempt_at: Timestamp,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_status: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    pub created_at: Timestamp,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Timestamp>,
+}
+
+/// One recorded attempt of a delivery.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AttemptRecord {
+    pub attempt: i64,
+    pub worker: String,
+    pub started_at: Timestamp,
+    pub latency_ms: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<i64>,
+    pub error_class: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What to do with a delivery after an attempt (decided by the service's retry rules).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptVerdict {
+    Delivered,
+    RetryAt(Timestamp),
+    Dead,
+}
+
+/// An attempt to record and its verdict to apply.
+#[derive(Debug, Clone)]
+pub struct FinishedAttempt {
+    pub delivery: i64,
+    pub attempt: i64,
+    pub worker: String,
+    pub started_at: Timestamp,
+    pub latency_ms: i64,
+    pub status: Option<i64>,
+    pub error_class: String,
+    pub error: Option<String>,
+    pub verdict: AttemptVerdict,
+    pub now: Timestamp,
+    /// Consecutive dead deliveries after which the endpoint is disabled.
+    pub disable_after: i64,
+}
+
+/// What finishing an attempt changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Finished {
+    /// False when the lease was lost (another worker took the delivery over): nothing changed.
+    pub applied: bool,
+    /// The delivery's endpoint was disabled by this attempt.
+    pub endpoint_disabled: bool,
+}
+
+/// An admin webhook.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct WebhookRecord {
+    pub id: String,
+    pub url: String,
+    pub events: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub person: Option<PersonId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+    /// Never shown.
+    #[serde(skip)]
+    pub sealed_secret: String,
+    pub created_at: Timestamp,
+    /// Set when repeated dead deliveries disabled it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disabled_at: Option<Timestamp>,
+}
+
+/// Which deliveries to list.
+#[derive(Debug, Clone, Default)]
+pub struct DeliveryFilter {
+    pub state: Option<DeliveryState>,
+    /// Only pending deliveries with at least one failed attempt.
+    pub failed: bool,
+    pub endpoint: Option<String>,
+    /// Only ids below this one (paging, newest first).
+    pub before: Option<i64>,
+    pub limit: i64,
+}
+
+/// The event type of an A2A push delivery.
+pub const PUSH_EVENT: &str = "task.event";
+
+const DELIVERY_COLUMNS: &str = "id, endpoint, url, event_type, event_id, thread_id, event_seq, payload, state, \
+     attempts, next_attempt_at, last_status, last_error, created_at, finished_at";
+
+fn delivery(row: &AnyRow) -> Result<DeliveryRecord> {
+    Ok(DeliveryRecord {
+        id: row.try_get("id")?,
+        endpoint: row.try_get("endpoint")?,
+        url: row.try_get("url")?,
+        event_type: row.try_get("event_type")?,
+        event_id: row.try_get("event_id")?,
+        thread: row
+            .try_get::<Option<String>, _>("thread_id")?
+            .map(ThreadId::parse)
+            .transpose()?,
+        event_seq: row.try_get("event_seq")?,
+        payload: row.try_get("payload")?,
+        state: DeliveryState::parse(&row.try_get::<String, _>("state")?)?,
+        attempts: row.try_get("attempts")?,
+        next_attempt_at: Timestamp(row.try_get("next_attempt_at")?),
+        last_status: row.try_get("last_status")?,
+        last_error: row.try_get("last_error")?,
+        created_at: Timestamp(row.try_get("created_at")?),
+        finished_at: row.try_get::<Option<i64>, _>("finished_at")?.map(Timestamp),
+    })
+}
+
+fn attempt(row: &AnyRow) -> Result<AttemptRecord> {
+    Ok(AttemptRecord {
+        attempt: row.try_get("attempt")?,
+        worker: row.try_get("worker")?,
+        started_at: Timestamp(row.try_get("started_at")?),
+        latency_ms: row.try_get("latency_ms")?,
+        status: row.try_get("status")?,
+        error_class: row.try_get("error_class")?,
+        error: row.try_get("error")?,
+    })
+}
+
+const WEBHOOK_COLUMNS: &str = "w.id, w.url, w.events, w.person, w.channel, w.sealed_secret, w.created_at, \
+     e.disabled_at";
+const WEBHOOK_FROM: &str =
+    "webhooks w LEFT JOIN outbox_endpoints e ON e.endpoint = 'webhook:' || w.id";
+
+fn webhook(row: &AnyRow) -> Result<WebhookRecord> {
+    Ok(WebhookRecord {
+        id: row.try_get("id")?,
+        url: row.try_get("url")?,
+        events: serde_json::from_str(&row.try_get::<String, _>("events")?)
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        person: row
+            .try_get::<Option<String>, _>("person")?
+            .map(PersonId::parse)
+            .transpose()?,
+        channel: row.try_get("channel")?,
+        sealed_secret: row.try_get("sealed_secret")?,
+        created_at: Timestamp(row.try_get("created_at")?),
+        disabled_at: row.try_get::<Option<i64>, _>("disabled_at")?.map(Timestamp),
+    })
+}
+
+/// A new delivery row.
+struct NewDelivery<'a> {
+    endpoint: &'a str,
+    order_key: &'a str,
+    url: &'a str,
+    event_type: &'a str,
+    event_id: &'a str,
+    thread: Option<&'a ThreadId>,
+    event_seq: Option<i64>,
+    payload: Option<&'a str>,
+    now: Timestamp,
+}
+
+async fn insert(tx: &mut AnyConnection, d: NewDelivery<'_>) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO deliveries (endpoint, order_key, url, event_type, event_id, thread_id, event_seq, payload, \
+         state, attempts, next_attempt_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', 0, $9, $9)",
+    )
+    .bind(d.endpoint.to_owned())
+    .bind(d.order_key.to_owned())
+    .bind(d.url.to_owned())
+    .bind(d.event_type.to_owned())
+    .bind(d.event_id.to_owned())
+    .bind(d.thread.map(|t| t.as_str().to_owned()))
+    .bind(d.event_seq)
+    .bind(d.payload.map(str::to_owned))
+    .bind(d.now.0)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// The endpoint name of a task's push config.
+pub fn push_endpoint(thread: &ThreadId, config: &str) -> String {
+    format!("push:{thread}/{config}")
+}
+
+/// The endpoint name of a webhook.
+pub fn webhook_endpoint(id: &str) -> String {
+    format!("webhook:{id}")
+}
+
+/// Push deliveries of one task event, one per push config of the task whose endpoint is enabled.
+async fn push_event(
+    tx: &mut AnyConnection,
+    thread: &ThreadId,
+    seq: i64,
+    only_config: Option<&str>,
+    now: Timestamp,
+) -> Result<()> {
+    let rows = sqlx::query(
+        "SELECT c.id, c.url FROM push_configs c LEFT JOIN outbox_endpoints e \
+         ON e.endpoint = 'push:' || c.thread_id || '/' || c.id \
+         WHERE c.thread_id = $1 AND e.disabled_at IS NULL AND ($2 IS NULL OR c.id = $2) ORDER BY c.created_at, c.id",
+    )
+    .bind(thread.as_str().to_owned())
+    .bind(only_config.map(str::to_owned))
+    .fetch_all(&mut *tx)
+    .await?;
+    let event_id = format!("{thread}:{seq}");
+    for row in rows {
+        let config: String = row.try_get("id")?;
+        let url: String = row.try_get("url")?;
+        let endpoint = push_endpoint(thread, &config);
+        insert(
+            tx,
+            NewDelivery {
+                endpoint: &endpoint,
+                order_key: &endpoint,
+                url: &url,
+                event_type: PUSH_EVENT,
+                event_id: &event_id,
+                thread: Some(thread),
+                event_seq: Some(seq),
+                payload: None,
+                now,
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Who an event concerns, for the webhooks' person and channel filters.
+#[derive(Debug, Default)]
+pub(super) struct Audience<'a> {
+    pub channel: Option<&'a str>,
+    pub persons: Vec<&'a PersonId>,
+    pub thread: Option<&'a ThreadId>,
+}
+
+/// One delivery per live webhook subscribed to `event_type` whose filters match `audience`,
+/// all with the same event id and a Standard Webhooks body `{type, timestamp, data}`.
+pub(super) async fn webhook_event(
+    tx: &mut AnyConnection,
+    event_type: &str,
+    audience: Audience<'_>,
+    data: Value,
+    now: Timestamp,
+) -> Result<()> {
+    let pattern = format!("%\"{event_type}\"%");
+    let sql = format!(
+        "SELECT {WEBHOOK_COLUMNS} FROM {WEBHOOK_FROM} WHERE w.removed_at IS NULL AND e.disabled_at IS NULL \
+         AND w.events LIKE $1 ORDER BY w.id"
+    );
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(pattern)
+        .fetch_all(&mut *tx)
+        .await?;
+    let hooks: Vec<WebhookRecord> = rows.iter().map(webhook).collect::<Result<_>>()?;
+    let hooks: Vec<&WebhookRecord> = hooks
+        .iter()
+        .filter(|w| w.events.iter().any(|e| e == event_type))
+        .filter(|w| {
+            w.channel
+                .as_deref()
+                .is_none_or(|c| audience.channel == Some(c))
+        })
+        .filter(|w| {
+            w.person
+                .as_ref()
+                .is_none_or(|p| audience.persons.contains(&p))
+        })
+        .collect();
+    if hooks.is_empty() {
+        return Ok(());
+    }
+    let event_id = format!("msg_{}", uuid::Uuid::now_v7().simple());
+    let timestamp = chrono::DateTime::from_timestamp_millis(now.0)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let body = json!({"type": event_type, "timestamp": timestamp, "data": data}).to_string();
+    for w in hooks {
+        let endpoint = webhook_endpoint(&w.id);
+        let order_key = match audience.thread {
+            Some(t) => format!("{endpoint}:{t}"),
+            None => endpoint.clone(),
+        };
+        insert(
+            tx,
+            NewDelivery {
+                endpoint: &endpoint,
+                order_key: &order_key,
+                url: &w.url,
+                event_type,
+                event_id: &event_id,
+                thread: audience.thread,
+                event_seq: None,
+                payload: Some(&body),
+                now,
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Hook of the task event log: the event's push deliveries and `task.updated` webhooks.
+pub(super) async fn on_task_event(
+    tx: &mut AnyConnection,
+    thread: &ThreadId,
+    seq: i64,
+    state: crate::domain::TaskState,
+    cause: &str,
+    message: Option<&MessageId>,
+    now: Timestamp,
+) -> Result<()> {
+    push_event(tx, thread, seq, None, now).await?;
+    let row = sqlx::query("SELECT channel, opened_by FROM threads WHERE id = $1")
+        .bind(thread.as_str().to_owned())
+        .fetch_one(&mut *tx)
+        .await?;
+    let channel: String = row.try_get("channel")?;
+    let party = PersonId::parse(row.try_get::<String, _>("opened_by")?)?;
+    let data = json!({
+        "task_id": thread,
+        "seq": seq,
+        "state": state.as_str(),
+        "cause": cause,
+        "message_id": message,
+        "channel": channel,
+        "party": party,
+    });
+    let audience = Audience {
+        channel: Some(&channel),
+        persons: vec![&party],
+        thread: Some(thread),
+    };
+    webhook_event(tx, "task.updated", audience, data, now).await
+}
+
+/// Hook of the posting transaction: `message.created` webhooks.
+pub(super) async fn on_message(
+    tx: &mut AnyConnection,
+    m: &super::NewMessage,
+    position: i64,
+) -> Result<()> {
+    let data = json!({
+        "id": m.id,
+        "thread_id": m.thread,
+        "channel": m.channel,
+        "position": position,
+        "kind": m.kind.as_str(),
+        "author": m.author,
+        "agent": m.agent,
+        "recipients": m.recipients,
+        "subject": m.subject,
+        "body": m.body,
+        "impact": m.impact.map(crate::domain::Impact::as_str),
+        "outcome": m.outcome.map(crate::domain::Outcome::as_str),
+        "refers_to": m.refers_to,
+    });
+    let mut persons: Vec<&PersonId> = m.recipients.iter().collect();
+    persons.push(&m.author);
+    let audience = Audience {
+        channel: Some(m.channel.as_str()),
+        persons,
+        thread: Some(&m.thread),
+    };
+    webhook_event(tx, "message.created", audience, data, m.created_at).await
+}
+
+/// Hook of a new approval: `approval.pending` webhooks.
+pub(super) async fn on_approval_pending(
+    tx: &mut AnyConnection,
+    a: &super::NewApproval,
+    m: &super::NewMessage,
+) -> Result<()> {
+    let data = json!({
+        "approval_id": a.id,
+        "thread_id": m.thread,
+        "message_id": m.id,
+        "channel": m.channel,
+        "impact": a.impact.as_str(),
+        "fingerprint": a.fingerprint,
+        "requested_by": m.author,
+        "approvers": a.approvers,
+        "expires_at": a.expires_at.0,
+        "body": m.body,
+    });
+    let mut persons: Vec<&PersonId> = a.approvers.iter().collect();
+    persons.push(&m.author);
+    let audience = Audience {
+        channel: Some(m.channel.as_str()),
+        persons,
+        thread: Some(&m.thread),
+    };
+    webhook_event(tx, "approval.pending", audience, data, m.created_at).await
+}
+
+/// Hook of a settled approval: `approval.decided` webhooks (an expiry is a decision too).
+pub(super) async fn on_approval_decided(
+    tx: &mut AnyConnection,
+    a: &super::ApprovalRecord,
+    now: Timestamp,
+) -> Result<()> {
+    let data = json!({
+        "approval_id": a.id,
+        "thread_id": a.thread,
+        "message_id": a.message,
+        "channel": a.channel,
+        "state": a.state.as_str(),
+        "decided_by": a.decided_by,
+        "via": a.decided_via.map(|v| v.as_str()),
+        "reason": a.reason,
+    });
+    let mut persons: Vec<&PersonId> = a.approvers.iter().collect();
+    persons.push(&a.requested_by);
+    let audience = Audience {
+        channel: Some(a.channel.as_str()),
+        persons,
+        thread: Some(&a.thread),
+    };
+    webhook_event(tx, "approval.decided", audience, data, now).await
+}
+
+impl Store {
+    /// Installs what to call after a write enqueued deliveries (the app publishes the outbox
+    /// topic on the bus, which reaches every replica). Later calls replace it.
+    pub fn on_outbox_enqueue(&self, wake: impl Fn() + Send + Sync + 'static) {
+        *self.outbox_wake.write().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(wake));
+    }
+
+    /// Wakes the outbox workers (after a commit that may have enqueued deliveries).
+    pub(super) fn outbox_enqueued(&self) {
+        if let Some(wake) = &*self.outbox_wake.read().unwrap_or_else(|e| e.into_inner()) {
+            wake();
+        }
+    }
+
+    /// Claims up to `limit` due deliveries for `worker` until `lease_until`: each the oldest
+    /// pending one of its order key, not leased by a live worker. The attempt counter is taken
+    /// here, so two workers can never make the same attempt.
+    pub async fn claim_deliveries(
+        &self,
+        worker: String,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: i64,
+    ) -> Result<Vec<DeliveryRecord>> {
+        let skip_locked = match self.backend {
+            super::Backend::Postgres => " FOR UPDATE SKIP LOCKED",
+            super::Backend::Sqlite => "",
+        };
+        // The candidates are picked once (a CTE), so the LIMIT holds however the planner joins.
+        let sql = format!(
+            "WITH picked AS (SELECT d.id FROM deliveries d WHERE d.state = 'pending' AND d.next_attempt_at <= $3 \
+             AND (d.lease_until IS NULL OR d.lease_until <= $3) \
+             AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.order_key = d.order_key AND p.state = 'pending' \
+             AND p.id < d.id) ORDER BY d.next_attempt_at, d.id LIMIT $4{skip_locked}) \
+             UPDATE deliveries SET lease_owner = $1, lease_until = $2, attempts = attempts + 1 \
+             WHERE id IN (SELECT id FROM picked) AND state = 'pending' AND (lease_until IS NULL OR lease_until <= $3) \
+             RETURNING {DELIVERY_COLUMNS}"
+        );
+        let mut claimed = self
+            .write(move |tx| {
+                Box::pin(async move {
+                    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                        .bind(worker)
+                        .bind(lease_until.0)
+                        .bind(now.0)
+                        .bind(limit)
+                        .fetch_all(&mut *tx)
+                        .await?;
+                    rows.iter().map(delivery).collect::<Result<Vec<_>>>()
+                })
+            })
+            .await?;
+        claimed.sort_by_key(|d| d.id);
+        Ok(claimed)
+    }
+
+    /// Whether a delivery is due at `now` (a cheap read before claiming), and else when the
+    /// next one is.
+    pub async fn next_delivery_due(&self) -> Result<Option<Timestamp>> {
+        let row = sqlx::query(
+            "SELECT MIN(CASE WHEN lease_until IS NOT NULL AND lease_until > next_attempt_at \
+             THEN lease_until ELSE next_attempt_at END) AS due FROM deliveries WHERE state = 'pending'",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(row.try_get::<Option<i64>, _>("due")?.map(Timestamp))
+    }
+
+    /// Records an attempt and applies its verdict, if `worker` still holds the lease. A dead
+    /// delivery lengthens its endpoint's dead streak (a delivered one resets it); at
+    /// `disable_after` the endpoint is disabled, its pending deliveries die with it, and
+    /// `delivery.dead` / `endpoint.disabled` webhooks are enqueued.
+    pub async fn finish_attempt(&self, f: FinishedAttempt) -> Result<Finished> {
+        let done = self.write(move |tx| Box::pin(finish_in(tx, f))).await?;
+        if done.applied {
+            self.outbox_enqueued();
+        }
+        Ok(done)
+    }
+
+    pub async fn deliveries(&self, filter: &DeliveryFilter) -> Result<Vec<DeliveryRecord>> {
+        let sql = format!(
+            "SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE ($1 IS NULL OR state = $1) \
+             AND ($2 = 0 OR (state = 'pending' AND last_error IS NOT NULL)) AND ($3 IS NULL OR endpoint = $3) \
+             AND ($4 IS NULL OR id < $4) ORDER BY id DESC LIMIT $5"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(filter.state.map(DeliveryState::as_str))
+            .bind(i64::from(filter.failed))
+            .bind(filter.endpoint.clone())
+            .bind(filter.before)
+            .bind(filter.limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(delivery).collect()
+    }
+
+    /// A delivery and its attempts, oldest first.
+    pub async fn delivery(&self, id: i64) -> Result<Option<(DeliveryRecord, Vec<AttemptRecord>)>> {
+        let sql = format!("SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE id = $1");
+        let Some(row) = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let attempts = sqlx::query(
+            "SELECT attempt, worker, started_at, latency_ms, status, error_class, error FROM delivery_attempts \
+             WHERE delivery_id = $1 ORDER BY attempt",
+        )
+        .bind(id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(Some((
+            delivery(&row)?,
+            attempts.iter().map(attempt).collect::<Result<_>>()?,
+        )))
+    }
+
+    /// Sends a dead delivery again from now (a fresh schedule) and re-enables its endpoint.
+    /// `None` when there is no such delivery; `Some(false)` when it is not dead.
+    pub async fn retry_delivery(&self, id: i64, now: Timestamp) -> Result<Option<bool>> {
+        let done = self
+            .write(move |tx| {
+                Box::pin(async move {
+                    let Some(row) = sqlx::query("SELECT state, endpoint FROM deliveries WHERE id = $1")
+                        .bind(id)
+                        .fetch_optional(&mut *tx)
+                        .await?
+                    else {
+                        return Ok(None);
+                    };
+                    if row.try_get::<String, _>("state")? != "dead" {
+                        return Ok(Some(false));
+                    }
+                    let endpoint: String = row.try_get("endpoint")?;
+                    sqlx::query(
+                        "UPDATE deliveries SET state = 'pending', next_attempt_at = $1, lease_owner = NULL, \
+                         lease_until = NULL, finished_at = NULL WHERE id = $2",
+                    )
+                    .bind(now.0)
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+                    sqlx::query(
+                        "UPDATE outbox_endpoints SET disabled_at = NULL, dead_streak = 0 WHERE endpoint = $1",
+                    )
+                    .bind(endpoint)
+                    .execute(&mut *tx)
+                    .await?;
+                    Ok(Some(true))
+                })
+            })
+            .await?;
+        if done == Some(true) {
+            self.outbox_enqueued();
+        }
+        Ok(done)
+    }
+
+    /// The task event a push delivery is about.
+    pub async fn task_event(
+        &self,
+        thread: &ThreadId,
+        seq: i64,
+    ) -> Result<Option<super::TaskEventRecord>> {
+        Ok(self
+            .task_events(thread, seq - 1)
+            .await?
+            .into_iter()
+            .find(|e| e.seq == seq))
+    }
+
+    /// One push config of a task (with its credentials: for sending).
+    pub async fn push_config(
+        &self,
+        thread: &ThreadId,
+        id: &str,
+    ) -> Result<Option<super::PushConfigRecord>> {
+        Ok(self
+            .push_configs(thread)
+            .await?
+            .into_iter()
+            .find(|c| c.id == id))
+    }
+
+    pub async fn insert_webhook(&self, w: WebhookRecord) -> Result<()> {
+        self.write(move |tx| {
+            Box::pin(async move {
+                let events = serde_json::to_string(&w.events)
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                sqlx::query(
+                    "INSERT INTO webhooks (id, url, events, person, channel, sealed_secret, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                )
+                .bind(w.id)
+                .bind(w.url)
+                .bind(events)
+                .bind(w.person.map(|p| p.as_str().to_owned()))
+                .bind(w.channel)
+                .bind(w.sealed_secret)
+                .bind(w.created_at.0)
+                .execute(&mut *tx)
+                .await?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    /// Webhooks not removed, oldest first.
+    pub async fn webhooks(&self) -> Result<Vec<WebhookRecord>> {
+        let sql = format!(
+            "SELECT {WEBHOOK_COLUMNS} FROM {WEBHOOK_FROM} WHERE w.removed_at IS NULL ORDER BY w.created_at, w.id"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(webhook).collect()
+    }
+
+    pub async fn webhook(&self, id: &str) -> Result<Option<WebhookRecord>> {
+        let sql = format!(
+            "SELECT {WEBHOOK_COLUMNS} FROM {WEBHOOK_FROM} WHERE w.removed_at IS NULL AND w.id = $1"
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id.to_owned())
+            .fetch_optional(&self.pool)
+            .await?
+            .as_ref()
+            .map(webhook)
+            .transpose()
+    }
+
+    /// Removes a webhook; its pending deliveries die. False when there was none.
+    pub async fn remove_webhook(&self, id: String, now: Timestamp) -> Result<bool> {
+        self.write(move |tx| {
+            Box::pin(async move {
+                let done = sqlx::query(
+                    "UPDATE webhooks SET removed_at = $1 WHERE id = $2 AND removed_at IS NULL",
+                )
+                .bind(now.0)
+                .bind(id.clone())
+                .execute(&mut *tx)
+                .await?;
+                if done.rows_affected() == 0 {
+                    return Ok(false);
+                }
+                sqlx::query(
+                    "UPDATE deliveries SET state = 'dead', last_error = 'webhook removed', finished_at = $1, \
+                     lease_owner = NULL, lease_until = NULL WHERE endpoint = $2 AND state = 'pending'",
+                )
+                .bind(now.0)
+                .bind(webhook_endpoint(&id))
+                .execute(&mut *tx)
+                .await?;
+                Ok(true)
+            })
+        })
+        .await
+    }
+
+    /// Replaces a webhook's sealed secret; false when there is no such webhook.
+    pub async fn set_webhook_secret(&self, id: String, sealed: String) -> Result<bool> {
+        self.write(move |tx| {
+            Box::pin(async move {
+                let done = sqlx::query(
+                    "UPDATE webhooks SET sealed_secret = $1 WHERE id = $2 AND removed_at IS NULL",
+                )
+                .bind(sealed)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+                Ok(done.rows_affected() > 0)
+            })
+        })
+        .await
+    }
+
+    /// Enqueues a `webhook.test` event to one webhook (enabled or not: the test is how an admin
+    /// checks a repaired receiver).
+    pub async fn enqueue_webhook_test(
+        &self,
+        id: String,
+        data: Value,
+        now: Timestamp,
+    ) -> Result<Option<i64>> {
+        let id_out = self
+            .write(move |tx| {
+                Box::pin(async move {
+                    let Some(row) = sqlx::query(
+                        "SELECT url FROM webhooks WHERE id = $1 AND removed_at IS NULL",
+                    )
+                    .bind(id.clone())
+                    .fetch_optional(&mut *tx)
+                    .await?
+                    else {
+                        return Ok(None);
+                    };
+                    let url: String = row.try_get("url")?;
+                    let endpoint = webhook_endpoint(&id);
+                    let timestamp = chrono::DateTime::from_timestamp_millis(now.0)
+                        .unwrap_or_default()
+                        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+                    let body =
+                        json!({"type": "webhook.test", "timestamp": timestamp, "data": data})
+                            .to_string();
+                    let event_id = format!("msg_{}", uuid::Uuid::now_v7().simple());
+                    insert(
+                        tx,
+                        NewDelivery {
+                            endpoint: &endpoint,
+                            order_key: &endpoint,
+                            url: &url,
+                            event_type: "webhook.test",
+                            event_id: &event_id,
+                            thread: None,
+                            event_seq: None,
+                            payload: Some(&body),
+                            now,
+                        },
+                    )
+                    .await?;
+                    let row =
+                        sqlx::query("SELECT MAX(id) AS id FROM deliveries WHERE event_id = $1")
+                            .bind(event_id)
+                            .fetch_one(&mut *tx)
+                            .await?;
+                    Ok(Some(row.try_get::<i64, _>("id")?))
+                })
+            })
+            .await?;
+        if id_out.is_some() {
+            self.outbox_enqueued();
+        }
+        Ok(id_out)
+    }
+}
+
+/// Push deliveries of every event a task has logged so far, for a config just created (so that
+/// a config given inline with SendMessage sees the task from its first event).
+pub(super) async fn replay_push(
+    tx: &mut AnyConnection,
+    thread: &ThreadId,
+    config: &str,
+    now: Timestamp,
+) -> Result<()> {
+    let seqs = sqlx::query("SELECT seq FROM task_events WHERE thread_id = $1 ORDER BY seq")
+        .bind(thread.as_str().to_owned())
+        .fetch_all(&mut *tx)
+        .await?;
+    for row in seqs {
+        push_event(tx, thread, row.try_get("seq")?, Some(config), now).await?;
+    }
+    Ok(())
+}
+
+async fn finish_in(tx: &mut AnyConnection, f: FinishedAttempt) -> Result<Finished> {
+    let (state, next, finished) = match f.verdict {
+        AttemptVerdict::Delivered => ("delivered", f.now, Some(f.now.0)),
+        AttemptVerdict::RetryAt(at) => ("pending", at, None),
+        AttemptVerdict::Dead => ("dead", f.now, Some(f.now.0)),
+    };
+    let row = sqlx::query(
+        "UPDATE deliveries SET state = $1, next_attempt_at = $2, finished_at = $3, last_status = $4, \
+         last_error = $5, lease_owner = NULL, lease_until = NULL \
+         WHERE id = $6 AND lease_owner = $7 AND attempts = $8 AND state = 'pending' \
+         RETURNING endpoint, event_type, event_id, url",
+    )
+    .bind(state)
+    .bind(next.0)
+    .bind(finished)
+    .bind(f.status)
+    .bind(if f.verdict == AttemptVerdict::Delivered {
+        None
+    } else {
+        f.error.clone()
+    })
+    .bind(f.delivery)
+    .bind(f.worker.clone())
+    .bind(f.attempt)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(row) = row else {
+        return Ok(Finished::default());
+    };
+    sqlx::query(
+        "INSERT INTO delivery_attempts (delivery_id, attempt, worker, started_at, latency_ms, status, error_class, error) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind(f.delivery)
+    .bind(f.attempt)
+    .bind(f.worker.clone())
+    .bind(f.started_at.0)
+    .bind(f.latency_ms)
+    .bind(f.status)
+    .bind(f.error_class.clone())
+    .bind(f.error.clone())
+    .execute(&mut *tx)
+    .await?;
+    let endpoint: String = row.try_get("endpoint")?;
+    let event_type: String = row.try_get("event_type")?;
+    let mut done = Finished {
+        applied: true,
+        endpoint_disabled: false,
+    };
+    match f.verdict {
+        AttemptVerdict::Delivered => {
+            sqlx::query("UPDATE outbox_endpoints SET dead_streak = 0 WHERE endpoint = $1")
+                .bind(endpoint)
+                .execute(&mut *tx)
+                .await?;
+        }
+        AttemptVerdict::RetryAt(_) => {}
+        AttemptVerdict::Dead => {
+            let streak: i64 = sqlx::query(
+                "INSERT INTO outbox_endpoints (endpoint, dead_streak) VALUES ($1, 1) ON CONFLICT (endpoint) \
+                 DO UPDATE SET dead_streak = outbox_endpoints.dead_streak + 1 RETURNING dead_streak",
+            )
+            .bind(endpoint.clone())
+            .fetch_one(&mut *tx)
+            .await?
+            .try_get("dead_streak")?;
+            // Events about the outbox itself are not reported again when they die (no loops).
+            let about_outbox = matches!(event_type.as_str(), "delivery.dead" | "endpoint.disabled");
+            if !about_outbox {
+                let data = json!({
+                    "delivery_id": f.delivery,
+                    "endpoint": endpoint,
+                    "url": row.try_get::<String, _>("url")?,
+                    "event_type": event_type,
+                    "event_id": row.try_get::<String, _>("event_id")?,
+                    "attempts": f.attempt,
+                    "last_status": f.status,
+                    "error": f.error,
+                });
+                webhook_event(tx, "delivery.dead", Audience::default(), data, f.now).await?;
+            }
+            if streak >= f.disable_after {
+                sqlx::query(
+                    "UPDATE outbox_endpoints SET disabled_at = $1 WHERE endpoint = $2 AND disabled_at IS NULL",
+                )
+                .bind(f.now.0)
+                .bind(endpoint.clone())
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query(
+                    "UPDATE deliveries SET state = 'dead', last_error = 'endpoint disabled', finished_at = $1, \
+                     lease_owner = NULL, lease_until = NULL WHERE endpoint = $2 AND state = 'pending'",
+                )
+                .bind(f.now.0)
+                .bind(endpoint.clone())
+                .execute(&mut *tx)
+                .await?;
+                done.endpoint_disabled = true;
+                let data = json!({
+                    "endpoint": endpoint,
+                    "url": row.try_get::<String, _>("url")?,
+                    "dead_deliveries": streak,
+                });
+                webhook_event(tx, "endpoint.disabled", Audience::default(), data, f.now).await?;
+            }
+        }
+    }
+    Ok(done)
+}
