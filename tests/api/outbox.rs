@@ -51,6 +51,11 @@ pub(crate) struct Receiver {
 
 impl Receiver {
     pub(crate) async fn start() -> Receiver {
+        Self::start_on(0).await
+    }
+
+    /// A receiver on `port` (0: any free port).
+    pub(crate) async fn start_on(port: u16) -> Receiver {
         let script: Arc<Mutex<VecDeque<Answer>>> = Arc::default();
         let got: Arc<Mutex<Vec<Received>>> = Arc::default();
         let (s, g) = (script.clone(), got.clone());
@@ -86,7 +91,9 @@ impl Receiver {
                     .unwrap()
             }
         });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .unwrap();
         let url = format!("http://{}/hook", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await });
         Receiver { url, script, got }
@@ -416,6 +423,15 @@ async fn outbox_a_refused_connection_is_retried_until_the_receiver_listens() {
     );
     assert!(matches!(step.verdict, AttemptVerdict::RetryAt(_)));
     assert_eq!(s.list(Some(DeliveryState::Pending)).await.len(), 1);
+    // The receiver comes up on that port: the retry, once due, is delivered.
+    let rx = Receiver::start_on(port).await;
+    assert!(
+        s.worker.deliver_next().await.unwrap().is_none(),
+        "not due yet"
+    );
+    s.env.clock.advance_secs(5);
+    assert_eq!(s.drain().await, [AttemptVerdict::Delivered]);
+    assert_eq!(rx.states(), ["TASK_STATE_SUBMITTED"]);
 }
 
 #[tokio::test]
