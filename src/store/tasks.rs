@@ -51,6 +51,32 @@ pub(super) async fn on_claim(
     thread: &ThreadId,
     now: Timestamp,
 ) -> Result<()> {
+    log_event(tx, thread, now, "claim", |state| {
+        let next = state.apply(crate::domain::TaskEvent::Claimed)?;
+        Ok((next != state).then_some(next))
+    })
+    .await
+}
+
+/// Records a decision on a task's approval as an event of its log, without changing its state, so
+/// that streams and subscriptions show the new status message.
+pub(super) async fn on_approval(
+    tx: &mut AnyConnection,
+    thread: &ThreadId,
+    now: Timestamp,
+) -> Result<()> {
+    log_event(tx, thread, now, "approval", |state| Ok(Some(state))).await
+}
+
+/// Appends to a task's log an event that no message caused: `next` gives the state after it from
+/// the state before, or none when there is nothing to log. A thread that is no task logs nothing.
+async fn log_event(
+    tx: &mut AnyConnection,
+    thread: &ThreadId,
+    now: Timestamp,
+    cause: &str,
+    next: impl FnOnce(TaskState) -> Result<Option<TaskState>>,
+) -> Result<()> {
     let row = sqlx::query("SELECT task_state, task_event_seq FROM threads WHERE id = $1")
         .bind(thread.as_str().to_owned())
         .fetch_one(&mut *tx)
@@ -58,11 +84,9 @@ pub(super) async fn on_claim(
     let Some(state) = row.try_get::<Option<String>, _>("task_state")? else {
         return Ok(());
     };
-    let state: TaskState = state.parse()?;
-    let next = state.apply(crate::domain::TaskEvent::Claimed)?;
-    if next == state {
+    let Some(next) = next(state.parse()?)? else {
         return Ok(());
-    }
+    };
     let seq = row.try_get::<i64, _>("task_event_seq")? + 1;
     sqlx::query(
         "UPDATE threads SET task_state = $1, task_event_seq = $2, updated_at = $3 WHERE id = $4",
@@ -73,32 +97,7 @@ pub(super) async fn on_claim(
     .bind(thread.as_str().to_owned())
     .execute(&mut *tx)
     .await?;
-    append_event(tx, thread, seq, next, "claim", None, now).await
-}
-
-/// Records a decision on a task's approval as an event of its log, without changing its state, so
-/// that streams and subscriptions show the new status message.
-pub(super) async fn on_approval(
-    tx: &mut AnyConnection,
-    thread: &ThreadId,
-    now: Timestamp,
-) -> Result<()> {
-    let row = sqlx::query("SELECT task_state, task_event_seq FROM threads WHERE id = $1")
-        .bind(thread.as_str().to_owned())
-        .fetch_one(&mut *tx)
-        .await?;
-    let Some(state) = row.try_get::<Option<String>, _>("task_state")? else {
-        return Ok(());
-    };
-    let state: TaskState = state.parse()?;
-    let seq = row.try_get::<i64, _>("task_event_seq")? + 1;
-    sqlx::query("UPDATE threads SET task_event_seq = $1, updated_at = $2 WHERE id = $3")
-        .bind(seq)
-        .bind(now.0)
-        .bind(thread.as_str().to_owned())
-        .execute(&mut *tx)
-        .await?;
-    append_event(tx, thread, seq, state, "approval", None, now).await
+    append_event(tx, thread, seq, next, cause, None, now).await
 }
 
 fn event(row: &AnyRow) -> Result<TaskEventRecord> {
