@@ -73,6 +73,11 @@ pub(super) struct RequestFacts<'a> {
     pub now: Timestamp,
 }
 
+/// What a sealed value is bound to: its purpose and the caller's person and token.
+fn principal_aad(caller: &Caller, purpose: &str) -> String {
+    format!("{purpose}\0{}\0{}", caller.id(), caller.token_id)
+}
+
 impl Service {
     /// The approval a request needs (none when its policy is `auto`), or the refusal of a `deny`.
     pub(super) async fn approval_needed(&self, r: RequestFacts<'_>) -> Result<Option<NewApproval>> {
@@ -263,6 +268,33 @@ impl Service {
             return Ok(None);
         }
         Ok(Some(self.view(a).await?))
+    }
+
+    /// Seals `payload` for the caller: encrypted and authenticated under the master key, bound to
+    /// `purpose` and to the caller's person and token, so that only the same principal's retry
+    /// opens it (MCP's `requestState` on stateless calls). URL-safe base64.
+    pub fn seal_for(&self, caller: &Caller, purpose: &str, payload: &[u8]) -> Result<String> {
+        use base64::Engine as _;
+        let key = self.inner.master_key.get().ok_or_else(|| {
+            ServiceError::new(ErrorCode::Internal, "the master key is not loaded")
+        })?;
+        let sealed = key
+            .seal(payload, principal_aad(caller, purpose).as_bytes())
+            .map_err(|e| ServiceError::new(ErrorCode::Internal, e.to_string()))?;
+        Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sealed))
+    }
+
+    /// Opens what [`Self::seal_for`] sealed for this caller and purpose; none if it was sealed for
+    /// another principal or purpose, or altered.
+    pub fn open_for(&self, caller: &Caller, purpose: &str, sealed: &str) -> Option<Vec<u8>> {
+        use base64::Engine as _;
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(sealed)
+            .ok()?;
+        self.inner
+            .master_key
+            .get()?
+            .open(&bytes, principal_aad(caller, purpose).as_bytes())
     }
 
     /// Whether an approval may be asked for through MCP elicitation (see [`Self::decide_by_elicitation`]).

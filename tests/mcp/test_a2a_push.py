@@ -11,6 +11,7 @@ import hashlib
 import http.server
 import json
 import os
+import subprocess
 import threading
 import time
 import uuid
@@ -30,7 +31,7 @@ from a2a.types import (
     TaskPushNotificationConfig,
 )
 
-from conftest import call, connect, start_server, stop_server
+from conftest import binary, call, connect, start_server, stop_server
 
 
 class Receiver:
@@ -216,5 +217,43 @@ async def test_a_config_created_later_uses_its_own_authentication(push_server):
         assert [state_of(b) for _, b in events] == ["TASK_STATE_SUBMITTED", "artifact", "TASK_STATE_COMPLETED"]
         assert all(h["authorization"] == "Bearer receiver-secret" for h, _ in events)
         assert all("x-a2a-notification-token" not in h for h, _ in events)
+    finally:
+        rx.close()
+
+
+@pytest.mark.anyio
+async def test_after_a_rotation_push_jwts_are_signed_by_the_new_key(push_server):
+    srv = push_server
+    demo = json.loads((srv.data_dir / "demo.json").read_text())
+    partner = demo["partner"]["agent_token"]
+    env = {**os.environ, "LIAISON_ADMIN_TOKEN": srv.admin_token}
+    r = subprocess.run([str(binary()), "keys", "rotate", "--server", srv.url], capture_output=True, text=True,
+                       env=env, timeout=30)
+    assert r.returncode == 0, r.stderr
+    new_kid = json.loads(r.stdout)["rotated_to"]["kid"]
+    rx = Receiver()
+    try:
+        headers = {"A2A-Version": "1.0", "Authorization": f"Bearer {partner}"}
+        async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+            card = await A2ACardResolver(http, srv.url).get_agent_card()
+            client = ClientFactory(
+                ClientConfig(streaming=False, httpx_client=http, supported_protocol_bindings=["JSONRPC"])
+            ).create(card)
+            push = TaskPushNotificationConfig(url=rx.url)
+            req = SendMessageRequest(
+                message=user_message("Is the rotation done?"),
+                configuration=SendMessageConfiguration(return_immediately=True, task_push_notification_config=push),
+            )
+            [task] = [ev.task async for ev in client.send_message(req) if ev.WhichOneof("payload") == "task"]
+            rx.wait_for(lambda got: len(got) >= 1, "the SUBMITTED event")
+            jwks = (await http.get(f"{srv.url}/.well-known/jwks.json")).json()
+            await client.close()
+        headers, body = rx.got[0]
+        token = headers["authorization"].removeprefix("Bearer ")
+        assert jwt.get_unverified_header(token)["kid"] == new_kid
+        key = next(jwt.PyJWK(k) for k in jwks["keys"] if k["kid"] == new_kid)
+        claims = jwt.decode(token, key, algorithms=["ES256"], audience=rx.url, issuer=srv.url)
+        assert claims["taskId"] == task.id
+        assert claims["request_body_sha256"] == hashlib.sha256(body).hexdigest()
     finally:
         rx.close()

@@ -95,13 +95,13 @@ async def test_a_claim_waits_until_a_human_allows_it_with_the_cli(server, tokens
 
 
 @contextlib.asynccontextmanager
-async def eliciting_client(server, token: str, answer):
+async def eliciting_client(server, token: str, answer, mode: str = "legacy"):
     async def on_elicit(ctx, params):
         return answer(params)
 
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}", "Liaison-Agent": "claude@b:2"})
     async with http:
-        async with Client(streamable_http_client(server.mcp_url, http_client=http), mode="legacy",
+        async with Client(streamable_http_client(server.mcp_url, http_client=http), mode=mode,
                           elicitation_callback=on_elicit) as client:
             yield client
 
@@ -128,7 +128,7 @@ async def test_a_channel_may_let_the_approvers_client_ask_its_human(server, toke
             assert "Add an index" in asked[0] and "Alice Martin" in asked[0]
         async with connect(server, tokens["bob"], mode="2026-07-28", agent="claude@b:3") as stateless:
             err, _ = await call_error(stateless, "claim", thread=posted["thread"])
-            assert err["code"] == "approval_pending", "stateless calls cannot elicit"
+            assert err["code"] == "approval_pending", "a client without the capability is not asked"
         async with eliciting_client(server, tokens["bob"], right) as bob:
             claimed = await call(bob, "claim", thread=posted["thread"])
             assert claimed["claim"]["thread"] == posted["thread"]
@@ -150,3 +150,68 @@ async def test_without_the_channel_opting_in_nobody_is_asked(server, tokens):
         async with eliciting_client(server, tokens["bob"], answer) as bob:
             err, _ = await call_error(bob, "claim", thread=posted["thread"])
             assert err["code"] == "approval_pending" and asked == []
+
+
+async def test_a_stateless_client_is_asked_through_the_input_required_retry(server, tokens):
+    chan = setup_channel(server, {"approval_via_elicitation": True})
+    asked = []
+
+    def right(params):
+        asked.append(params.message)
+        fingerprint = params.message.split("Fingerprint ")[1].split(".")[0]
+        return types.ElicitResult(action="accept", content={"decision": "allow", "confirm": fingerprint[:8]})
+
+    async with connect(server, tokens["alice"]) as alice:
+        posted = await call(alice, "post", kind="request", channel=chan, impact="code", body="Rename a column")
+        async with eliciting_client(server, tokens["bob"], right, mode="2026-07-28") as bob:
+            claimed = await call(bob, "claim", thread=posted["thread"])
+            assert claimed["claim"]["thread"] == posted["thread"] and len(asked) == 1
+    audit = server.admin("GET", "/admin/v1/audit")["entries"]
+    decided = [e for e in audit if e["thread"] == posted["thread"] and e["event"] == "decided"]
+    assert len(decided) == 1 and decided[0]["via"] == "elicitation"
+
+
+def test_a_request_state_that_was_not_sealed_for_the_caller_decides_nothing(server, tokens):
+    """The retry round with a forged requestState (or one sealed for another token) is refused."""
+    import json as _json
+    import urllib.request
+
+    chan = setup_channel(server, {"approval_via_elicitation": True})
+    alice_post = {
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "post", "arguments": {"kind": "request", "channel": chan, "impact": "code", "body": "x"},
+                   "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                             "io.modelcontextprotocol/clientCapabilities": {}}},
+    }
+
+    def rpc(token: str, body: dict) -> dict:
+        req = urllib.request.Request(server.mcp_url, data=_json.dumps(body).encode(), method="POST", headers={
+            "Authorization": f"Bearer {token}", "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "tools/call", "Mcp-Name": body["params"]["name"], "Liaison-Agent": "claude@b:9",
+        })
+        with urllib.request.urlopen(req, timeout=30) as r:
+            text = r.read().decode()
+        data = [l[5:] for l in text.splitlines() if l.startswith("data:") and l[5:].strip()]
+        return _json.loads(data[-1] if data else text)
+
+    thread = rpc(tokens["alice"], alice_post)["result"]["structuredContent"]["thread"]
+    claim = {
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "claim", "arguments": {"thread": thread},
+                   "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                             "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}},
+    }
+    first = rpc(tokens["bob"], claim)["result"]
+    assert first["resultType"] == "input_required" and first["requestState"]
+    fingerprint = first["inputRequests"]["approval"]["params"]["message"].split("Fingerprint ")[1].split(".")[0]
+    answer = {"approval": {"action": "accept", "content": {"decision": "allow", "confirm": fingerprint[:8]}}}
+    for state, token in ((first["requestState"][:-4] + "AAAA", tokens["bob"]),
+                         (first["requestState"], server.token("bob")["secret"])):
+        retry = _json.loads(_json.dumps(claim))
+        retry["params"]["inputResponses"] = answer
+        retry["params"]["requestState"] = state
+        result = rpc(token, retry)["result"]
+        assert result["isError"] and result["structuredContent"]["error"]["code"] == "invalid_input", result
+    page = server.admin("GET", "/admin/v1/audit")["entries"]
+    assert not [e for e in page if e["thread"] == thread and e["event"] == "decided"]

@@ -1,9 +1,9 @@
 //! The coordination tools: `claim`, `presence_set`, `fleet`, `lease_acquire`, `lease_release`,
 //! `leases`.
 
-use rmcp::handler::server::tool::Extension;
+use rmcp::handler::server::tool::{Extension, InputResponses as ToolInputResponses, RequestState};
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::CallToolResult;
+use rmcp::model::{CallToolResponse, CallToolResult};
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, tool, tool_router};
 use serde_json::json;
@@ -13,6 +13,7 @@ use crate::domain::{LeaseMode, ThreadId, text};
 use crate::mcp::args::{
     ClaimActionArg, ClaimArgs, LeaseAcquireArgs, LeaseReleaseArgs, ListArgs, PresenceArgs,
 };
+use crate::mcp::elicit::{self, Stateless};
 use crate::mcp::render;
 use crate::service::{ClaimAction, ClaimTarget, ErrorCode, LeaseSpec, PresenceSpec, ServiceError};
 
@@ -33,43 +34,73 @@ impl Tools {
         &self,
         Parameters(a): Parameters<ClaimArgs>,
         Extension(parts): Extension<Parts>,
+        RequestState(state): RequestState,
+        ToolInputResponses(responses): ToolInputResponses,
         ctx: RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        done(
-            async {
-                let (c, _) = caller(&parts, &ctx, a.agent.as_deref())?;
-                let target = match a.thread.as_str() {
-                    "next" if a.action == ClaimActionArg::Claim => ClaimTarget::Next,
-                    "next" => {
-                        return Err(ServiceError::invalid(
-                            "give the thread id to renew or release",
-                        ));
-                    }
-                    id => ClaimTarget::Thread(ThreadId::parse(id)?),
-                };
-                let action = match a.action {
-                    ClaimActionArg::Claim | ClaimActionArg::Renew => ClaimAction::Claim,
-                    ClaimActionArg::Release => ClaimAction::Release,
-                };
-                let claim = match self
-                    .service
-                    .claim(&c, target.clone(), action, a.lease_s)
-                    .await
-                {
-                    // The channel may let this approver's human decide through the client.
-                    Err(e) if e.code == ErrorCode::ApprovalPending => {
-                        if !crate::mcp::elicit::ask(&self.service, &c, &ctx.peer, &e).await? {
-                            return Err(e);
+    ) -> CallToolResponse {
+        let stateless = ctx
+            .protocol_version()
+            .is_some_and(|v| v.as_str() >= "2026-07-28");
+        // A stateless call declares its client's capabilities in the request itself.
+        let can_elicit = ctx
+            .client_capabilities()
+            .is_some_and(|c| c.elicitation.is_some());
+        let result = async {
+            let (c, _) = caller(&parts, &ctx, a.agent.as_deref())?;
+            let target = match a.thread.as_str() {
+                "next" if a.action == ClaimActionArg::Claim => ClaimTarget::Next,
+                "next" => {
+                    return Err(ServiceError::invalid(
+                        "give the thread id to renew or release",
+                    ));
+                }
+                id => ClaimTarget::Thread(ThreadId::parse(id)?),
+            };
+            let action = match a.action {
+                ClaimActionArg::Claim | ClaimActionArg::Renew => ClaimAction::Claim,
+                ClaimActionArg::Release => ClaimAction::Release,
+            };
+            let claim = match self
+                .service
+                .claim(&c, target.clone(), action, a.lease_s)
+                .await
+            {
+                // The channel may let this approver's human decide through the client:
+                // a server-to-client request on a session, the input-required retry when
+                // stateless.
+                Err(e) if e.code == ErrorCode::ApprovalPending && stateless && can_elicit => {
+                    match elicit::ask_stateless(
+                        &self.service,
+                        &c,
+                        &e,
+                        state.as_deref(),
+                        responses.as_ref(),
+                    )
+                    .await?
+                    {
+                        Stateless::Ask(form) => return Ok(CallToolResponse::InputRequired(*form)),
+                        Stateless::Pending => return Err(e),
+                        Stateless::Allowed => {
+                            self.service.claim(&c, target, action, a.lease_s).await?
                         }
-                        self.service.claim(&c, target, action, a.lease_s).await?
                     }
-                    other => other?,
-                };
-                let text = render::claimed(&serde_json::to_value(&claim).unwrap_or_default());
-                Ok(render::ok(json!({ "claim": claim }), vec![text]))
-            }
-            .await,
-        )
+                }
+                Err(e) if e.code == ErrorCode::ApprovalPending && !stateless => {
+                    if !elicit::ask(&self.service, &c, &ctx.peer, &e).await? {
+                        return Err(e);
+                    }
+                    self.service.claim(&c, target, action, a.lease_s).await?
+                }
+                other => other?,
+            };
+            let text = render::claimed(&serde_json::to_value(&claim).unwrap_or_default());
+            Ok(CallToolResponse::Complete(render::ok(
+                json!({ "claim": claim }),
+                vec![text],
+            )))
+        }
+        .await;
+        result.unwrap_or_else(|e| CallToolResponse::Complete(render::error(e)))
     }
 
     #[tool(
