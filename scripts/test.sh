@@ -25,6 +25,18 @@ if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
 fi
 pg_isready -h 127.0.0.1 -p 5432
 
+step "Browser for the console test"
+chromium=${LIAISON_CHROMIUM:-/usr/bin/chromium}
+if [ ! -x "$chromium" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+  else
+    echo "The console test drives Debian's chromium: apt-get install chromium (or set LIAISON_CHROMIUM)" >&2
+    exit 1
+  fi
+fi
+
 step "Python environment (.venv)"
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
