@@ -457,17 +457,10 @@ pub(super) async fn post_in(
             .await?;
     }
 
-    // Lock recipients' counters in one order so concurrent posts cannot deadlock (PostgreSQL).
     let mut recipients = m.recipients.clone();
     recipients.sort();
-    for person in &recipients {
-        let content = EntryContent::Message {
-            message: m.id.clone(),
-            thread: m.thread.clone(),
-            channel: m.channel.clone(),
-        };
-        append_entry(tx, person, &content, m.created_at).await?;
-    }
+    recipients.dedup();
+    append_message_entries(tx, &recipients, &m, lock).await?;
 
     let message = MessageRecord {
         id: m.id,
@@ -492,6 +485,58 @@ pub(super) async fn post_in(
         thread: thread_record,
         replayed: false,
     })
+}
+
+/// Appends the entry of message `m` to each inbox of `recipients` (sorted, distinct), each with its
+/// person's next sequence number: a constant number of statements whatever the number of
+/// recipients. On PostgreSQL the counters are first locked in id order (`lock` is ` FOR UPDATE`),
+/// so concurrent posts on several replicas cannot deadlock on them.
+async fn append_message_entries(
+    tx: &mut AnyConnection,
+    recipients: &[PersonId],
+    m: &NewMessage,
+    lock: &'static str,
+) -> Result<()> {
+    if recipients.is_empty() {
+        return Ok(());
+    }
+    // $1..$n are the recipients; the entry's fields follow.
+    let n = recipients.len();
+    let ids = (1..=n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let bind_ids = |sql: String| {
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for p in recipients {
+            q = q.bind(p.as_str().to_owned());
+        }
+        q
+    };
+    if !lock.is_empty() {
+        let sql = format!("SELECT id FROM persons WHERE id IN ({ids}) ORDER BY id{lock}");
+        bind_ids(sql).execute(&mut *tx).await?;
+    }
+    let sql = format!("UPDATE persons SET inbox_seq = inbox_seq + 1 WHERE id IN ({ids})");
+    if bind_ids(sql).execute(&mut *tx).await?.rows_affected() != n as u64 {
+        return Err(StoreError::NotFound("recipient"));
+    }
+    let sql = format!(
+        "INSERT INTO inbox_entries (person_id, seq, entry_kind, message_id, thread_id, channel, notice, created_at) \
+         SELECT id, inbox_seq, 'message', ${}, ${}, ${}, NULL, ${} FROM persons WHERE id IN ({ids})",
+        n + 1,
+        n + 2,
+        n + 3,
+        n + 4
+    );
+    bind_ids(sql)
+        .bind(m.id.as_str().to_owned())
+        .bind(m.thread.as_str().to_owned())
+        .bind(m.channel.as_str().to_owned())
+        .bind(m.created_at.0)
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
 }
 
 /// Appends one entry to a person's inbox with the next sequence number; returns it.

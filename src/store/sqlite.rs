@@ -76,5 +76,8 @@ pub(super) async fn open(url: &str) -> Result<(AnyPool, BatchWriter)> {
         .connect_with(options)
         .await?;
 
-    Ok((pool, BatchWriter::start(writer, "BEGIN IMMEDIATE", None)))
+    Ok((
+        pool,
+        BatchWriter::start(writer, "BEGIN IMMEDIATE; SAVEPOINT job", None),
+    ))
 }
