@@ -12,8 +12,7 @@ use crate::domain::{
     MAX_SUBJECT_CHARS, MessageId, Outcome, PersonId, Right, ThreadId,
 };
 use crate::store::{
-    ChannelRecord, ClaimRecord, MessageRecord, NewMessage, NewTask, PostOutcome, StoreError,
-    ThreadRecord,
+    ChannelRecord, ClaimRecord, MessageRecord, NewMessage, NewTask, StoreError, ThreadRecord,
 };
 
 /// Most characters of body one read returns, and most characters of body any one result holds in
@@ -140,25 +139,6 @@ impl Service {
         req: PostRequest,
         task: Option<NewTask>,
     ) -> Result<PostReceipt> {
-        let outcome = self.post_stored(caller, req, task).await?;
-        Ok(PostReceipt {
-            message: outcome.message.id,
-            thread: outcome.thread.id,
-            channel: outcome.message.channel,
-            thread_state: outcome.thread.state.name(),
-            recipients: outcome.message.recipients,
-            replayed: outcome.replayed,
-        })
-    }
-
-    /// [`Service::post_as`], answering with what the store stored (the message and its thread as
-    /// of the commit), so a caller that shows them need not read them back.
-    pub(super) async fn post_stored(
-        &self,
-        caller: &Caller,
-        req: PostRequest,
-        task: Option<NewTask>,
-    ) -> Result<PostOutcome> {
         input::storable("post", &req)?;
         let kind = req.kind.ok_or_else(|| {
             ServiceError::invalid(
@@ -297,7 +277,14 @@ impl Service {
             }
             tracing::debug!(message = %outcome.message.id, thread = %outcome.thread.id, kind = %kind, "Message posted.");
         }
-        Ok(outcome)
+        Ok(PostReceipt {
+            message: outcome.message.id,
+            thread: outcome.thread.id,
+            channel: outcome.message.channel,
+            thread_state: outcome.thread.state.name(),
+            recipients: outcome.message.recipients,
+            replayed: outcome.replayed,
+        })
     }
 
     /// One thread with a page of its messages (positions after `after`, at most `limit`, 1–100).

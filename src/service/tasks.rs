@@ -206,17 +206,7 @@ impl Service {
                     skill: route.id.clone(),
                     reference_task_ids: msg.reference_task_ids,
                 };
-                let outcome = self.post_stored(caller, req, Some(task)).await?;
-                if !outcome.replayed {
-                    // The new task as committed: its one message, no artifact yet. Reading it
-                    // back would cost two reads and show nothing more.
-                    return Ok(TaskView {
-                        thread: outcome.thread,
-                        history: vec![outcome.message],
-                        artifacts: Vec::new(),
-                    });
-                }
-                outcome.thread.id
+                self.post_as(caller, req, Some(task)).await?.thread
             }
         };
         self.task(caller, &thread, None).await
