@@ -24,6 +24,11 @@ impl Topic {
         Topic(format!("inbox:{person}"))
     }
 
+    /// Tokens, persons, channels, members or policies changed: cached copies are stale.
+    pub fn directory() -> Self {
+        Topic("directory".to_owned())
+    }
+
     /// A task's event log (A2A streams and subscriptions).
     pub fn task(id: &str) -> Self {
         Topic(format!("task:{id}"))

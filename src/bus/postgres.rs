@@ -1,7 +1,7 @@
 //! The cross-replica wake-up bus on PostgreSQL `LISTEN/NOTIFY`.
 //!
 //! `publish` wakes local subscribers at once and queues a `pg_notify` on the channel
-//! [`CHANNEL`]; a listener task turns every notification (from any replica, this one included) into
+//! [`CHANNEL`] (topics queued together go out in one notification, one per line); a listener task turns every notification (from any replica, this one included) into
 //! a local publish. A notification only says "read again", so duplicates are harmless. When the
 //! listening connection drops, notifications sent meanwhile are lost: on reconnect every local
 //! waiter is woken to re-read the store, so no entry is slept through.
@@ -66,7 +66,12 @@ async fn listen(mut listener: PgListener, local: LocalBus, shutdown: Cancellatio
         tokio::select! {
             () = shutdown.cancelled() => return,
             next = listener.try_recv() => match next {
-                Ok(Some(n)) => local.publish(&Topic::from_wire(n.payload().to_owned())),
+                Ok(Some(n)) => {
+                    // One notification may carry several topics, one per line.
+                    for topic in n.payload().split('\n') {
+                        local.publish(&Topic::from_wire(topic.to_owned()));
+                    }
+                }
                 // The connection dropped; sqlx reconnects on the next call. Anything sent in the
                 // gap is lost, so wake everyone to re-read.
                 Ok(None) => local.publish_all(),
@@ -80,6 +85,24 @@ async fn listen(mut listener: PgListener, local: LocalBus, shutdown: Cancellatio
     }
 }
 
+/// Longest payload of one notification (PostgreSQL's limit is 8000 bytes).
+const MAX_PAYLOAD: usize = 7900;
+
+/// The payloads announcing `topics`: newline-separated, as few notifications as fit.
+fn payloads(topics: &[Topic]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for t in topics {
+        match out.last_mut() {
+            Some(p) if p.len() + 1 + t.as_str().len() <= MAX_PAYLOAD => {
+                p.push('\n');
+                p.push_str(t.as_str());
+            }
+            _ => out.push(t.as_str().to_owned()),
+        }
+    }
+    out
+}
+
 async fn notify(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Topic>, shutdown: CancellationToken) {
     let mut batch = Vec::new();
     loop {
@@ -89,15 +112,38 @@ async fn notify(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Topic>, shutdown: 
         }
         batch.sort_by(|a, b| a.as_str().cmp(b.as_str()));
         batch.dedup();
-        for topic in batch.drain(..) {
+        // One notification for everything queued meanwhile: one round trip, not one per topic.
+        for payload in payloads(&batch) {
             let sent = sqlx::query("SELECT pg_notify($1, $2)")
                 .bind(CHANNEL)
-                .bind(topic.as_str())
+                .bind(&payload)
                 .execute(&pool)
                 .await;
             if let Err(e) = sent {
-                tracing::warn!(error = %e, topic = topic.as_str(), "Could not notify the other replicas.");
+                tracing::warn!(error = %e, topics = batch.len(), "Could not notify the other replicas.");
             }
         }
+        batch.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topics_share_notifications_up_to_the_payload_limit() {
+        let few = [
+            Topic::from_wire("inbox:a".into()),
+            Topic::from_wire("task:t".into()),
+        ];
+        assert_eq!(payloads(&few), ["inbox:a\ntask:t"]);
+        let many: Vec<Topic> = (0..2000)
+            .map(|i| Topic::from_wire(format!("inbox:p{i:05}")))
+            .collect();
+        let out = payloads(&many);
+        assert!(out.len() > 1 && out.iter().all(|p| p.len() <= MAX_PAYLOAD));
+        let back: Vec<&str> = out.iter().flat_map(|p| p.split('\n')).collect();
+        assert_eq!(back, many.iter().map(Topic::as_str).collect::<Vec<_>>());
     }
 }

@@ -277,6 +277,7 @@ impl Service {
         {
             return Err(ServiceError::not_found("person", id));
         }
+        self.directory_changed();
         tracing::info!(person = %id, "Person removed.");
         Ok(())
     }
@@ -358,6 +359,7 @@ impl Service {
                 id,
             ));
         }
+        self.directory_changed();
         tracing::info!(token = %id, "Token revoked.");
         Ok(())
     }
@@ -414,6 +416,7 @@ impl Service {
         {
             return Err(ServiceError::not_found("channel", name));
         }
+        self.directory_changed();
         self.channel_for_admin(name).await
     }
 
@@ -428,6 +431,7 @@ impl Service {
         if !self.inner.store.set_policy(name.clone(), policy).await? {
             return Err(ServiceError::not_found("channel", name));
         }
+        self.directory_changed();
         self.channel_for_admin(name).await
     }
 

@@ -43,7 +43,7 @@ pub use tasks::{
     A2A_KEY_PREFIX, PushConfigSpec, SkillRoute, TaskApproval, TaskListing, TaskMessage, TaskView,
 };
 
-use crate::bus::WakeBus;
+use crate::bus::{Topic, WakeBus};
 use crate::clock::Clock;
 use crate::domain::{AgentIdentity, LabelLanguage, PersonId, PersonKind, Scope, Scopes};
 use crate::store::{PersonRecord, Store};
@@ -180,6 +180,7 @@ impl Service {
         settings: Settings,
         shutdown: CancellationToken,
     ) -> Self {
+        forget_directory_on_notice(&store, bus.as_ref(), &shutdown);
         Self {
             inner: Arc::new(Inner {
                 store,
@@ -227,4 +228,35 @@ impl Service {
     fn now(&self) -> crate::domain::Timestamp {
         self.inner.clock.now()
     }
+
+    /// Tells every replica, through the bus, that tokens, persons, channels or policies changed,
+    /// so that each forgets its cached directory now rather than at its TTL (this replica's store
+    /// has already forgotten its own).
+    fn directory_changed(&self) {
+        self.inner.bus.publish(&Topic::directory());
+    }
+}
+
+/// Forgets `store`'s cached directory whenever the bus says it changed (on PostgreSQL, also when
+/// another replica changed it, or when notifications may have been lost). Runs until `shutdown`;
+/// outside a runtime (no task can run) the cache's TTL alone bounds staleness.
+fn forget_directory_on_notice(store: &Arc<Store>, bus: &dyn WakeBus, shutdown: &CancellationToken) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    // Subscribed here, before the service serves anything, so no change can slip past.
+    let mut changes = bus.subscribe(&Topic::directory());
+    let store = Arc::downgrade(store);
+    let shutdown = shutdown.clone();
+    runtime.spawn(async move {
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = changes.woken() => match store.upgrade() {
+                    Some(store) => store.forget_directory(),
+                    None => return,
+                },
+            }
+        }
+    });
 }

@@ -286,36 +286,50 @@ impl Store {
     }
 }
 
+/// The outcome of a post whose idempotency key `author` used before: the earlier message and its
+/// thread, or a refusal when the earlier request was a different one. `None` when the key is unused.
+async fn replayed(tx: &mut AnyConnection, m: &NewMessage) -> Result<Option<PostOutcome>> {
+    let Some(key) = &m.idempotency_key else {
+        return Ok(None);
+    };
+    let sql = format!(
+        "SELECT {MESSAGE_COLUMNS}, request_hash FROM messages WHERE author = $1 AND idempotency_key = $2"
+    );
+    let earlier = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(m.author.as_str().to_owned())
+        .bind(key.clone())
+        .fetch_optional(&mut *tx)
+        .await?;
+    let Some(row) = earlier else {
+        return Ok(None);
+    };
+    if row.try_get::<String, _>("request_hash")? != m.request_hash {
+        return Err(StoreError::IdempotencyMismatch);
+    }
+    let message = message(&row)?;
+    let sql = format!("SELECT {THREAD_COLUMNS} FROM threads WHERE id = $1");
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(message.thread.as_str().to_owned())
+        .fetch_one(&mut *tx)
+        .await?;
+    Ok(Some(PostOutcome {
+        message,
+        thread: thread(&row)?,
+        replayed: true,
+    }))
+}
+
 pub(super) async fn post_in(
     tx: &mut AnyConnection,
     m: NewMessage,
     lock: &'static str,
 ) -> Result<PostOutcome> {
-    if let Some(key) = &m.idempotency_key {
-        let sql = format!(
-            "SELECT {MESSAGE_COLUMNS}, request_hash FROM messages WHERE author = $1 AND idempotency_key = $2"
-        );
-        let earlier = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(m.author.as_str().to_owned())
-            .bind(key.clone())
-            .fetch_optional(&mut *tx)
-            .await?;
-        if let Some(row) = earlier {
-            if row.try_get::<String, _>("request_hash")? != m.request_hash {
-                return Err(StoreError::IdempotencyMismatch);
-            }
-            let message = message(&row)?;
-            let sql = format!("SELECT {THREAD_COLUMNS} FROM threads WHERE id = $1");
-            let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(message.thread.as_str().to_owned())
-                .fetch_one(&mut *tx)
-                .await?;
-            return Ok(PostOutcome {
-                message,
-                thread: thread(&row)?,
-                replayed: true,
-            });
-        }
+    // A new thread checks its key in the statement that creates it (one round trip less);
+    // a post in an existing thread checks first.
+    if !m.opens_thread
+        && let Some(outcome) = replayed(tx, &m).await?
+    {
+        return Ok(outcome);
     }
 
     let (thread_record, position) = if m.opens_thread {
@@ -332,10 +346,11 @@ pub(super) async fn post_in(
             Some(t) => Some(serde_json::to_string(&t.reference_task_ids).map_err(json_err)?),
             None => None,
         };
-        sqlx::query(
+        let created = sqlx::query(
             "INSERT INTO threads (id, channel, subject, opener_kind, opened_by, state, asker, outcome, \
              message_count, created_at, updated_at, task_state, context_id, skill, reference_task_ids, \
-             task_event_seq) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1, $9, $9, $10, $11, $12, $13, $14)",
+             task_event_seq) SELECT $1, $2, $3, $4, $5, $6, $7, $8, 1, $9, $9, $10, $11, $12, $13, $14 \
+             WHERE NOT EXISTS (SELECT 1 FROM messages WHERE author = $5 AND idempotency_key = $15)",
         )
         .bind(m.thread.as_str().to_owned())
         .bind(m.channel.as_str().to_owned())
@@ -351,8 +366,15 @@ pub(super) async fn post_in(
         .bind(task.as_ref().map(|t| t.skill.clone()))
         .bind(references)
         .bind(if task.is_some() { 1i64 } else { 0 })
+        .bind(m.idempotency_key.clone())
         .execute(&mut *tx)
         .await?;
+        if created.rows_affected() == 0 {
+            // The key was used before (the only reason nothing was inserted).
+            return replayed(tx, &m)
+                .await?
+                .ok_or(StoreError::NotFound("the message of an idempotency key"));
+        }
         let record = ThreadRecord {
             id: m.thread.clone(),
             channel: m.channel.clone(),
@@ -457,17 +479,10 @@ pub(super) async fn post_in(
             .await?;
     }
 
-    // Lock recipients' counters in one order so concurrent posts cannot deadlock (PostgreSQL).
     let mut recipients = m.recipients.clone();
     recipients.sort();
-    for person in &recipients {
-        let content = EntryContent::Message {
-            message: m.id.clone(),
-            thread: m.thread.clone(),
-            channel: m.channel.clone(),
-        };
-        append_entry(tx, person, &content, m.created_at).await?;
-    }
+    recipients.dedup();
+    append_message_entries(tx, &recipients, &m, lock).await?;
 
     let message = MessageRecord {
         id: m.id,
@@ -492,6 +507,68 @@ pub(super) async fn post_in(
         thread: thread_record,
         replayed: false,
     })
+}
+
+/// Appends the entry of message `m` to each inbox of `recipients` (sorted, distinct), each with its
+/// person's next sequence number: a constant number of statements whatever the number of
+/// recipients. On PostgreSQL the counters are first locked in id order (`lock` is ` FOR UPDATE`),
+/// so concurrent posts on several replicas cannot deadlock on them.
+async fn append_message_entries(
+    tx: &mut AnyConnection,
+    recipients: &[PersonId],
+    m: &NewMessage,
+    lock: &'static str,
+) -> Result<()> {
+    if recipients.is_empty() {
+        return Ok(());
+    }
+    // $1..$n are the recipients; the entry's fields follow.
+    let n = recipients.len();
+    let ids = (1..=n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let bind_ids = |sql: String| {
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for p in recipients {
+            q = q.bind(p.as_str().to_owned());
+        }
+        q
+    };
+    let update = format!("UPDATE persons SET inbox_seq = inbox_seq + 1 WHERE id IN ({ids})");
+    let insert = format!(
+        "INSERT INTO inbox_entries (person_id, seq, entry_kind, message_id, thread_id, channel, notice, created_at) \
+         SELECT id, inbox_seq, 'message', ${}, ${}, ${}, NULL, ${} FROM persons WHERE id IN ({ids})",
+        n + 1,
+        n + 2,
+        n + 3,
+        n + 4
+    );
+    let bind_entry = |q: sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments>| {
+        q.bind(m.id.as_str().to_owned())
+            .bind(m.thread.as_str().to_owned())
+            .bind(m.channel.as_str().to_owned())
+            .bind(m.created_at.0)
+    };
+    if lock.is_empty() {
+        // SQLite: both statements in one call (its numbered parameters span them), so one
+        // hand-off to the driver's thread; each affects one row per recipient.
+        let done = bind_entry(bind_ids(format!("{update}; {insert}")))
+            .execute(&mut *tx)
+            .await?;
+        if done.rows_affected() != 2 * n as u64 {
+            return Err(StoreError::NotFound("recipient"));
+        }
+        return Ok(());
+    }
+    // PostgreSQL takes one statement per call: lock in id order, count, then insert.
+    let sql = format!("SELECT id FROM persons WHERE id IN ({ids}) ORDER BY id{lock}");
+    bind_ids(sql).execute(&mut *tx).await?;
+    if bind_ids(update).execute(&mut *tx).await?.rows_affected() != n as u64 {
+        return Err(StoreError::NotFound("recipient"));
+    }
+    bind_entry(bind_ids(insert)).execute(&mut *tx).await?;
+    Ok(())
 }
 
 /// Appends one entry to a person's inbox with the next sequence number; returns it.

@@ -11,6 +11,7 @@
 //! check and the insert are atomic. It must not depend on the service or any front.
 
 mod approvals;
+mod cache;
 mod console;
 mod coordination;
 mod messages;
@@ -30,6 +31,7 @@ use sqlx::AnyConnection;
 use sqlx::AnyPool;
 
 pub use approvals::{ApprovalRecord, AuditRecord, NewApproval, Settled, Settlement};
+pub use cache::TTL as DIRECTORY_TTL;
 pub use console::{LinkKind, LinkRecord, NewLink, SessionRecord};
 pub use coordination::{ClaimAttempt, LeaseAttempt};
 pub use messages::{NewMessage, NewTask, PostOutcome};
@@ -122,6 +124,8 @@ pub struct Store {
     writer: writer::BatchWriter,
     /// Called after a commit that may have enqueued outbox deliveries (wakes the workers).
     outbox_wake: std::sync::RwLock<Option<OutboxWake>>,
+    /// Tokens, persons, channels and parties recently read; see [`cache`].
+    directory: cache::Directory,
 }
 
 type OutboxWake = Box<dyn Fn() + Send + Sync>;
@@ -137,6 +141,7 @@ impl Store {
                 pool,
                 writer,
                 outbox_wake: std::sync::RwLock::new(None),
+                directory: cache::Directory::new(),
             })
         } else if url.starts_with("sqlite:") {
             let (pool, writer) = sqlite::open(url).await?;
@@ -145,6 +150,7 @@ impl Store {
                 pool,
                 writer,
                 outbox_wake: std::sync::RwLock::new(None),
+                directory: cache::Directory::new(),
             })
         } else {
             Err(StoreError::Database(format!(
@@ -164,6 +170,25 @@ impl Store {
         F: for<'c> FnOnce(&'c mut AnyConnection) -> BoxFut<'c, Result<T>> + Send + 'static,
     {
         self.writer.run(op).await
+    }
+
+    /// [`Store::write`] for a change to tokens, persons, channels, members, policies or parties:
+    /// the cached directory is forgotten once the change is committed.
+    pub(crate) async fn write_directory<T, F>(&self, op: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut AnyConnection) -> BoxFut<'c, Result<T>> + Send + 'static,
+    {
+        let done = self.writer.run(op).await;
+        self.directory.forget();
+        done
+    }
+
+    /// Forgets every cached token, person, channel and party: another replica changed them (the
+    /// service calls this on the bus's directory topic). This store's own writes forget by
+    /// themselves.
+    pub fn forget_directory(&self) {
+        self.directory.forget();
     }
 
     /// ` FOR UPDATE` on PostgreSQL, where other replicas write too; SQLite has one writer.

@@ -33,7 +33,7 @@ const TOKEN_COLUMNS: &str =
 
 impl Store {
     pub async fn insert_person(&self, p: PersonRecord) -> Result<()> {
-        self.write(move |tx| {
+        self.write_directory(move |tx| {
             Box::pin(async move {
                 sqlx::query("INSERT INTO persons (id, kind, display_name, created_at) VALUES ($1, $2, $3, $4)")
                     .bind(p.id.as_str().to_owned())
@@ -50,13 +50,21 @@ impl Store {
 
     /// A person who has not been removed.
     pub async fn person(&self, id: &PersonId) -> Result<Option<PersonRecord>> {
+        if let Some(p) = self.directory.person(id) {
+            return Ok(Some(p));
+        }
+        let since = self.directory.epoch();
         let row = sqlx::query(
             "SELECT id, kind, display_name, created_at FROM persons WHERE id = $1 AND removed_at IS NULL",
         )
         .bind(id.as_str().to_owned())
         .fetch_optional(&self.pool)
         .await?;
-        row.as_ref().map(person).transpose()
+        let found = row.as_ref().map(person).transpose()?;
+        if let Some(p) = &found {
+            self.directory.put_person(since, p);
+        }
+        Ok(found)
     }
 
     pub async fn persons(&self) -> Result<Vec<PersonRecord>> {
@@ -71,7 +79,7 @@ impl Store {
     /// Marks a person removed, revokes their tokens and takes them out of every channel. Their
     /// messages stay; the id is never reused. Returns false when there was no such person.
     pub async fn remove_person(&self, id: PersonId, now: Timestamp) -> Result<bool> {
-        self.write(move |tx| {
+        self.write_directory(move |tx| {
             Box::pin(async move {
                 let id = id.as_str().to_owned();
                 let done = sqlx::query(
@@ -102,7 +110,7 @@ impl Store {
     }
 
     pub async fn insert_token(&self, t: TokenRecord, secret_hash: String) -> Result<()> {
-        self.write(move |tx| {
+        self.write_directory(move |tx| {
             Box::pin(async move {
                 sqlx::query(
                     "INSERT INTO tokens (id, person_id, secret_hash, scopes, description, created_at, expires_at) \
@@ -125,12 +133,20 @@ impl Store {
 
     /// The token with this secret hash, whatever its state (the service decides).
     pub async fn token_by_hash(&self, secret_hash: &str) -> Result<Option<TokenRecord>> {
+        if let Some(t) = self.directory.token(secret_hash) {
+            return Ok(Some(t));
+        }
+        let since = self.directory.epoch();
         let sql = format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE secret_hash = $1");
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(secret_hash.to_owned())
             .fetch_optional(&self.pool)
             .await?;
-        row.as_ref().map(token).transpose()
+        let found = row.as_ref().map(token).transpose()?;
+        if let Some(t) = &found {
+            self.directory.put_token(since, secret_hash, t);
+        }
+        Ok(found)
     }
 
     pub async fn tokens(&self, person: Option<&PersonId>) -> Result<Vec<TokenRecord>> {
@@ -146,7 +162,7 @@ impl Store {
 
     /// Revokes a token now; false when unknown or already revoked.
     pub async fn revoke_token(&self, id: String, now: Timestamp) -> Result<bool> {
-        self.write(move |tx| {
+        self.write_directory(move |tx| {
             Box::pin(async move {
                 let done = sqlx::query(
                     "UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL",
@@ -162,7 +178,7 @@ impl Store {
     }
 
     pub async fn insert_channel(&self, c: ChannelRecord) -> Result<()> {
-        self.write(move |tx| {
+        self.write_directory(move |tx| {
             Box::pin(async move {
                 let policy = serde_json::to_string(&c.policy).map_err(|e| StoreError::Corrupt(e.to_string()))?;
                 sqlx::query("INSERT INTO channels (name, description, policy, created_at) VALUES ($1, $2, $3, $4)")
@@ -188,7 +204,7 @@ impl Store {
         upsert: Vec<MemberRecord>,
         remove: Vec<PersonId>,
     ) -> Result<bool> {
-        self.write(move |tx| {
+        self.write_directory(move |tx| {
             Box::pin(async move {
                 let exists = sqlx::query("SELECT name FROM channels WHERE name = $1")
                     .bind(channel.as_str().to_owned())
@@ -217,7 +233,7 @@ impl Store {
 
     /// Replaces a channel's policy; false when the channel is unknown.
     pub async fn set_policy(&self, channel: ChannelName, policy: ApprovalPolicy) -> Result<bool> {
-        self.write(move |tx| {
+        self.write_directory(move |tx| {
             Box::pin(async move {
                 let policy = serde_json::to_string(&policy)
                     .map_err(|e| StoreError::Corrupt(e.to_string()))?;
@@ -233,6 +249,10 @@ impl Store {
     }
 
     pub async fn channel(&self, name: &ChannelName) -> Result<Option<ChannelRecord>> {
+        if let Some(c) = self.directory.channel(name) {
+            return Ok(Some(c));
+        }
+        let since = self.directory.epoch();
         let row = sqlx::query(
             "SELECT name, description, policy, created_at FROM channels WHERE name = $1",
         )
@@ -241,7 +261,9 @@ impl Store {
         .await?;
         let Some(row) = row else { return Ok(None) };
         let members = self.members(name).await?;
-        Ok(Some(channel(&row, members)?))
+        let found = channel(&row, members)?;
+        self.directory.put_channel(since, &found);
+        Ok(Some(found))
     }
 
     /// Every channel, or those `person` is a member of; with members, ordered by name.

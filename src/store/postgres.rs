@@ -58,5 +58,8 @@ pub(super) async fn open(url: &str) -> Result<(AnyPool, BatchWriter)> {
         .await
         .map_err(|e| StoreError::Database(e.to_string()))?;
     let writer = AnyConnection::connect_with(&options).await?;
-    Ok((pool, BatchWriter::start(writer, "BEGIN", Some(options))))
+    Ok((
+        pool,
+        BatchWriter::start(writer, "BEGIN; SAVEPOINT job", Some(options)),
+    ))
 }

@@ -64,8 +64,11 @@ pub(super) async fn open(url: &str) -> Result<(AnyPool, BatchWriter)> {
         .await
         .map_err(|e| StoreError::Database(e.to_string()))?;
 
+    // No ping before each acquire: a local file does not hang up, and each ping is one more
+    // hand-off to the connection's thread on every read (sqlx still pings on release).
     let pool = AnyPoolOptions::new()
         .max_connections(4)
+        .test_before_acquire(false)
         .acquire_timeout(Duration::from_secs(30))
         .after_connect(|conn, _| {
             Box::pin(async move {
@@ -76,5 +79,8 @@ pub(super) async fn open(url: &str) -> Result<(AnyPool, BatchWriter)> {
         .connect_with(options)
         .await?;
 
-    Ok((pool, BatchWriter::start(writer, "BEGIN IMMEDIATE", None)))
+    Ok((
+        pool,
+        BatchWriter::start(writer, "BEGIN IMMEDIATE; SAVEPOINT job", None),
+    ))
 }

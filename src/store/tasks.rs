@@ -203,7 +203,7 @@ impl Store {
                 "a party must be an external person".into(),
             ));
         }
-        self.write(move |tx| {
+        self.write_directory(move |tx| {
             Box::pin(async move {
                 sqlx::query("INSERT INTO persons (id, kind, display_name, created_at) VALUES ($1, $2, $3, $4)")
                     .bind(person.id.as_str().to_owned())
@@ -233,13 +233,21 @@ impl Store {
     }
 
     pub async fn party(&self, id: &PersonId) -> Result<Option<PartyRecord>> {
-        sqlx::query(sqlx::AssertSqlSafe(format!("{PARTIES} AND p.id = $1")))
+        if let Some(p) = self.directory.party(id) {
+            return Ok(Some(p));
+        }
+        let since = self.directory.epoch();
+        let found = sqlx::query(sqlx::AssertSqlSafe(format!("{PARTIES} AND p.id = $1")))
             .bind(id.as_str())
             .fetch_optional(&self.pool)
             .await?
             .as_ref()
             .map(party)
-            .transpose()
+            .transpose()?;
+        if let Some(p) = &found {
+            self.directory.put_party(since, p);
+        }
+        Ok(found)
     }
 
     /// The party a JWT subject maps to (checked on every JWT-authenticated request; the subject

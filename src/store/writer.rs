@@ -68,7 +68,8 @@ pub(super) struct BatchWriter {
 
 impl BatchWriter {
     /// Starts the writer task on `conn`. `begin` opens a write transaction (`BEGIN IMMEDIATE` on
-    /// SQLite, `BEGIN` on PostgreSQL); `reconnect` says how to replace a broken connection.
+    /// SQLite, `BEGIN` on PostgreSQL) and in it the savepoint `job` of the batch's first job;
+    /// `reconnect` says how to replace a broken connection.
     pub(super) fn start(
         conn: AnyConnection,
         begin: &'static str,
@@ -118,6 +119,9 @@ async fn run_writer(
     reconnect: Option<AnyConnectOptions>,
     mut rx: mpsc::Receiver<Box<dyn Job>>,
 ) {
+    // Each statement sent is a hand-off to the driver (on SQLite, to its worker thread and back),
+    // so the savepoint bookkeeping rides along with its neighbours: the batch opens with the first
+    // job's savepoint, each job's end opens the next one's, and COMMIT releases the last.
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
         let mut completions = Vec::with_capacity(batch.len());
@@ -144,19 +148,27 @@ async fn run_writer(
         }
         if let Err(e) = began {
             tracing::error!(error = %e, "Could not begin a write transaction.");
+            // A failed multi-statement start may have left a transaction open.
+            let _ = conn.execute("ROLLBACK").await;
             for job in batch.drain(..) {
                 job.fail(e.clone());
             }
             continue;
         }
-        for job in batch.drain(..) {
+        let jobs = batch.len();
+        for (i, job) in batch.drain(..).enumerate() {
+            let last = i + 1 == jobs;
             let step = async {
-                conn.execute("SAVEPOINT job").await?;
                 let (ok, done) = job.run(&mut conn).await;
-                if !ok {
-                    conn.execute("ROLLBACK TO job").await?;
+                let next = match (ok, last) {
+                    (true, true) => None,
+                    (true, false) => Some("RELEASE job; SAVEPOINT job"),
+                    (false, true) => Some("ROLLBACK TO job"),
+                    (false, false) => Some("ROLLBACK TO job; RELEASE job; SAVEPOINT job"),
+                };
+                if let Some(sql) = next {
+                    conn.execute(sql).await?;
                 }
-                conn.execute("RELEASE job").await?;
                 Ok::<_, sqlx::Error>((ok, done))
             };
             match step.await {
@@ -169,10 +181,13 @@ async fn run_writer(
                     for (_, done) in completions.drain(..) {
                         done(Err(e.clone()));
                     }
+                    // Jobs not yet run are dropped: their callers see the writer's answer channel
+                    // close, as before.
                     break;
                 }
             }
         }
+        batch.clear();
         if completions.is_empty() {
             continue;
         }

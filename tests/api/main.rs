@@ -9,6 +9,7 @@ mod claims;
 mod connections;
 mod console;
 mod coordination;
+mod directory;
 mod durability;
 mod hostile_input;
 mod inbox;

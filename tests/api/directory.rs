@@ -1,0 +1,142 @@
+//! The cached directory (tokens, persons, channels, members, policies): a change made through one
+//! replica takes effect on every replica within a second. On PostgreSQL the two services share
+//! the database and are told through `LISTEN/NOTIFY`; on SQLite the second service opens the same
+//! file with a bus of its own, as another process would, so only the cache's expiry can tell it.
+//! The tests wait up to a deadline for the change to show; they do not time anything else.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use liaison::bus::{LocalBus, PgBus, WakeBus};
+use liaison::domain::{Scope, Scopes};
+use liaison::service::{ErrorCode, MemberChange, Service, TokenSpec};
+use tokio_util::sync::CancellationToken;
+
+use crate::helpers::{TestDb, TestEnv, pid, post};
+
+/// The bound the cache promises for a change made anywhere.
+const BOUND: Duration = Duration::from_secs(1);
+
+/// Two services on one fresh database: `a` (a test environment) and `b`.
+async fn two_replicas(stop: &CancellationToken) -> (TestEnv, Service) {
+    let db = TestDb::new().await;
+    let url = db.url.clone();
+    let bus = |url: String| {
+        let stop = stop.clone();
+        async move {
+            if url.starts_with("postgres") {
+                let bus: Arc<dyn WakeBus> = PgBus::start(&url, stop).await.unwrap();
+                bus
+            } else {
+                Arc::new(LocalBus::default())
+            }
+        }
+    };
+    let a = TestEnv::on(db, bus(url.clone()).await, Default::default()).await;
+    let b = Service::new(
+        Arc::new(liaison::store::Store::open(&url).await.unwrap()),
+        bus(url).await,
+        Arc::new(liaison::clock::SystemClock),
+        Default::default(),
+        stop.clone(),
+    );
+    (a, b)
+}
+
+/// Calls `attempt` until it returns `Some`, or gives up at `deadline`.
+async fn until<T, F, Fut>(deadline: Instant, mut attempt: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    loop {
+        if let Some(v) = attempt().await {
+            return Some(v);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_revoked_token_is_refused_on_every_replica_within_a_second() {
+    let stop = CancellationToken::new();
+    let (a, b) = two_replicas(&stop).await;
+    a.member("bob", "codex@b:1").await;
+    let spec = TokenSpec {
+        person: pid("bob"),
+        scopes: Scopes::default().with(Scope::Agent),
+        expires_in_s: None,
+        description: String::new(),
+    };
+    let issued = a.service.issue_token(&a.admin, spec).await.unwrap();
+    // Both replicas have the token in memory now.
+    for _ in 0..2 {
+        a.service.authenticate(&issued.secret).await.unwrap();
+        b.authenticate(&issued.secret).await.unwrap();
+    }
+
+    a.service
+        .revoke_token(&a.admin, &issued.token.id)
+        .await
+        .unwrap();
+    let deadline = Instant::now() + BOUND;
+    // The replica that revoked refuses the very next request.
+    let err = a.service.authenticate(&issued.secret).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::TokenRevoked);
+    let refused = until(deadline, || async {
+        b.authenticate(&issued.secret).await.err()
+    })
+    .await
+    .expect("the other replica refuses the token within a second");
+    assert_eq!(refused.code, ErrorCode::TokenRevoked);
+    // And keeps refusing it.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(b.authenticate(&issued.secret).await.is_err());
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn a_member_removed_from_a_channel_cannot_post_through_any_replica_within_a_second() {
+    let stop = CancellationToken::new();
+    let (a, b) = two_replicas(&stop).await;
+    let alice = a.member("alice", "claude@a:1").await;
+    a.member("bob", "codex@b:1").await;
+    a.channel("demo", &["alice", "bob"]).await;
+    // The channel and its members are in memory on both replicas now.
+    a.service
+        .post(&alice, post("announce", Some("demo"), None, "one"))
+        .await
+        .unwrap();
+    b.post(&alice, post("announce", Some("demo"), None, "two"))
+        .await
+        .unwrap();
+
+    let change = MemberChange {
+        add: Vec::new(),
+        remove: vec![pid("alice")],
+        rights: None,
+    };
+    a.service
+        .change_members(&a.admin, &crate::helpers::channel("demo"), change)
+        .await
+        .unwrap();
+    let deadline = Instant::now() + BOUND;
+    let err = a
+        .service
+        .post(&alice, post("announce", Some("demo"), None, "three"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::NotFound);
+    let refused = until(deadline, || async {
+        b.post(&alice, post("announce", Some("demo"), None, "four"))
+            .await
+            .err()
+    })
+    .await
+    .expect("the other replica refuses the post within a second");
+    assert_eq!(refused.code, ErrorCode::NotFound);
+    stop.cancel();
+}
