@@ -3,7 +3,8 @@
 //!
 //! # Layout
 //!
-//! - [`domain`]: pure types and rules (ids, kinds, the derived thread state machine, the label).
+//! - [`domain`]: pure types and rules (ids, kinds, the thread, task and approval state machines,
+//!   the label, the rules for showing untrusted text).
 //! - [`store`]: SQLite and PostgreSQL persistence behind one `Store`; group commit on SQLite.
 //! - [`bus`]: the wake-up bus that ends long-polls the moment an entry arrives.
 //! - [`clock`]: time as the service sees it; tests move it by hand.
@@ -18,6 +19,8 @@
 //! - [`config`]: layered configuration (file, `LIAISON_*` environment, flags).
 //! - [`net`]: the listener: one accept loop for plain and TLS, connection cap and timeouts, the
 //!   failed-authentication guard.
+//! - [`outbox`]: durable outbound deliveries (A2A push, Standard Webhooks) and the SSRF-safe client.
+//! - [`keys`]: the signing key ring in the store, rotation with overlap, push JWTs.
 //! - [`app`]: wiring: `App::build` binds listeners, `App::run_until_stopped` serves.
 
 pub mod a2a;
