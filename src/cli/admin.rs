@@ -305,11 +305,29 @@ pub(super) async fn call_as(
     path: &str,
     body: Option<Value>,
 ) -> anyhow::Result<()> {
+    let value = request_json(server, token, None, method, path, body).await?;
+    println!("{}", serde_json::to_string_pretty(&value)?);
+    Ok(())
+}
+
+/// Calls `path` on the server with `token` (and the declared `agent`, when given) and returns the
+/// JSON answer; an error answer ends with its code and message. Every CLI command goes through it.
+pub(super) async fn request_json(
+    server: &ServerArgs,
+    token: &str,
+    agent: Option<&str>,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> anyhow::Result<Value> {
     let url = format!("{}{path}", server.server.trim_end_matches('/'));
     let method = reqwest::Method::from_bytes(method.as_bytes())?;
     let mut request = reqwest::Client::new()
         .request(method, &url)
         .bearer_auth(token);
+    if let Some(agent) = agent {
+        request = request.header(crate::admin::AGENT_HEADER, agent);
+    }
     if let Some(body) = body {
         request = request.json(&body);
     }
@@ -327,6 +345,26 @@ pub(super) async fn call_as(
         let message = value["error"]["message"].as_str().unwrap_or("");
         anyhow::bail!("{code}: {message}");
     }
-    println!("{}", serde_json::to_string_pretty(&value)?);
-    Ok(())
+    Ok(value)
+}
+
+/// A person's own token, for member commands: `LIAISON_TOKEN`; `what` says which scope it needs.
+pub(super) fn member_token(what: &str) -> anyhow::Result<String> {
+    std::env::var("LIAISON_TOKEN")
+        .ok()
+        .map(|t| t.trim().to_owned())
+        .filter(|t| !t.is_empty())
+        .with_context(|| format!("Set LIAISON_TOKEN to your own token ({what})"))
+}
+
+/// Percent-encodes a query value (RFC 3986 unreserved characters pass).
+pub(super) fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }

@@ -1,12 +1,11 @@
 //! Approval commands for humans (`LIAISON_TOKEN`, a token with scope `human`), and the audit log
 //! for admins. Thin clients of `/api/v1/approvals` and `/admin/v1/audit`.
 
-use anyhow::Context as _;
 use clap::Subcommand;
 use serde_json::json;
 
 use super::ServerArgs;
-use super::admin::{admin_token, call_as};
+use super::admin::{admin_token, call_as, member_token};
 
 #[derive(Debug, Subcommand)]
 pub enum ApprovalsCommand {
@@ -58,15 +57,6 @@ pub enum ApprovalsCommand {
     },
 }
 
-/// A person's own token, for member commands.
-fn member_token() -> anyhow::Result<String> {
-    std::env::var("LIAISON_TOKEN")
-        .ok()
-        .map(|t| t.trim().to_owned())
-        .filter(|t| !t.is_empty())
-        .context("Set LIAISON_TOKEN to your token (approvals need one with scope human)")
-}
-
 pub async fn approvals(c: ApprovalsCommand) -> anyhow::Result<()> {
     match c {
         ApprovalsCommand::Link {
@@ -92,12 +82,19 @@ pub async fn approvals(c: ApprovalsCommand) -> anyhow::Result<()> {
             if let Some(l) = limit {
                 path.push_str(&format!("&limit={l}"));
             }
-            call_as(&server, &member_token()?, "GET", &path, None).await
+            call_as(
+                &server,
+                &member_token("approvals need scope human")?,
+                "GET",
+                &path,
+                None,
+            )
+            .await
         }
         ApprovalsCommand::Show { id, server } => {
             call_as(
                 &server,
-                &member_token()?,
+                &member_token("approvals need scope human")?,
                 "GET",
                 &format!("/api/v1/approvals/{id}"),
                 None,
@@ -108,7 +105,7 @@ pub async fn approvals(c: ApprovalsCommand) -> anyhow::Result<()> {
             let path = format!("/api/v1/approvals/{id}/allow");
             call_as(
                 &server,
-                &member_token()?,
+                &member_token("approvals need scope human")?,
                 "POST",
                 &path,
                 Some(json!({ "via": "cli" })),
@@ -118,7 +115,14 @@ pub async fn approvals(c: ApprovalsCommand) -> anyhow::Result<()> {
         ApprovalsCommand::Reject { id, reason, server } => {
             let path = format!("/api/v1/approvals/{id}/reject");
             let body = json!({ "via": "cli", "reason": reason });
-            call_as(&server, &member_token()?, "POST", &path, Some(body)).await
+            call_as(
+                &server,
+                &member_token("approvals need scope human")?,
+                "POST",
+                &path,
+                Some(body),
+            )
+            .await
         }
     }
 }

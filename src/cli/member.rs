@@ -10,6 +10,7 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use super::ServerArgs;
+use super::admin::{encode, member_token, request_json};
 use super::duration::Seconds;
 use crate::mcp::render;
 
@@ -213,18 +214,6 @@ fn default_agent() -> String {
     format!("liaison-cli@{host}:{user}")
 }
 
-/// Percent-encodes a query or path value (everything but unreserved characters).
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 /// Calls a member route with `LIAISON_TOKEN`; an error answer ends with its code and message.
 async fn request(
     member: &MemberArgs,
@@ -232,36 +221,9 @@ async fn request(
     path: &str,
     body: Option<Value>,
 ) -> anyhow::Result<Value> {
-    let token = std::env::var("LIAISON_TOKEN")
-        .ok()
-        .map(|t| t.trim().to_owned())
-        .filter(|t| !t.is_empty())
-        .context("Set LIAISON_TOKEN to your own token (scope agent)")?;
+    let token = member_token("scope agent")?;
     let agent = member.agent.clone().unwrap_or_else(default_agent);
-    let url = format!("{}{path}", member.server.server.trim_end_matches('/'));
-    let method = reqwest::Method::from_bytes(method.as_bytes())?;
-    let mut request = reqwest::Client::new()
-        .request(method, &url)
-        .bearer_auth(token)
-        .header(crate::admin::AGENT_HEADER, agent);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request
-        .send()
-        .await
-        .with_context(|| format!("Could not reach {url}"))?;
-    let status = response.status();
-    let value: Value = response
-        .json()
-        .await
-        .with_context(|| format!("{url} answered {status} without JSON"))?;
-    if !status.is_success() {
-        let code = value["error"]["code"].as_str().unwrap_or("error");
-        let message = value["error"]["message"].as_str().unwrap_or("");
-        anyhow::bail!("{code}: {message}");
-    }
-    Ok(value)
+    request_json(&member.server, &token, Some(&agent), method, path, body).await
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use clap::Subcommand;
 use serde_json::json;
 
 use super::ServerArgs;
-use super::admin::call;
+use super::admin::{call, encode};
 
 #[derive(Debug, Subcommand)]
 pub enum WebhookCommand {
@@ -159,16 +159,4 @@ pub async fn deliveries(c: DeliveriesCommand) -> anyhow::Result<()> {
             call(&server, "POST", &path, None).await
         }
     }
-}
-
-/// Percent-encodes a query value.
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }

@@ -20,10 +20,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::domain::{ApprovalId, Decision, text};
-use crate::service::{Caller, ErrorCode, Service, ServiceError};
+use crate::service::{CONFIRM_CHARS, Caller, ErrorCode, Service, ServiceError};
 
-/// How many characters of the fingerprint the human types to confirm.
-pub const CONFIRM_CHARS: usize = 8;
 /// How long the human has to answer the form.
 const ANSWER_WITHIN: std::time::Duration = std::time::Duration::from_secs(300);
 
@@ -164,26 +162,20 @@ fn question(view: &crate::service::ApprovalView) -> String {
     )
 }
 
-/// Records the human's answer: the confirmation must match, a rejection closes the thread.
+/// Records the human's answer through the service, which checks the confirmation; a rejection
+/// closes the thread.
 async fn decide(
     service: &Service,
     caller: &Caller,
     a: &crate::store::ApprovalRecord,
     form: ApprovalForm,
 ) -> Result<(), ServiceError> {
-    if form.confirm.trim() != &a.fingerprint[..CONFIRM_CHARS] {
-        return Err(ServiceError::invalid(format!(
-            "the confirmation did not match the first {CONFIRM_CHARS} characters of the \
-             fingerprint; nothing was decided"
-        )));
-    }
     let decision = match form.decision {
         FormDecision::Allow => Decision::Allow,
         FormDecision::Reject => Decision::Reject,
     };
-    let reason = Some(form.reason).filter(|r| !r.trim().is_empty());
     service
-        .decide_by_elicitation(caller, &a.id, decision, reason)
+        .decide_by_elicitation(caller, &a.id, decision, Some(form.reason), &form.confirm)
         .await?;
     if decision == Decision::Reject {
         return Err(ServiceError::new(

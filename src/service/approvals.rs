@@ -73,6 +73,32 @@ pub(super) struct RequestFacts<'a> {
     pub now: Timestamp,
 }
 
+/// A decision's reason, trimmed and checked: required for a rejection (the requester is told it),
+/// storable, at most [`MAX_REASON_CHARS`].
+fn reason_for(decision: Decision, reason: Option<String>) -> Result<Option<String>> {
+    let reason = reason
+        .map(|r| r.trim().to_owned())
+        .filter(|r| !r.is_empty());
+    if let Some(r) = &reason {
+        input::storable_str("reason", r)?;
+        if r.chars().count() > MAX_REASON_CHARS {
+            return Err(ServiceError::invalid(format!(
+                "reason must be at most {MAX_REASON_CHARS} characters"
+            )));
+        }
+    }
+    if decision == Decision::Reject && reason.is_none() {
+        return Err(ServiceError::invalid(
+            "a rejection needs a reason: the requester is told it",
+        ));
+    }
+    Ok(reason)
+}
+
+/// How many characters of the fingerprint a human types to confirm a decision made through an
+/// agent's client (elicitation).
+pub const CONFIRM_CHARS: usize = 8;
+
 /// What a sealed value is bound to: its purpose and the caller's person and token.
 fn principal_aad(caller: &Caller, purpose: &str) -> String {
     format!("{purpose}\0{}\0{}", caller.id(), caller.token_id)
@@ -192,22 +218,7 @@ impl Service {
         via: DecisionPath,
     ) -> Result<ApprovalRecord> {
         caller.require(Scope::Human)?;
-        let reason = reason
-            .map(|r| r.trim().to_owned())
-            .filter(|r| !r.is_empty());
-        if let Some(r) = &reason {
-            input::storable_str("reason", r)?;
-            if r.chars().count() > MAX_REASON_CHARS {
-                return Err(ServiceError::invalid(format!(
-                    "reason must be at most {MAX_REASON_CHARS} characters"
-                )));
-            }
-        }
-        if decision == Decision::Reject && reason.is_none() {
-            return Err(ServiceError::invalid(
-                "a rejection needs a reason: the requester is told it",
-            ));
-        }
+        let reason = reason_for(decision, reason)?;
         let approval = self.decidable(caller, id).await?;
         self.settle_decision(caller, approval, decision, reason, via)
             .await
@@ -224,8 +235,10 @@ impl Service {
         id: &ApprovalId,
         decision: Decision,
         reason: Option<String>,
+        confirm: &str,
     ) -> Result<ApprovalRecord> {
         caller.require(Scope::Agent)?;
+        let reason = reason_for(decision, reason)?;
         let approval = self.decidable(caller, id).await?;
         if !self.elicitation_allowed(&approval).await? {
             return Err(ServiceError::forbidden(
@@ -233,13 +246,11 @@ impl Service {
                  the console or with `liaison approvals`",
             ));
         }
-        let reason = reason
-            .map(|r| r.trim().to_owned())
-            .filter(|r| !r.is_empty());
-        if decision == Decision::Reject && reason.is_none() {
-            return Err(ServiceError::invalid(
-                "a rejection needs a reason: the requester is told it",
-            ));
+        if confirm.trim() != &approval.fingerprint[..CONFIRM_CHARS] {
+            return Err(ServiceError::invalid(format!(
+                "the confirmation did not match the first {CONFIRM_CHARS} characters of the \
+                 fingerprint; nothing was decided"
+            )));
         }
         self.settle_decision(
             caller,

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 pub use admin::{ChannelSpec, IssuedToken, MemberChange, PartySpec, TokenSpec};
-pub use approvals::{ApprovalPage, ApprovalView, SERVER_PERSON};
+pub use approvals::{ApprovalPage, ApprovalView, CONFIRM_CHARS, SERVER_PERSON};
 pub use console::{
     IssuedLink, LINK_TTL_S, MAX_LINK_TTL_S, OpenedSession, SESSION_TTL_S, session_csrf,
 };

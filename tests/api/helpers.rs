@@ -164,6 +164,31 @@ impl TestEnv {
         caller.declaring(Some(liaison::domain::AgentIdentity::parse(agent).unwrap()))
     }
 
+    /// Allows, as `person`'s human with the CLI path, every approval pending for them.
+    pub async fn allow_pending(&self, person: &str) {
+        let human = self
+            .caller(person, Scope::Human, &format!("{person}@console:1"))
+            .await;
+        let page = self
+            .service
+            .approvals(&human, true, None, None)
+            .await
+            .unwrap();
+        assert!(!page.approvals.is_empty(), "nothing pending for {person}");
+        for a in page.approvals {
+            self.service
+                .decide(
+                    &human,
+                    &a.id,
+                    liaison::domain::Decision::Allow,
+                    None,
+                    liaison::domain::DecisionPath::Cli,
+                )
+                .await
+                .unwrap();
+        }
+    }
+
     pub async fn channel(&self, name: &str, members: &[&str]) {
         let spec = ChannelSpec {
             name: ChannelName::parse(name).unwrap(),

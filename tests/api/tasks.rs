@@ -1,7 +1,7 @@
 //! A2A tasks through the service: routing by skill, the derived task state through claim,
 //! announce, question, answer and reply, the event log, listing, cancel, and party isolation.
 
-use liaison::domain::{Decision, DecisionPath, Impact, Kind, PersonKind, Scope, TaskState};
+use liaison::domain::{Impact, Kind, PersonKind, Scope, TaskState};
 use liaison::service::{ClaimAction, ClaimTarget, ErrorCode, Settings, SkillRoute, TaskMessage};
 use liaison::store::TaskFilter;
 
@@ -156,17 +156,7 @@ async fn a_claimed_request_is_working_and_a_cancel_ends_it_once() {
         .await
         .unwrap_err();
     assert_eq!(pending.code, ErrorCode::ApprovalPending);
-    let human = env.caller("alice", Scope::Human, "alice@console:1").await;
-    let approval = s
-        .approvals(&human, true, None, None)
-        .await
-        .unwrap()
-        .approvals[0]
-        .id
-        .clone();
-    s.decide(&human, &approval, Decision::Allow, None, DecisionPath::Cli)
-        .await
-        .unwrap();
+    env.allow_pending("alice").await;
     s.claim(
         &alice,
         ClaimTarget::Thread(id.clone()),
@@ -319,17 +309,7 @@ async fn an_external_task_of_every_skill_can_be_claimed_and_is_then_working() {
         let id = s.send_task_message(&partner, msg).await.unwrap().thread.id;
         if skill == "change" {
             // A change has an effect: a human allows it first (see tests/api/approvals.rs).
-            let human = env.caller("alice", Scope::Human, "alice@console:1").await;
-            let approval = s
-                .approvals(&human, true, None, None)
-                .await
-                .unwrap()
-                .approvals[0]
-                .id
-                .clone();
-            s.decide(&human, &approval, Decision::Allow, None, DecisionPath::Cli)
-                .await
-                .unwrap();
+            env.allow_pending("alice").await;
         }
         let claim = s
             .claim(
