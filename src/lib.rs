@@ -20,6 +20,7 @@
 //! - [`net`]: the listener: one accept loop for plain and TLS, connection cap and timeouts, the
 //!   failed-authentication guard.
 //! - [`outbox`]: durable outbound deliveries (A2A push, Standard Webhooks) and the SSRF-safe client.
+//! - [`remote`]: the outbound bridge: remote agents' cards, the A2A client that calls them.
 //! - [`keys`]: the signing key ring in the store, rotation with overlap, push JWTs.
 //! - [`app`]: wiring: `App::build` binds listeners, `App::run_until_stopped` serves.
 
@@ -39,6 +40,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod net;
 pub mod outbox;
+pub mod remote;
 pub mod service;
 pub mod store;
 pub mod tls;

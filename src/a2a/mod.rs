@@ -28,7 +28,7 @@ pub mod jwt;
 /// The key ring lives in `crate::keys` (the card, push JWTs and webhooks all use it).
 pub use crate::keys::ring as keys;
 pub mod params;
-mod pb;
+pub mod pb;
 pub mod protojson;
 pub use crate::keys::push_jwt as push_auth;
 pub mod query;

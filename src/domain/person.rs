@@ -7,10 +7,12 @@ use serde::{Deserialize, Serialize};
 use super::{ParseError, named_enum};
 
 named_enum! {
-    /// A member drives internal agents; an external person is an outside A2A party.
+    /// A member drives internal agents; an external person is an outside A2A party that calls
+    /// liaison; a remote is an outside A2A agent liaison calls on the members' behalf (SPEC §8b).
     pub enum PersonKind ("person kind") {
         Member = "member",
         External = "external",
+        Remote = "remote",
     }
 }
 

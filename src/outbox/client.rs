@@ -3,7 +3,14 @@
 //! resolver that drops every refused address, so the check is on the very addresses connected to
 //! (DNS rebinding cannot slip a private address in after a check). No proxy (it would resolve for
 //! us), no redirects, a connect and a total timeout, and at most [`MAX_RESPONSE_BYTES`] of a
-//! response read.
+//! delivery's response read.
+//!
+//! The outbound bridge (`crate::remote`) uses the same client for Agent Cards, key sets, OAuth2
+//! tokens and A2A calls: [`OutboundClient::request_bounded`] reads a whole answer up to a cap
+//! given by the caller (larger is an error, never a larger buffer); [`OutboundClient::open_stream`]
+//! opens a response that is read as it comes (SSE), with the connect timeout and an idle timeout
+//! between reads instead of a total one; [`OutboundClient::connect_tcp`] opens a TCP connection
+//! under the same address rule for the gRPC client, which speaks HTTP/2 itself.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -56,11 +63,38 @@ impl Resolve for GuardedResolver {
     }
 }
 
+/// Longest wait for the next bytes of a stream (SSE) before it counts as dropped.
+pub const STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A response read whole (up to the caller's cap).
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+    /// `Retry-After`, when the server sent one.
+    pub retry_after: Option<Duration>,
+}
+
+/// Why a bounded request got no usable answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FetchError {
+    #[error("{} ({})", .0.message(), .0.class())]
+    Send(SendFailure),
+    #[error("the answer is larger than {limit} bytes")]
+    TooLarge { limit: usize },
+}
+
 /// The SSRF-safe client. Cheap to clone.
 #[derive(Clone)]
 pub struct OutboundClient {
     http: reqwest::Client,
+    /// The same guard without a total timeout, for responses read as they come.
+    streams: reqwest::Client,
     policy: Arc<AddressPolicy>,
+    connect_timeout: Duration,
+    timeout: Duration,
+    stream_idle: Duration,
 }
 
 impl OutboundClient {
@@ -69,43 +103,211 @@ impl OutboundClient {
         connect_timeout: Duration,
         timeout: Duration,
     ) -> anyhow::Result<OutboundClient> {
-        crate::tls::install_crypto_provider();
-        let policy = Arc::new(policy);
-        let http = reqwest::Client::builder()
-            .dns_resolver(GuardedResolver {
-                policy: policy.clone(),
-            })
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(connect_timeout)
-            .timeout(timeout)
-            .tcp_nodelay(true)
-            .user_agent(concat!("liaison/", env!("CARGO_PKG_VERSION")))
-            .build()?;
-        Ok(OutboundClient { http, policy })
+        Self::with_stream_idle(policy, connect_timeout, timeout, STREAM_IDLE_TIMEOUT)
     }
 
-    /// POSTs `body` to `url`; never follows a redirect (a 3xx is returned as it is).
-    pub async fn post(&self, url: &str, headers: HeaderMap, body: Vec<u8>) -> SendResult {
+    /// [`OutboundClient::new`] with another idle timeout for streams.
+    pub fn with_stream_idle(
+        policy: AddressPolicy,
+        connect_timeout: Duration,
+        timeout: Duration,
+        stream_idle: Duration,
+    ) -> anyhow::Result<OutboundClient> {
+        crate::tls::install_crypto_provider();
+        let policy = Arc::new(policy);
+        let builder = || {
+            reqwest::Client::builder()
+                .dns_resolver(GuardedResolver {
+                    policy: policy.clone(),
+                })
+                .no_proxy()
+                .redirect(reqwest::redirect::Policy::none())
+                .connect_timeout(connect_timeout)
+                .tcp_nodelay(true)
+                .user_agent(concat!("liaison/", env!("CARGO_PKG_VERSION")))
+        };
+        let http = builder().timeout(timeout).build()?;
+        let streams = builder().read_timeout(stream_idle).build()?;
+        Ok(OutboundClient {
+            http,
+            streams,
+            policy,
+            connect_timeout,
+            timeout,
+            stream_idle,
+        })
+    }
+
+    /// The connect timeout (the gRPC client's too).
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
+    }
+
+    /// The total timeout of a request read whole.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The longest wait for the next bytes of a stream.
+    pub fn stream_idle(&self) -> Duration {
+        self.stream_idle
+    }
+
+    /// `url` parsed, if it is http(s) and its host, when an address literal, is allowed.
+    fn checked(&self, url: &str) -> Result<reqwest::Url, SendFailure> {
         let parsed = match reqwest::Url::parse(url) {
             Ok(u) if matches!(u.scheme(), "http" | "https") => u,
-            Ok(_) => {
-                return SendResult::Failed(SendFailure::InvalidUrl(format!("{url}: not http(s)")));
-            }
-            Err(e) => return SendResult::Failed(SendFailure::InvalidUrl(format!("{url}: {e}"))),
+            Ok(_) => return Err(SendFailure::InvalidUrl(format!("{url}: not http(s)"))),
+            Err(e) => return Err(SendFailure::InvalidUrl(format!("{url}: {e}"))),
         };
         if let Some(host) = parsed.host_str()
             && let Ok(ip) = host
                 .trim_start_matches('[')
                 .trim_end_matches(']')
                 .parse::<IpAddr>()
-            && let Err(kind) = self.policy.check(ip)
         {
-            return SendResult::Failed(SendFailure::RefusedAddress(format!(
-                "{ip} is a {} address",
-                kind.as_str()
-            )));
+            self.check_ip(ip)?;
         }
+        Ok(parsed)
+    }
+
+    fn check_ip(&self, ip: IpAddr) -> Result<(), SendFailure> {
+        self.policy.check(ip).map_err(|kind| {
+            SendFailure::RefusedAddress(format!("{ip} is a {} address", kind.as_str()))
+        })
+    }
+
+    /// Sends `method` to `url` and reads the whole answer, at most `max_bytes` of it (a larger
+    /// answer is [`FetchError::TooLarge`]); never follows a redirect.
+    pub async fn request_bounded(
+        &self,
+        method: reqwest::Method,
+        url: &str,
+        headers: HeaderMap,
+        body: Option<Vec<u8>>,
+        max_bytes: usize,
+    ) -> Result<Fetched, FetchError> {
+        let parsed = self.checked(url).map_err(FetchError::Send)?;
+        let mut request = self.http.request(method, parsed).headers(headers);
+        if let Some(body) = body {
+            request = request.body(body);
+        }
+        let mut response = request
+            .send()
+            .await
+            .map_err(|e| FetchError::Send(classify(&e)))?;
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let retry_after = retry_after(&headers);
+        if response
+            .content_length()
+            .is_some_and(|n| n > max_bytes as u64)
+        {
+            return Err(FetchError::TooLarge { limit: max_bytes });
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| FetchError::Send(classify(&e)))?
+        {
+            if body.len() + chunk.len() > max_bytes {
+                return Err(FetchError::TooLarge { limit: max_bytes });
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(Fetched {
+            status,
+            headers,
+            body,
+            retry_after,
+        })
+    }
+
+    /// Sends `method` to `url` and returns the response as soon as its head arrives, to be read
+    /// as it comes (an event stream): the connect timeout applies, then the idle timeout between
+    /// reads, and no total timeout.
+    pub async fn open_stream(
+        &self,
+        method: reqwest::Method,
+        url: &str,
+        headers: HeaderMap,
+        body: Option<Vec<u8>>,
+    ) -> Result<reqwest::Response, SendFailure> {
+        let parsed = self.checked(url)?;
+        let mut request = self.streams.request(method, parsed).headers(headers);
+        if let Some(body) = body {
+            request = request.body(body);
+        }
+        request.send().await.map_err(|e| classify(&e))
+    }
+
+    /// A TCP connection to `host:port` under the address rule (a literal address is checked, a
+    /// name is resolved and only allowed addresses are tried), within the connect timeout.
+    pub async fn connect_tcp(
+        &self,
+        host: &str,
+        port: u16,
+    ) -> Result<tokio::net::TcpStream, SendFailure> {
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let candidates: Vec<SocketAddr> = match bare.parse::<IpAddr>() {
+            Ok(ip) => {
+                self.check_ip(ip)?;
+                vec![SocketAddr::new(ip, port)]
+            }
+            Err(_) => {
+                let found: Vec<SocketAddr> = tokio::time::timeout(
+                    self.connect_timeout,
+                    tokio::net::lookup_host((bare, port)),
+                )
+                .await
+                .map_err(|_| SendFailure::Timeout(format!("resolving {bare} timed out")))?
+                .map_err(|e| SendFailure::Connect(format!("could not resolve {bare}: {e}")))?
+                .collect();
+                let allowed: Vec<SocketAddr> = found
+                    .iter()
+                    .copied()
+                    .filter(|a| self.policy.check(a.ip()).is_ok())
+                    .collect();
+                if allowed.is_empty() {
+                    let addrs = found
+                        .iter()
+                        .map(|a| a.ip().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    return Err(SendFailure::RefusedAddress(
+                        RefusedName {
+                            host: bare.to_owned(),
+                            addrs,
+                        }
+                        .to_string(),
+                    ));
+                }
+                allowed
+            }
+        };
+        let mut last = String::new();
+        for addr in candidates {
+            match tokio::time::timeout(self.connect_timeout, tokio::net::TcpStream::connect(addr))
+                .await
+            {
+                Ok(Ok(tcp)) => {
+                    let _ = tcp.set_nodelay(true);
+                    return Ok(tcp);
+                }
+                Ok(Err(e)) => last = format!("could not connect to {addr}: {e}"),
+                Err(_) => last = format!("connecting to {addr} timed out"),
+            }
+        }
+        Err(SendFailure::Connect(last))
+    }
+
+    /// POSTs `body` to `url`; never follows a redirect (a 3xx is returned as it is).
+    pub async fn post(&self, url: &str, headers: HeaderMap, body: Vec<u8>) -> SendResult {
+        let parsed = match self.checked(url) {
+            Ok(u) => u,
+            Err(f) => return SendResult::Failed(f),
+        };
         let response = match self
             .http
             .post(parsed)
@@ -118,11 +320,7 @@ impl OutboundClient {
             Err(e) => return SendResult::Failed(classify(&e)),
         };
         let code = response.status().as_u16();
-        let retry_after = response
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(parse_retry_after);
+        let retry_after = retry_after(response.headers());
         drain(response).await;
         SendResult::Status { code, retry_after }
     }
@@ -140,6 +338,14 @@ async fn drain(mut response: reqwest::Response) {
     }
 }
 
+/// The `Retry-After` of `headers`, if any.
+pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    headers
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_retry_after)
+}
+
 /// `Retry-After`: delay-seconds or an HTTP date.
 fn parse_retry_after(v: &str) -> Option<Duration> {
     let v = v.trim();
@@ -151,7 +357,8 @@ fn parse_retry_after(v: &str) -> Option<Duration> {
     Some(Duration::from_secs(u64::try_from(delta).unwrap_or(0)))
 }
 
-fn classify(e: &reqwest::Error) -> SendFailure {
+/// What a reqwest failure was, as the outbox classifies failures.
+pub fn classify(e: &reqwest::Error) -> SendFailure {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(s) = source {
         if let Some(refused) = s.downcast_ref::<RefusedName>() {

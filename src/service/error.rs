@@ -61,6 +61,14 @@ named_enum! {
         TooManyStreams = "too_many_streams",
         /// The token already holds as many MCP sessions as it may, none of them idle.
         TooManySessions = "too_many_sessions",
+        /// A remote agent's card or key set could not be fetched (unreachable, timed out, or
+        /// answered an error status).
+        RemoteUnreachable = "remote_unreachable",
+        /// A remote agent's card was fetched but refused: not a valid card, an invalid
+        /// signature, unsigned without `allow_unsigned`, or no interface liaison can call.
+        CardRejected = "card_rejected",
+        /// A remote agent's signing keys changed since they were pinned; accept them explicitly.
+        KeysChanged = "keys_changed",
         /// The server is stopping or its database is unavailable; retry later.
         Unavailable = "unavailable",
         /// A bug or an unexpected failure; details are in the server log.
@@ -86,7 +94,10 @@ impl ErrorCode {
             | ErrorCode::TaskTerminal
             | ErrorCode::TaskNotCancelable
             | ErrorCode::IdempotencyConflict
+            | ErrorCode::KeysChanged
             | ErrorCode::AlreadyExists => 409,
+            ErrorCode::CardRejected => 422,
+            ErrorCode::RemoteUnreachable => 502,
             ErrorCode::TooManyWaiters
             | ErrorCode::RateLimited
             | ErrorCode::TooManyStreams

@@ -37,7 +37,8 @@ pub use messages::{
     ThreadView,
 };
 pub use outbox::{
-    DeliveryView, OutboxSettings, SendFailure, SendResult, WEBHOOK_EVENTS, WebhookSpec, verdict,
+    DeliveryView, OutboxSettings, SendFailure, SendResult, WEBHOOK_EVENTS, WebhookSpec,
+    status_retryable, verdict,
 };
 pub use tasks::{
     A2A_KEY_PREFIX, PushConfigSpec, SkillRoute, TaskApproval, TaskListing, TaskMessage, TaskView,

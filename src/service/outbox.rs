@@ -121,7 +121,7 @@ impl SendFailure {
 
     /// Worth trying again later: the network or the receiver may recover; a refused address, a
     /// bad URL or a vanished config will not.
-    fn retryable(&self) -> bool {
+    pub fn retryable(&self) -> bool {
         matches!(
             self,
             SendFailure::Timeout(_) | SendFailure::Connect(_) | SendFailure::Request(_)
@@ -131,7 +131,7 @@ impl SendFailure {
 
 /// Whether a status may succeed later: 408, 425, 429 and 5xx do; other 4xx (and redirects, which
 /// are never followed) are permanent.
-fn status_retryable(code: u16) -> bool {
+pub fn status_retryable(code: u16) -> bool {
     matches!(code, 408 | 425 | 429) || !(200..500).contains(&code)
 }
 

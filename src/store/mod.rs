@@ -19,6 +19,7 @@ mod outbox;
 mod people;
 mod postgres;
 mod records;
+mod remotes;
 mod signing_keys;
 mod sqlite;
 mod tasks;
@@ -40,6 +41,7 @@ pub use outbox::{
     FinishedAttempt, PUSH_EVENT, WebhookRecord, push_endpoint, webhook_endpoint,
 };
 pub use records::*;
+pub use remotes::{RemoteRecord, RemoteUpdate};
 pub use tasks::TaskFilter;
 
 /// What can go wrong in the store. Cloneable, because one failed group commit fails many callers.
