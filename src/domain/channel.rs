@@ -33,6 +33,11 @@ pub struct ApprovalPolicy {
     /// How long an approval waits for a decision before it expires and the thread is closed.
     #[serde(default = "day")]
     pub approval_ttl_s: u64,
+    /// Messages to a remote agent (SPEC §8b): data leaving the team. `approve` (default): a human
+    /// of the sending member allows each exact message first; `auto`: sent at once; `deny`:
+    /// refused at posting.
+    #[serde(default = "approve")]
+    pub outbound: PolicyDecision,
     /// Whether an approver's own MCP client may ask its human through MCP elicitation (never for
     /// requests from external parties). Off by default.
     #[serde(default)]
@@ -61,6 +66,7 @@ impl Default for ApprovalPolicy {
             code: approve(),
             database: approve(),
             production: approve(),
+            outbound: approve(),
             approval_ttl_s: day(),
             approval_via_elicitation: false,
         }

@@ -12,13 +12,15 @@ mod label;
 mod message;
 mod person;
 mod presence;
+mod remote;
 mod task;
 pub mod text;
 mod thread;
 mod time;
 
 pub use approval::{
-    ApprovalEvent, ApprovalRefusal, ApprovalState, Decision, DecisionPath, fingerprint,
+    ApprovalEvent, ApprovalKind, ApprovalRefusal, ApprovalState, Decision, DecisionPath,
+    fingerprint, outbound_fingerprint,
 };
 pub use channel::{APPROVAL_TTL_RANGE, ApprovalPolicy, PolicyDecision};
 pub use ids::{ApprovalId, ChannelName, MessageId, PersonId, ThreadId};
@@ -27,6 +29,7 @@ pub use message::{
     Attachment, Impact, Kind, MAX_ATTACHMENT_BYTES, MAX_ATTACHMENTS, MAX_BODY_BYTES,
     MAX_SUBJECT_CHARS, Outcome,
 };
+pub use remote::{FollowMode, RemoteState};
 pub use person::{AgentIdentity, PersonKind, Right, Rights, Scope, Scopes};
 pub use presence::{LeaseMode, Transition};
 pub use task::{TaskEvent, TaskState, TaskTerminal};

@@ -20,6 +20,7 @@ mod people;
 mod postgres;
 mod records;
 mod remotes;
+mod remote_tasks;
 mod signing_keys;
 mod sqlite;
 mod tasks;
@@ -42,6 +43,10 @@ pub use outbox::{
 };
 pub use records::*;
 pub use remotes::{RemoteRecord, RemoteUpdate};
+pub use remote_tasks::{
+    NewRemoteTask, REMOTE_CANCEL, REMOTE_SEND, RemoteHop, RemoteObservation, RemoteTaskRecord,
+    remote_endpoint,
+};
 pub use tasks::TaskFilter;
 
 /// What can go wrong in the store. Cloneable, because one failed group commit fails many callers.
