@@ -131,7 +131,7 @@ from a2a.types import (
     TaskStatus,
     a2a_pb2_grpc,
 )
-from a2a.utils.errors import A2AError, PushNotificationNotSupportedError
+from a2a.utils.errors import A2AError, PushNotificationNotSupportedError, UnsupportedOperationError
 from a2a.utils.proto_utils import to_stream_response
 from a2a.utils.signing import create_agent_card_signer
 
@@ -148,6 +148,12 @@ SLOW_STEPS = 3
 SLOW_INTERVAL_S = 0.5
 BIG_DEFAULT_MIB = 10
 INTERRUPTED = (TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED)
+ENDED = (
+    TaskState.TASK_STATE_COMPLETED,
+    TaskState.TASK_STATE_FAILED,
+    TaskState.TASK_STATE_CANCELED,
+    TaskState.TASK_STATE_REJECTED,
+)
 
 SKILLS = [
     AgentSkill(
@@ -338,9 +344,16 @@ class Handler(DefaultRequestHandler):
         self.push_enabled = push_enabled
         self.recorder = recorder
 
-    def _check_push(self, params) -> None:
+    async def _check(self, params, context) -> None:
         if not self.push_enabled and params.configuration.HasField("task_push_notification_config"):
             raise PushNotificationNotSupportedError(message="Push notifications are not supported by the agent")
+        # The SDK refuses a message to an ended task too, but only after setting the task up
+        # again (and logging the teardown of what it set up); answer the same error before that.
+        if params.message.task_id:
+            task = await self.task_store.get(params.message.task_id, context)
+            if task is not None and task.status.state in ENDED:
+                state = TaskState.Name(task.status.state)
+                raise UnsupportedOperationError(message=f"Task {task.id} is in terminal state: {state}")
 
     def _record_refusal(self, params, context, error: A2AError) -> None:
         if not _RECORDED.get():
@@ -353,7 +366,7 @@ class Handler(DefaultRequestHandler):
     async def on_message_send(self, params, context):
         _RECORDED.set(False)
         try:
-            self._check_push(params)
+            await self._check(params, context)
             return await super().on_message_send(params, context)
         except A2AError as e:
             self._record_refusal(params, context, e)
@@ -362,7 +375,7 @@ class Handler(DefaultRequestHandler):
     async def on_message_send_stream(self, params, context):
         _RECORDED.set(False)
         try:
-            self._check_push(params)
+            await self._check(params, context)
             async for event in super().on_message_send_stream(params, context):
                 yield event
         except A2AError as e:
@@ -592,7 +605,11 @@ class GrpcAuth(grpc.aio.ServerInterceptor):
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, why)
 
         make = grpc.unary_stream_rpc_method_handler if handler.unary_stream else grpc.unary_unary_rpc_method_handler
-        return make(refuse, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
+        return make(
+            refuse,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -652,7 +669,9 @@ def parse_args(argv=None):
         help="push Authorization when the config has no credentials: a JWT by the card key (on), none (off), "
         "or signed by a throwaway key under the same kid (forged)",
     )
-    parser.add_argument("--record", metavar="FILE", help="testing aid: append each received message to FILE (JSON lines)")
+    parser.add_argument(
+        "--record", metavar="FILE", help="testing aid: append each received message to FILE (JSON lines)"
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return parser.parse_args(argv)
 
@@ -721,7 +740,8 @@ async def serve(args) -> None:
         ),
     ]
     app = HttpAuth(Starlette(routes=routes), credentials)
-    a2a_pb2_grpc.add_A2AServiceServicer_to_server(GrpcHandler(handler, context_builder=GrpcContextBuilder()), grpc_server)
+    grpc_handler = GrpcHandler(handler, context_builder=GrpcContextBuilder())
+    a2a_pb2_grpc.add_A2AServiceServicer_to_server(grpc_handler, grpc_server)
 
     config = uvicorn.Config(app, log_config=None, access_log=False, timeout_graceful_shutdown=2, lifespan="off")
     server = uvicorn.Server(config)
@@ -751,7 +771,8 @@ async def serve(args) -> None:
     }
     sys.stdout.write(json.dumps(ready) + "\n")
     sys.stdout.flush()
-    log.info("serving %s (gRPC %s), card %s", base_url, grpc_target, "unsigned" if args.unsigned else f"signed by {keys.kid}")
+    signed = "unsigned" if args.unsigned else f"signed by {keys.kid}"
+    log.info("serving %s (gRPC %s), card %s", base_url, grpc_target, signed)
     try:
         await http_task
     finally:
