@@ -47,7 +47,7 @@ Behaviour, by the first word of the message text (case-insensitive):
   slow       three WORKING updates ("step 1 of 3" …) about 0.5 s apart, then COMPLETED.
   wait       WORKING until canceled (CancelTask → CANCELED). A blocking SendMessage returns only
              then, so send it streaming or with returnImmediately.
-  big [MB]   COMPLETED with one file artifact of MB mebibytes (default 10), to test size caps.
+  big [N]    COMPLETED with one file artifact of N MiB (default 10), to test size caps.
              Over gRPC the client must allow messages that large.
 CancelTask cancels any task that has not ended. Tasks live in memory (a2a-sdk's InMemoryTaskStore).
 
@@ -695,7 +695,8 @@ async def serve(args) -> None:
         interceptors=[GrpcAuth(credentials)],
         options=[("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", 64 * 1024 * 1024)],
     )
-    grpc_port = grpc_server.add_insecure_port(f"{args.host}:{args.grpc_port}")
+    listen_host = f"[{args.host}]" if ":" in args.host else args.host
+    grpc_port = grpc_server.add_insecure_port(f"{listen_host}:{args.grpc_port}")
     if grpc_port == 0:
         raise SystemExit(f"cannot listen for gRPC on {args.host}:{args.grpc_port}")
     grpc_target = f"{http_host}:{grpc_port}"

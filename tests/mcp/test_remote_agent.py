@@ -362,8 +362,11 @@ async def test_reject_and_fail_end_the_task_with_a_reason(agent, binding):
 async def test_slow_streams_three_working_updates_then_completes(agent, binding):
     async with http_client() as http:
         client = client_for(await fetch_card(agent, http), binding, http, streaming=True)
-        events = await send(client, message("slow Summarize the incident review"))
+        msg = message("slow Summarize the incident review")
+        events = await send(client, msg)
         await client.close()
+    (received,) = [r for r in agent.records() if r["messageId"] == msg.message_id]
+    assert received["binding"] == binding and received["taskId"] == events[0].task.id
     assert events[0].WhichOneof("payload") == "task"
     updates = [ev.status_update.status for ev in events if ev.WhichOneof("payload") == "status_update"]
     working = [text_of(s.message) for s in updates if s.state == S.TASK_STATE_WORKING]
@@ -431,10 +434,13 @@ async def test_big_returns_a_ten_mebibyte_artifact(agent, binding):
     async with http_client() as http:
         client = client_for(await fetch_card(agent, http), binding, http, streaming=False)
         task = final_task(await send(client, message("big")))
+        small = final_task(await send(client, message("big 1")))
         await client.close()
     assert task.status.state == S.TASK_STATE_COMPLETED
     (artifact,) = task.artifacts
     assert len(artifact.parts[0].raw) == 10 * 1024 * 1024
+    assert (artifact.parts[0].filename, artifact.parts[0].media_type) == ("big.bin", "application/octet-stream")
+    assert len(small.artifacts[0].parts[0].raw) == 1024 * 1024
 
 
 # ---------------------------------------------------------------------------------------------
