@@ -27,6 +27,8 @@ What it serves
   The card carries no empty value (no `securityRequirements` with an empty scope list): a2a-sdk's
   canonicalization drops empty strings, lists and objects, the spec's keeps required ones, and a
   card without any verifies the same under both.
+  For clients' failure paths: --bad-signature changes the card after signing it (the signature no
+  longer verifies); --jku URL puts another key set URL in the protected header.
 - /files/report.txt: the small file the `complete` behaviour links to as a URL part.
 
 Authentication (optional)
@@ -660,6 +662,10 @@ def parse_args(argv=None):
     parser.add_argument("--no-push", action="store_true", help="card says no push; push configs refused")
     parser.add_argument("--key", help="P-256 private key PEM file, created if missing (default: a fresh key)")
     parser.add_argument("--unsigned", action="store_true", help="serve the card without a signature")
+    parser.add_argument(
+        "--bad-signature", action="store_true", help="change the card after signing it (for clients' tests)"
+    )
+    parser.add_argument("--jku", help="the key set URL to name in the signature (default: our own)")
     parser.add_argument("--token", help="require 'Authorization: Bearer TOKEN' on every A2A call")
     parser.add_argument("--header-check", type=parse_header, metavar="'NAME: VALUE'", help="require this header too")
     parser.add_argument(
@@ -703,7 +709,9 @@ async def serve(args) -> None:
 
     card = build_card(args, base_url, grpc_target)
     if not args.unsigned:
-        card = sign_card(card, keys, base_url + JWKS_PATH)
+        card = sign_card(card, keys, args.jku or base_url + JWKS_PATH)
+        if args.bad_signature:
+            card.description += " (changed after signing)"
 
     recorder = Recorder(args.record)
     push_http = httpx.AsyncClient(timeout=httpx.Timeout(15.0))

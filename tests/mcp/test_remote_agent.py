@@ -262,6 +262,22 @@ async def test_bindings_flag_orders_the_card_and_unsigned_serves_no_signature():
 
 
 @pytest.mark.anyio
+async def test_bad_signature_and_foreign_jku_flags_give_cards_that_clients_must_refuse():
+    with remote_agent("--bad-signature", "--jku", "https://keys.example/jwks.json") as a:
+        async with http_client() as http:
+            card = await fetch_card(a, http)
+            card_json = (await http.get(a.card_url)).json()
+            jwks = (await http.get(a.jwks_url)).json()
+    header = json.loads(b64url_decode(card.signatures[0].protected))
+    assert header["jku"] == "https://keys.example/jwks.json" and header["kid"] == a.kid
+    verify = create_signature_verifier(lambda kid, jku: jwt.PyJWK(jwks["keys"][0]), ["ES256"])
+    with pytest.raises(Exception):
+        verify(card)
+    with pytest.raises(Exception):
+        verify_independently(card_json, jwks)
+
+
+@pytest.mark.anyio
 async def test_a_key_file_keeps_the_kid_across_restarts_and_another_key_rotates_it(tmp_path):
     key = tmp_path / "first.pem"
     with remote_agent("--key", str(key)) as a:
