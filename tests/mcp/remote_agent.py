@@ -101,7 +101,7 @@ class RemoteAgent:
             cmd += ["--port", str(ports[0]), "--grpc-port", str(ports[1])]
         if self.record_path is not None:
             cmd += ["--record", str(self.record_path)]
-        if self.key_path is not None:
+        if self.key_path is not None and "--key" not in self.flags:
             cmd += ["--key", str(self.key_path)]
         self.output.append(f"$ {' '.join(cmd)}\n")
         self.process = subprocess.Popen(
