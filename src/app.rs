@@ -139,8 +139,13 @@ impl App {
                 crate::remote::Sender::new(service.clone(), a2a.clone(), public_url.clone());
             follower = Arc::new(crate::remote::Follower::new(service.clone(), a2a));
             Arc::new(
-                crate::outbox::Worker::new(service.clone(), client, keys.live(), public_url.clone())
-                    .with_remote(sender),
+                crate::outbox::Worker::new(
+                    service.clone(),
+                    client,
+                    keys.live(),
+                    public_url.clone(),
+                )
+                .with_remote(sender),
             )
         };
         service.set_master_key(master);

@@ -137,7 +137,14 @@ pub fn outbound_fingerprint(
     attachments: &[Attachment],
     to: &PersonId,
 ) -> String {
-    action_fingerprint(thread, message, impact, body, attachments, Some(to.as_str()))
+    action_fingerprint(
+        thread,
+        message,
+        impact,
+        body,
+        attachments,
+        Some(to.as_str()),
+    )
 }
 
 fn action_fingerprint(

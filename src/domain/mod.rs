@@ -29,9 +29,9 @@ pub use message::{
     Attachment, Impact, Kind, MAX_ATTACHMENT_BYTES, MAX_ATTACHMENTS, MAX_BODY_BYTES,
     MAX_SUBJECT_CHARS, Outcome,
 };
-pub use remote::{FollowMode, RemoteState};
 pub use person::{AgentIdentity, PersonKind, Right, Rights, Scope, Scopes};
 pub use presence::{LeaseMode, Transition};
+pub use remote::{FollowMode, RemoteState};
 pub use task::{TaskEvent, TaskState, TaskTerminal};
 pub use thread::{ThreadState, TransitionError};
 pub use time::Timestamp;

@@ -104,7 +104,10 @@ mod tests {
             Some((Kind::Close, Some(Outcome::Canceled)))
         );
         for s in S::ALL {
-            assert_eq!(s.is_terminal(), matches!(s.message(), Some((Kind::Close, _)) | Some((Kind::Reply, _))));
+            assert_eq!(
+                s.is_terminal(),
+                matches!(s.message(), Some((Kind::Close, _)) | Some((Kind::Reply, _)))
+            );
             assert!(!(s.is_terminal() && s.is_interrupted()));
         }
     }

@@ -455,10 +455,20 @@ impl Follower {
 
     /// Records a whole task and schedules the next look by the follow mode.
     async fn record(&self, task: &RemoteTaskRecord, current: &pb::Task) -> Result<(), FollowError> {
+        self.record_as(task, current, task.follow).await
+    }
+
+    /// [`Self::record`], scheduling the next look as `follow` would.
+    async fn record_as(
+        &self,
+        task: &RemoteTaskRecord,
+        current: &pb::Task,
+        follow: FollowMode,
+    ) -> Result<(), FollowError> {
         let update = task_update(current).map_err(FollowError::Invalid)?;
         let now = self.service.clock_now();
         let changed = Some(update.state) != task.state;
-        let (next, backoff) = match task.follow {
+        let (next, backoff) = match follow {
             FollowMode::Stream => (now, 0),
             FollowMode::Push => (Timestamp(now.0 + ms(PUSH_SAFETY)), 0),
             FollowMode::Poll => {
@@ -486,7 +496,19 @@ impl Follower {
         target: &RemoteTarget,
         shutdown: CancellationToken,
     ) -> Result<(), FollowError> {
-        let mut events = self.client.subscribe_to_task(target, task_id).await?;
+        let mut events = match self.client.subscribe_to_task(target, task_id).await {
+            Ok(events) => events,
+            Err(refused) => {
+                // A task that ended meanwhile cannot be subscribed to (UnsupportedOperation), and
+                // a remote may refuse resubscribing: read the task instead, and until the stream
+                // can be opened again, look at it as polling would.
+                let current = match self.client.get_task(target, task_id).await {
+                    Ok(t) => t,
+                    Err(_) => return Err(refused.into()),
+                };
+                return self.record_as(task, &current, FollowMode::Poll).await;
+            }
+        };
         let mut renew = tokio::time::interval(LEASE / 3);
         renew.tick().await;
         let mut last = task.state;
@@ -515,7 +537,10 @@ impl Follower {
                 Some(pb::stream_response::Payload::Task(t)) => {
                     last = t.status.as_ref().and_then(|s| state_of(s.state));
                     let complete = last.is_some_and(|s| s.is_terminal() || s.is_interrupted());
-                    let t = if complete && t.artifacts.is_empty() && last == Some(RemoteState::Completed) {
+                    let t = if complete
+                        && t.artifacts.is_empty()
+                        && last == Some(RemoteState::Completed)
+                    {
                         self.client.get_task(target, task_id).await?
                     } else {
                         t
@@ -561,14 +586,33 @@ impl Follower {
     }
 }
 
-/// The push receiver's check: the thread exists, is delegated, and the token is the one liaison
-/// gave. Unknown threads and wrong tokens look the same.
-pub async fn accept_push(service: &Service, thread: &str, token: Option<&str>) -> bool {
+/// What the push receiver does with a push: checks that the thread is delegated and the token is
+/// the one liaison gave (unknown threads and wrong tokens look the same: `false`), then posts a
+/// progress note the push carries (a WORKING status with text, of the thread's current task) and
+/// makes the task due, so the follower reads the whole task with `GetTask`. Nothing but a progress
+/// note is taken from the body.
+pub async fn accept_push(
+    service: &Service,
+    thread: &str,
+    token: Option<&str>,
+    body: &[u8],
+) -> bool {
     let (Ok(thread), Some(token)) = (ThreadId::parse(thread), token) else {
         return false;
     };
-    match service.remote_push_token_ok(&thread, token).await {
-        Ok(true) => service.remote_nudge(&thread).await.is_ok(),
-        _ => false,
+    if !matches!(service.remote_push_token_ok(&thread, token).await, Ok(true)) {
+        return false;
     }
+    if let Ok(event) = serde_json::from_slice::<pb::StreamResponse>(body)
+        && let Some(pb::stream_response::Payload::StatusUpdate(u)) = event.payload
+        && let Some(status) = &u.status
+        && state_of(status.state) == Some(RemoteState::Working)
+        && let Ok(update) = status_update(&u.task_id, status)
+        && !update.text.trim().is_empty()
+    {
+        let next = Timestamp(service.clock_now().0 + ms(PUSH_SAFETY));
+        // A note about another task than the thread's current one changes nothing.
+        let _ = service.remote_observed(&thread, update, next, 0).await;
+    }
+    service.remote_nudge(&thread).await.is_ok()
 }

@@ -21,9 +21,9 @@ use serde::Serialize;
 use super::{Caller, ErrorCode, Result, Service, ServiceError, input};
 use crate::bus::Topic;
 use crate::domain::{
-    ApprovalEvent, ApprovalId, ApprovalKind, ApprovalState, Attachment, Decision, DecisionPath, Impact, Kind,
-    MessageId, Outcome, PersonId, PersonKind, PolicyDecision, Right, Scope, ThreadId, Timestamp,
-    fingerprint, text,
+    ApprovalEvent, ApprovalId, ApprovalKind, ApprovalState, Attachment, Decision, DecisionPath,
+    Impact, Kind, MessageId, Outcome, PersonId, PersonKind, PolicyDecision, Right, Scope, ThreadId,
+    Timestamp, fingerprint, text,
 };
 use crate::store::{
     ApprovalRecord, AuditRecord, ChannelRecord, MessageRecord, NewApproval, NewMessage, Settled,

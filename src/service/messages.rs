@@ -253,19 +253,21 @@ impl Service {
             .await?;
         let approval = match &outbound {
             Some(o) => o.approval.clone(),
-            None => self.approval_needed(super::approvals::RequestFacts {
-                channel: &channel,
-                kind,
-                impact: req.impact,
-                thread: &thread,
-                message: &id,
-                body: &req.body,
-                attachments: &req.attachments,
-                recipients: &recipients,
-                external: caller.person.kind == crate::domain::PersonKind::External,
-                now,
-            })
-            .await?,
+            None => {
+                self.approval_needed(super::approvals::RequestFacts {
+                    channel: &channel,
+                    kind,
+                    impact: req.impact,
+                    thread: &thread,
+                    message: &id,
+                    body: &req.body,
+                    attachments: &req.attachments,
+                    recipients: &recipients,
+                    external: caller.person.kind == crate::domain::PersonKind::External,
+                    now,
+                })
+                .await?
+            }
         };
         let new = NewMessage {
             id,

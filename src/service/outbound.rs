@@ -177,7 +177,9 @@ impl Service {
             }
             Kind::Close => {
                 if f.skill.is_some() {
-                    return Err(ServiceError::invalid("skill is for the message that starts a round"));
+                    return Err(ServiceError::invalid(
+                        "skill is for the message that starts a round",
+                    ));
                 }
                 // Cancels a running remote task; otherwise nothing goes out.
                 if !started || state.is_some_and(RemoteState::is_terminal) {
@@ -197,7 +199,8 @@ impl Service {
             }
             Kind::Question | Kind::Request | Kind::Handoff => {
                 if let Some(t) = &task {
-                    let running = t.task_id.is_none() || !state.is_some_and(RemoteState::is_terminal);
+                    let running =
+                        t.task_id.is_none() || !state.is_some_and(RemoteState::is_terminal);
                     if running {
                         return Err(ServiceError::invalid(format!(
                             "the remote agent {remote} has not finished the task of this thread \
@@ -238,7 +241,11 @@ impl Service {
 
     /// The approval a message to `remote` needs under the channel's policy (none for `auto`), or
     /// the refusal of a `deny`.
-    fn outbound_approval(&self, f: &PostFacts<'_>, remote: &PersonId) -> Result<Option<NewApproval>> {
+    fn outbound_approval(
+        &self,
+        f: &PostFacts<'_>,
+        remote: &PersonId,
+    ) -> Result<Option<NewApproval>> {
         let policy = &f.channel.policy;
         let mut decision = policy.outbound;
         if f.kind == Kind::Request
@@ -378,7 +385,12 @@ impl Service {
             .remote_target(&task.remote)
             .await
             .map_err(|e| crate::service::SendFailure::Request(e.message))?
-            .ok_or_else(|| gone(format!("{} is no longer a registered remote agent", task.remote)))?;
+            .ok_or_else(|| {
+                gone(format!(
+                    "{} is no longer a registered remote agent",
+                    task.remote
+                ))
+            })?;
         let continue_task = match (&task.task_id, task.state) {
             (Some(id), Some(s)) if message.kind == Kind::Reply && s.is_interrupted() => {
                 Some(id.clone())
@@ -528,7 +540,13 @@ impl Service {
         Ok(self
             .inner
             .store
-            .remote_task_trouble(thread, error, Timestamp(now.0 + backoff_ms), backoff_ms, now)
+            .remote_task_trouble(
+                thread,
+                error,
+                Timestamp(now.0 + backoff_ms),
+                backoff_ms,
+                now,
+            )
             .await?)
     }
 
@@ -569,7 +587,12 @@ impl Service {
 
     /// A push said the thread's remote task changed: make it due now and wake the followers.
     pub async fn remote_nudge(&self, thread: &ThreadId) -> Result<()> {
-        if self.inner.store.nudge_remote_task(thread, self.now()).await? {
+        if self
+            .inner
+            .store
+            .nudge_remote_task(thread, self.now())
+            .await?
+        {
             self.inner.bus.publish(&crate::bus::Topic::remote());
         }
         Ok(())
@@ -604,7 +627,10 @@ impl Service {
         if matches!(t.state, crate::domain::ThreadState::Closed { .. }) {
             return Ok(());
         }
-        let name = self.names(std::slice::from_ref(&task.remote)).await?.join("");
+        let name = self
+            .names(std::slice::from_ref(&task.remote))
+            .await?
+            .join("");
         let close = self.server_message(
             &task.thread,
             &t.channel,
@@ -644,9 +670,10 @@ impl Service {
         let Some(thread) = &d.thread else {
             return Ok(None);
         };
-        let message = serde_json::from_str::<serde_json::Value>(d.payload.as_deref().unwrap_or_default())
-            .ok()
-            .and_then(|p| p["message"].as_str().and_then(|m| MessageId::parse(m).ok()));
+        let message =
+            serde_json::from_str::<serde_json::Value>(d.payload.as_deref().unwrap_or_default())
+                .ok()
+                .and_then(|p| p["message"].as_str().and_then(|m| MessageId::parse(m).ok()));
         let Some(message) = message else {
             return Ok(None);
         };
@@ -725,7 +752,9 @@ impl Service {
         {
             let body = if update.text.trim().is_empty() {
                 match update.state {
-                    RemoteState::InputRequired => "The remote agent needs more input to continue.".into(),
+                    RemoteState::InputRequired => {
+                        "The remote agent needs more input to continue.".into()
+                    }
                     RemoteState::AuthRequired => {
                         "The remote agent needs authorization to continue.".into()
                     }
@@ -740,7 +769,8 @@ impl Service {
             let key = format!(
                 "remote:{}",
                 hex_sha256(
-                    format!("{}\0{}\0{}", update.task_id, update.state, update.event_key).as_bytes()
+                    format!("{}\0{}\0{}", update.task_id, update.state, update.event_key)
+                        .as_bytes()
                 )
             );
             let caller = self.remote_caller(&task.remote).await?;
@@ -822,7 +852,8 @@ impl Service {
             .collect();
         Ok(Some(crate::remote::RemoteTarget {
             person: r.person.id,
-            binding: crate::remote::Binding::parse(&r.binding).unwrap_or(crate::remote::Binding::JsonRpc),
+            binding: crate::remote::Binding::parse(&r.binding)
+                .unwrap_or(crate::remote::Binding::JsonRpc),
             url: r.url,
             tenant: r.tenant,
             streaming: r.streaming,

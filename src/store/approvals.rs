@@ -10,8 +10,8 @@ use super::messages::{NewMessage, append_entry, post_in};
 use super::remote_tasks::RemoteHop;
 use super::{EntryContent, Result, Store, StoreError};
 use crate::domain::{
-    AgentIdentity, ApprovalEvent, ApprovalId, ApprovalKind, ApprovalState, ChannelName, Decision, DecisionPath,
-    Impact, MessageId, PersonId, ThreadId, Timestamp,
+    AgentIdentity, ApprovalEvent, ApprovalId, ApprovalKind, ApprovalState, ChannelName, Decision,
+    DecisionPath, Impact, MessageId, PersonId, ThreadId, Timestamp,
 };
 
 /// An approval the service decided a request needs; stored with the request.

@@ -19,8 +19,8 @@ mod outbox;
 mod people;
 mod postgres;
 mod records;
-mod remotes;
 mod remote_tasks;
+mod remotes;
 mod signing_keys;
 mod sqlite;
 mod tasks;
@@ -42,11 +42,11 @@ pub use outbox::{
     FinishedAttempt, PUSH_EVENT, WebhookRecord, push_endpoint, webhook_endpoint,
 };
 pub use records::*;
-pub use remotes::{RemoteRecord, RemoteUpdate};
 pub use remote_tasks::{
     NewRemoteTask, REMOTE_CANCEL, REMOTE_SEND, RemoteHop, RemoteObservation, RemoteTaskRecord,
     remote_endpoint,
 };
+pub use remotes::{RemoteRecord, RemoteUpdate};
 pub use tasks::TaskFilter;
 
 /// What can go wrong in the store. Cloneable, because one failed group commit fails many callers.
