@@ -4,6 +4,7 @@
 //! Decode, call the service, encode: no rule lives here.
 
 mod outbox;
+mod remotes;
 
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
@@ -122,6 +123,7 @@ pub fn router(service: Service) -> Router {
         .route("/admin/v1/channels/{name}/policy", put(set_policy))
         .route("/admin/v1/audit", get(audit))
         .merge(outbox::router())
+        .merge(remotes::router())
         .with_state(service)
 }
 

@@ -9,6 +9,7 @@ mod keys;
 pub mod logging;
 mod member;
 mod outbox;
+mod remotes;
 mod serve;
 
 use std::path::PathBuf;
@@ -54,6 +55,10 @@ pub enum Command {
     /// The outbox: list deliveries (--failed, --dead), show one with its attempts, retry a dead one.
     #[command(subcommand)]
     Deliveries(outbox::DeliveriesCommand),
+    /// Remote A2A agents internal agents can delegate to: add (from a card URL), list, show,
+    /// refresh, remove.
+    #[command(subcommand)]
+    Remote(remotes::RemoteCommand),
     /// The audit log of approvals (admins), oldest first.
     Audit {
         /// RFC 3339 time: entries at or after it.
@@ -137,6 +142,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Keys(c) => keys::keys(c).await,
         Command::Webhook(c) => outbox::webhook(c).await,
         Command::Deliveries(c) => outbox::deliveries(c).await,
+        Command::Remote(c) => remotes::remote(c).await,
         Command::Audit {
             since,
             after,

@@ -97,7 +97,7 @@ fn conflict_as(what: &str, id: &impl std::fmt::Display) -> impl FnOnce(StoreErro
 /// A display name as it will be shown: bidi controls and other invisible characters removed,
 /// unusual spaces made plain and collapsed (see [`text::display_name`]); one line of 1 to
 /// [`MAX_DISPLAY_NAME`] visible characters.
-fn clean_display_name(raw: &str) -> Result<String> {
+pub(super) fn clean_display_name(raw: &str) -> Result<String> {
     input::storable_str("display_name", raw)?;
     let name = text::display_name(raw);
     if name.is_empty()
@@ -164,6 +164,11 @@ impl Service {
         display_name: String,
     ) -> Result<PersonRecord> {
         caller.require(Scope::Admin)?;
+        if kind == PersonKind::Remote {
+            return Err(ServiceError::invalid(
+                "remote agents are registered from their Agent Card: use `liaison remote add`",
+            ));
+        }
         let display_name = clean_display_name(&display_name)?;
         let person = PersonRecord {
             id: id.clone(),
@@ -305,6 +310,11 @@ impl Service {
             .person(&spec.person)
             .await?
             .ok_or_else(|| ServiceError::not_found("person", &spec.person))?;
+        if person.kind == PersonKind::Remote {
+            return Err(ServiceError::invalid(
+                "remote agents get no liaison token: liaison calls them, they do not call liaison",
+            ));
+        }
         if person.kind == PersonKind::External
             && spec.scopes != Scopes::default().with(Scope::Agent)
         {

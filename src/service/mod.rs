@@ -17,6 +17,7 @@ mod limits;
 mod messages;
 mod outbound;
 mod outbox;
+mod remotes;
 mod tasks;
 
 use std::collections::HashMap;
@@ -42,6 +43,7 @@ pub use outbox::{
     DeliveryView, OutboxSettings, SendFailure, SendResult, WEBHOOK_EVENTS, WebhookSpec,
     status_retryable, verdict,
 };
+pub use remotes::{RefreshReport, RefreshSpec, RemoteAgent, RemoteSpec, RemoteView};
 pub use tasks::{
     A2A_KEY_PREFIX, PushConfigSpec, SkillRoute, TaskApproval, TaskListing, TaskMessage, TaskView,
 };
@@ -173,6 +175,10 @@ struct Inner {
     limits: limits::Limits,
     /// Seals webhook secrets; set by the app (and tests) once the master key is loaded.
     master_key: std::sync::OnceLock<Arc<crate::a2a::keys::MasterKey>>,
+    /// The SSRF-safe client of remote-agent calls, built from `[outbox]` on first use.
+    outbound: std::sync::OnceLock<crate::outbox::OutboundClient>,
+    /// The A2A client of the outbound bridge, built on first use.
+    a2a_client: std::sync::OnceLock<crate::remote::A2aClient>,
 }
 
 impl Service {
@@ -194,6 +200,8 @@ impl Service {
                 shutdown,
                 waiters: Mutex::default(),
                 master_key: std::sync::OnceLock::new(),
+                outbound: std::sync::OnceLock::new(),
+                a2a_client: std::sync::OnceLock::new(),
             }),
         }
     }

@@ -252,7 +252,7 @@ impl Service {
         let _ = self.inner.master_key.set(std::sync::Arc::new(key));
     }
 
-    fn master_key(&self) -> Result<&crate::a2a::keys::MasterKey> {
+    pub(super) fn master_key(&self) -> Result<&crate::a2a::keys::MasterKey> {
         self.inner
             .master_key
             .get()

@@ -159,6 +159,7 @@ impl Tools {
             async {
                 let (c, _) = caller(&parts, &ctx, None)?;
                 let (items, next_cursor) = page(self.service.fleet(&c).await?, &a)?;
+                let remotes = self.service.remote_agents(&c).await?;
                 let lines: Vec<String> = items
                     .iter()
                     .map(|p| {
@@ -182,8 +183,8 @@ impl Tools {
                     format!("Fleet:\n{}", lines.join("\n"))
                 };
                 Ok(render::ok(
-                    json!({ "fleet": items, "next_cursor": next_cursor }),
-                    vec![text + &more(&next_cursor)],
+                    json!({ "fleet": items, "next_cursor": next_cursor, "remote_agents": remotes }),
+                    vec![text + &more(&next_cursor), render::remote_agents(&remotes)],
                 ))
             }
             .await,

@@ -35,6 +35,7 @@ impl Tools {
         done(async {
             let (c, source) = caller(&parts, &ctx, a.agent.as_deref())?;
             let channels = self.service.channels(&c).await?;
+            let remotes = self.service.remote_agents(&c).await?;
             let names: Vec<_> = channels.iter().map(|ch| ch.name.as_str()).collect();
             let agent = c.agent.as_ref().map(AgentIdentity::as_str).unwrap_or_default();
             let text = format!(
@@ -52,8 +53,9 @@ impl Tools {
                     "person": c.person, "scopes": c.scopes, "token_id": c.token_id, "channels": names,
                     "agent": { "identity": agent, "source": source, "self_declared": true },
                     "protocol_version": ctx.protocol_version().map(|v| v.as_str().to_owned()),
+                    "remote_agents": remotes,
                 }),
-                vec![text],
+                vec![text, render::remote_agents(&remotes)],
             ))
         }
         .await)
@@ -78,13 +80,21 @@ impl Tools {
             async {
                 let (c, _) = caller(&parts, &ctx, None)?;
                 let (items, next_cursor) = page(self.service.channels(&c).await?, &a)?;
+                let remotes = self.service.remote_agents(&c).await?;
                 let lines: Vec<String> = items
                     .iter()
                     .map(|ch| {
                         let members: Vec<String> = ch
                             .members
                             .iter()
-                            .map(|m| format!("{} ({})", m.person, m.rights))
+                            .map(|m| {
+                                let remote = if remotes.iter().any(|r| r.name == m.person) {
+                                    ", remote agent"
+                                } else {
+                                    ""
+                                };
+                                format!("{} ({}{remote})", m.person, m.rights)
+                            })
                             .collect();
                         format!(
                             "- {}: {} — members {}",
@@ -96,8 +106,8 @@ impl Tools {
                     .collect();
                 let text = format!("Channels:\n{}{}", lines.join("\n"), more(&next_cursor));
                 Ok(render::ok(
-                    json!({ "channels": items, "next_cursor": next_cursor }),
-                    vec![text],
+                    json!({ "channels": items, "next_cursor": next_cursor, "remote_agents": remotes }),
+                    vec![text, render::remote_agents(&remotes)],
                 ))
             }
             .await,
