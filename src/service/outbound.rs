@@ -833,35 +833,3 @@ impl Service {
         })
     }
 }
-
-// PROVISIONAL (replaced by service/remotes.rs when the registration lands).
-impl Service {
-    pub async fn remote_target(
-        &self,
-        person: &PersonId,
-    ) -> Result<Option<crate::remote::RemoteTarget>> {
-        let Some(r) = self.inner.store.remote(person).await? else {
-            return Ok(None);
-        };
-        let card: serde_json::Value = serde_json::from_str(&r.card).unwrap_or_default();
-        let skills = card["skills"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|s| s["id"].as_str().map(str::to_owned))
-            .collect();
-        Ok(Some(crate::remote::RemoteTarget {
-            person: r.person.id,
-            binding: crate::remote::Binding::parse(&r.binding)
-                .unwrap_or(crate::remote::Binding::JsonRpc),
-            url: r.url,
-            tenant: r.tenant,
-            streaming: r.streaming,
-            push: r.push,
-            keys: serde_json::from_str(&r.jwks)
-                .unwrap_or(crate::a2a::keys::Jwks { keys: Vec::new() }),
-            credentials: std::sync::Arc::new(crate::remote::Credentials::default()),
-            skills,
-        }))
-    }
-}
