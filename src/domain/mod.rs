@@ -7,6 +7,7 @@
 pub mod address;
 mod approval;
 mod channel;
+pub mod duration;
 mod ids;
 mod label;
 mod message;
@@ -20,7 +21,7 @@ mod time;
 pub use approval::{
     ApprovalEvent, ApprovalRefusal, ApprovalState, Decision, DecisionPath, fingerprint,
 };
-pub use channel::{APPROVAL_TTL_RANGE, ApprovalPolicy, PolicyDecision};
+pub use channel::{APPROVAL_TTL_RANGE, ApprovalPolicy, PolicyChange, PolicyDecision};
 pub use ids::{ApprovalId, ChannelName, MessageId, PersonId, ThreadId};
 pub use label::{BODY_PREFIX, Label, LabelLanguage, render_for_agent};
 pub use message::{

@@ -41,6 +41,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "outbox",
         include_str!("migrations/postgres/0006_outbox.sql"),
     ),
+    (
+        7,
+        "channel removal",
+        include_str!("migrations/postgres/0007_channel_removal.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str) -> Result<(AnyPool, BatchWriter)> {

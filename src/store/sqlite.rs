@@ -37,6 +37,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "outbox",
         include_str!("migrations/sqlite/0006_outbox.sql"),
     ),
+    (
+        7,
+        "channel removal",
+        include_str!("migrations/sqlite/0007_channel_removal.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str) -> Result<(AnyPool, BatchWriter)> {
