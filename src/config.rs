@@ -640,6 +640,48 @@ mod tests {
         assert!(Config::load(&Overrides::default(), env).is_err());
     }
 
+    #[test]
+    fn durations_are_seconds_or_one_unit_in_the_file_and_the_environment() {
+        let c = with_env(&[
+            ("LIAISON_CLAIMS__LEASE_S", "10m"),
+            ("LIAISON_MCP__SESSION_IDLE_S", "1h"),
+            ("LIAISON_INBOX__MAX_WAIT_S", "30"),
+        ])
+        .unwrap();
+        assert_eq!(c.settings.claim_lease_s, 600);
+        assert_eq!(c.mcp.session_idle, Duration::from_secs(3_600));
+        assert_eq!(c.settings.max_wait_s, 30);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("liaison.toml");
+        std::fs::write(
+            &file,
+            "[outbox]\nschedule_s = [5, \"1m\", \"1h\"]\n[presence]\nttl_s = \"2m\"\n",
+        )
+        .unwrap();
+        let c = Config::load(
+            &Overrides {
+                config: Some(file),
+                ..Default::default()
+            },
+            [],
+        )
+        .unwrap();
+        assert_eq!(c.settings.presence_ttl_s, 120);
+        let schedule: Vec<u64> = c
+            .settings
+            .outbox
+            .schedule
+            .iter()
+            .map(|d| d.as_secs())
+            .collect();
+        assert_eq!(schedule, [5, 60, 3_600]);
+        let e = format!(
+            "{:#}",
+            with_env(&[("LIAISON_CLAIMS__LEASE_S", "10 minutes")]).unwrap_err()
+        );
+        assert!(e.contains("30s, 10m, 24h"), "{e}");
+    }
+
     fn with_env(pairs: &[(&str, &str)]) -> anyhow::Result<Config> {
         let env = pairs
             .iter()
