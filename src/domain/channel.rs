@@ -73,6 +73,47 @@ impl Default for ApprovalPolicy {
     }
 }
 
+/// A change to some fields of a policy (`channel policy --code auto`): what is named changes, the
+/// rest stays as it is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyChange {
+    pub none: Option<PolicyDecision>,
+    pub code: Option<PolicyDecision>,
+    pub database: Option<PolicyDecision>,
+    pub production: Option<PolicyDecision>,
+    pub approval_ttl_s: Option<u64>,
+    pub approval_via_elicitation: Option<bool>,
+}
+
+impl PolicyChange {
+    /// Whether it names nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// `policy` with the named fields changed.
+    pub fn apply(&self, mut policy: ApprovalPolicy) -> ApprovalPolicy {
+        for (impact, decision) in [
+            (Impact::None, self.none),
+            (Impact::Code, self.code),
+            (Impact::Database, self.database),
+            (Impact::Production, self.production),
+        ] {
+            if let Some(d) = decision {
+                policy.set(impact, d);
+            }
+        }
+        if let Some(ttl) = self.approval_ttl_s {
+            policy.approval_ttl_s = ttl;
+        }
+        if let Some(e) = self.approval_via_elicitation {
+            policy.approval_via_elicitation = e;
+        }
+        policy
+    }
+}
+
 impl ApprovalPolicy {
     pub fn decision(&self, impact: Impact) -> PolicyDecision {
         match impact {
@@ -90,5 +131,31 @@ impl ApprovalPolicy {
             Impact::Database => self.database = decision,
             Impact::Production => self.production = decision,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_policy_change_touches_only_what_it_names() {
+        let before = ApprovalPolicy {
+            production: PolicyDecision::Deny,
+            approval_ttl_s: 3_600,
+            ..ApprovalPolicy::default()
+        };
+        let change: PolicyChange = serde_json::from_str(r#"{"code": "auto"}"#).unwrap();
+        let after = change.apply(before);
+        assert_eq!(after.code, PolicyDecision::Auto);
+        assert_eq!(
+            ApprovalPolicy {
+                code: before.code,
+                ..after
+            },
+            before
+        );
+        assert!(PolicyChange::default().is_empty() && !change.is_empty());
+        assert!(serde_json::from_str::<PolicyChange>(r#"{"cde": "auto"}"#).is_err());
     }
 }

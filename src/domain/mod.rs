@@ -7,6 +7,7 @@
 pub mod address;
 mod approval;
 mod channel;
+pub mod duration;
 mod ids;
 mod label;
 mod message;
@@ -22,7 +23,7 @@ pub use approval::{
     ApprovalEvent, ApprovalKind, ApprovalRefusal, ApprovalState, Decision, DecisionPath,
     fingerprint, outbound_fingerprint,
 };
-pub use channel::{APPROVAL_TTL_RANGE, ApprovalPolicy, PolicyDecision};
+pub use channel::{APPROVAL_TTL_RANGE, ApprovalPolicy, PolicyChange, PolicyDecision};
 pub use ids::{ApprovalId, ChannelName, MessageId, PersonId, ThreadId};
 pub use label::{BODY_PREFIX, Label, LabelLanguage, render_for_agent};
 pub use message::{

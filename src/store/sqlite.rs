@@ -47,6 +47,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "remote tasks",
         include_str!("migrations/sqlite/0008_remote_tasks.sql"),
     ),
+    (
+        9,
+        "channel removal",
+        include_str!("migrations/sqlite/0009_channel_removal.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str) -> Result<(AnyPool, BatchWriter)> {
