@@ -161,6 +161,9 @@ pub enum ChannelCommand {
         /// Requests with impact production (new channels: approve).
         #[arg(long, value_parser = DECISIONS)]
         production: Option<String>,
+        /// Messages to remote agents, i.e. data leaving the team (new channels: approve).
+        #[arg(long, value_parser = DECISIONS)]
+        outbound: Option<String>,
         /// How long an approval waits for a decision: 1m to 30d, e.g. 24h (new channels: 24h).
         #[arg(long, value_parser = duration::parse)]
         approval_ttl: Option<Seconds>,
@@ -325,6 +328,7 @@ pub async fn channel(c: ChannelCommand) -> anyhow::Result<()> {
             code,
             database,
             production,
+            outbound,
             approval_ttl,
             elicitation,
             server,
@@ -335,6 +339,7 @@ pub async fn channel(c: ChannelCommand) -> anyhow::Result<()> {
                 ("code", code),
                 ("database", database),
                 ("production", production),
+                ("outbound", outbound),
             ] {
                 if let Some(v) = value {
                     body[key] = json!(v);
@@ -348,7 +353,7 @@ pub async fn channel(c: ChannelCommand) -> anyhow::Result<()> {
             }
             anyhow::ensure!(
                 body.as_object().is_some_and(|o| !o.is_empty()),
-                "Name what to change: --none, --code, --database, --production (auto, approve or deny), --approval-ttl or --elicitation"
+                "Name what to change: --none, --code, --database, --production, --outbound (auto, approve or deny), --approval-ttl or --elicitation"
             );
             let path = format!("/admin/v1/channels/{}/policy", encode(&name));
             call(&server, "PATCH", &path, Some(body)).await
@@ -398,7 +403,7 @@ fn members_cell(members: &Value) -> String {
 
 /// `none=auto code=approve database=approve production=deny ttl=24h`.
 fn policy_cell(policy: &Value) -> String {
-    let mut parts: Vec<String> = ["none", "code", "database", "production"]
+    let mut parts: Vec<String> = ["none", "code", "database", "production", "outbound"]
         .iter()
         .map(|k| format!("{k}={}", table::cell(&policy[*k])))
         .collect();

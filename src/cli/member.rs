@@ -90,6 +90,9 @@ pub struct PostArgs {
     /// Repeating a post with the same key creates nothing new.
     #[arg(long)]
     pub idempotency_key: Option<String>,
+    /// For a question, request or handoff to a remote agent: the skill to ask for.
+    #[arg(long)]
+    pub skill: Option<String>,
     /// Markdown text; `-` reads it from standard input.
     pub body: String,
     #[command(flatten)]
@@ -158,6 +161,7 @@ pub async fn post(a: PostArgs) -> anyhow::Result<()> {
         ("subject", a.subject),
         ("refers_to", a.refers_to),
         ("idempotency_key", a.idempotency_key),
+        ("skill", a.skill),
     ];
     for (key, value) in optional {
         if let Some(v) = value {

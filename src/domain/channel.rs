@@ -82,6 +82,7 @@ pub struct PolicyChange {
     pub code: Option<PolicyDecision>,
     pub database: Option<PolicyDecision>,
     pub production: Option<PolicyDecision>,
+    pub outbound: Option<PolicyDecision>,
     pub approval_ttl_s: Option<u64>,
     pub approval_via_elicitation: Option<bool>,
 }
@@ -103,6 +104,9 @@ impl PolicyChange {
             if let Some(d) = decision {
                 policy.set(impact, d);
             }
+        }
+        if let Some(d) = self.outbound {
+            policy.outbound = d;
         }
         if let Some(ttl) = self.approval_ttl_s {
             policy.approval_ttl_s = ttl;

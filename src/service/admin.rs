@@ -470,7 +470,7 @@ impl Service {
         caller.require(Scope::Admin)?;
         if change.is_empty() {
             return Err(ServiceError::invalid(
-                "name at least one of none, code, database, production, approval_ttl_s, approval_via_elicitation",
+                "name at least one of none, code, database, production, outbound, approval_ttl_s, approval_via_elicitation",
             ));
         }
         // The other fields are valid already: only a new deadline needs checking.
