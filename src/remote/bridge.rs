@@ -616,3 +616,128 @@ pub async fn accept_push(
     }
     service.remote_nudge(&thread).await.is_ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(t: &str) -> pb::Part {
+        pb::Part {
+            content: Some(pb::part::Content::Text(t.into())),
+            ..Default::default()
+        }
+    }
+
+    fn status(state: pb::TaskState, note: Option<(&str, &str)>) -> pb::TaskStatus {
+        pb::TaskStatus {
+            state: state as i32,
+            message: note.map(|(id, t)| pb::Message {
+                message_id: id.into(),
+                role: pb::Role::Agent as i32,
+                parts: vec![text(t)],
+                ..Default::default()
+            }),
+            timestamp: None,
+        }
+    }
+
+    #[test]
+    fn every_wire_state_but_unspecified_is_known() {
+        for (wire, ours) in [
+            (pb::TaskState::Submitted, RemoteState::Submitted),
+            (pb::TaskState::Working, RemoteState::Working),
+            (pb::TaskState::InputRequired, RemoteState::InputRequired),
+            (pb::TaskState::AuthRequired, RemoteState::AuthRequired),
+            (pb::TaskState::Completed, RemoteState::Completed),
+            (pb::TaskState::Failed, RemoteState::Failed),
+            (pb::TaskState::Rejected, RemoteState::Rejected),
+            (pb::TaskState::Canceled, RemoteState::Canceled),
+        ] {
+            assert_eq!(state_of(wire as i32), Some(ours));
+        }
+        assert_eq!(state_of(pb::TaskState::Unspecified as i32), None);
+        assert_eq!(state_of(99), None);
+    }
+
+    #[test]
+    fn a_completed_task_brings_its_artifacts_text_in_the_body_the_rest_attached() {
+        let task = pb::Task {
+            id: "t1".into(),
+            status: Some(status(pb::TaskState::Completed, Some(("m9", "Done.")))),
+            artifacts: vec![pb::Artifact {
+                artifact_id: "a1".into(),
+                parts: vec![
+                    text("the answer"),
+                    pb::Part {
+                        content: Some(pb::part::Content::Raw(b"bytes".to_vec())),
+                        filename: "r.txt".into(),
+                        media_type: "text/plain".into(),
+                        ..Default::default()
+                    },
+                    pb::Part {
+                        content: Some(pb::part::Content::Url("https://x.example/f".into())),
+                        ..Default::default()
+                    },
+                ],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let u = task_update(&task).unwrap();
+        assert_eq!(u.state, RemoteState::Completed);
+        assert_eq!(u.text, "Done.\n\nthe answer");
+        assert_eq!(u.event_key, "message:m9");
+        assert_eq!(u.attachments.len(), 2);
+    }
+
+    #[test]
+    fn an_interrupted_task_brings_no_artifacts_and_a_task_without_id_or_state_is_refused() {
+        let mut task = pb::Task {
+            id: "t1".into(),
+            status: Some(status(pb::TaskState::InputRequired, Some(("m1", "Which one?")))),
+            artifacts: vec![pb::Artifact {
+                parts: vec![text("draft")],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let u = task_update(&task).unwrap();
+        assert_eq!((u.state, u.text.as_str()), (RemoteState::InputRequired, "Which one?"));
+        assert!(u.attachments.is_empty());
+        task.status = Some(status(pb::TaskState::Unspecified, None));
+        assert!(task_update(&task).is_err());
+        task.status = None;
+        assert!(task_update(&task).is_err());
+        task.id.clear();
+        assert!(task_update(&task).is_err());
+    }
+
+    #[test]
+    fn an_event_is_keyed_by_its_message_id_else_its_time_else_its_text() {
+        let with_id = status_update("t", &status(pb::TaskState::Working, Some(("m1", "a")))).unwrap();
+        let no_id = status_update("t", &status(pb::TaskState::Working, Some(("", "a")))).unwrap();
+        let other = status_update("t", &status(pb::TaskState::Working, Some(("", "b")))).unwrap();
+        assert_eq!(with_id.event_key, "message:m1");
+        assert_ne!(no_id.event_key, other.event_key);
+    }
+
+    #[test]
+    fn a_failed_call_keeps_its_status_and_retryability_for_the_outbox() {
+        let status = CallError::Status {
+            code: 503,
+            retry_after: Some(Duration::from_secs(7)),
+        };
+        assert_eq!(
+            send_result(&status),
+            SendResult::Status {
+                code: 503,
+                retry_after: Some(Duration::from_secs(7))
+            }
+        );
+        let refused = CallError::Undecodable("garbage".into());
+        assert!(matches!(
+            send_result(&refused),
+            SendResult::Failed(SendFailure::Refused(_))
+        ));
+    }
+}
