@@ -493,9 +493,9 @@ impl Service {
     }
 
     /// Removes a channel. Its threads and messages stay (its members keep `read`, so they can
-    /// still read them, and so do the audit log and the console); nothing new can be posted,
-    /// requested or approved in it, so approvals still pending there expire at their deadline;
-    /// its members, policy and name can no longer change, and the name is never reused.
+    /// still read them, and so do the audit log and the console); nothing new can be posted or
+    /// requested in it; its members, policy and name can no longer change, and the name is never
+    /// reused. Approvals already pending keep their approvers until decided or expired.
     pub async fn remove_channel(&self, caller: &Caller, name: &ChannelName) -> Result<()> {
         caller.require(Scope::Admin)?;
         if !self
