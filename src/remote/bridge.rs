@@ -694,7 +694,10 @@ mod tests {
     fn an_interrupted_task_brings_no_artifacts_and_a_task_without_id_or_state_is_refused() {
         let mut task = pb::Task {
             id: "t1".into(),
-            status: Some(status(pb::TaskState::InputRequired, Some(("m1", "Which one?")))),
+            status: Some(status(
+                pb::TaskState::InputRequired,
+                Some(("m1", "Which one?")),
+            )),
             artifacts: vec![pb::Artifact {
                 parts: vec![text("draft")],
                 ..Default::default()
@@ -702,7 +705,10 @@ mod tests {
             ..Default::default()
         };
         let u = task_update(&task).unwrap();
-        assert_eq!((u.state, u.text.as_str()), (RemoteState::InputRequired, "Which one?"));
+        assert_eq!(
+            (u.state, u.text.as_str()),
+            (RemoteState::InputRequired, "Which one?")
+        );
         assert!(u.attachments.is_empty());
         task.status = Some(status(pb::TaskState::Unspecified, None));
         assert!(task_update(&task).is_err());
@@ -714,7 +720,8 @@ mod tests {
 
     #[test]
     fn an_event_is_keyed_by_its_message_id_else_its_time_else_its_text() {
-        let with_id = status_update("t", &status(pb::TaskState::Working, Some(("m1", "a")))).unwrap();
+        let with_id =
+            status_update("t", &status(pb::TaskState::Working, Some(("m1", "a")))).unwrap();
         let no_id = status_update("t", &status(pb::TaskState::Working, Some(("", "a")))).unwrap();
         let other = status_update("t", &status(pb::TaskState::Working, Some(("", "b")))).unwrap();
         assert_eq!(with_id.event_key, "message:m1");

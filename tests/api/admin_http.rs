@@ -232,7 +232,9 @@ async fn channel_policy_changes_only_the_named_fields_and_removed_channels_keep_
     assert!(ok);
     assert!(table.starts_with("NAME"), "{table}");
     assert!(
-        table.contains("none=auto code=auto database=approve production=deny outbound=approve ttl=2h"),
+        table.contains(
+            "none=auto code=auto database=approve production=deny outbound=approve ttl=2h"
+        ),
         "{table}"
     );
     let (_, listed, _) = run(vec!["channel", "list", "--json"]).await.unwrap();
