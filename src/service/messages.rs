@@ -191,6 +191,12 @@ impl Service {
             .member(caller.id())
             .map(|m| m.rights)
             .unwrap_or_default();
+        if let Some(at) = channel.removed_at {
+            return Err(ServiceError::forbidden(format!(
+                "channel {channel_name} was removed at {at}: its threads stay readable, nothing \
+                 new can be posted in it"
+            )));
+        }
         if !rights.contains(Right::Post) {
             return Err(ServiceError::forbidden(format!(
                 "you may not post in channel {channel_name}"
