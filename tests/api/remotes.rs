@@ -812,3 +812,107 @@ async fn new_signing_keys_on_refresh_are_refused_until_accepted() {
     assert_eq!(report.remote.credentials["auth"], "none");
     assert!(target(&env, "helper").await.credentials.auth.is_none());
 }
+
+/// An OAuth2 token endpoint: answers each request with the next scripted token (the last one
+/// repeats) and records the `Authorization` header and form body of each.
+#[derive(Clone)]
+struct TokenEndpoint {
+    url: String,
+    tokens: Arc<Mutex<Vec<String>>>,
+    got: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+impl TokenEndpoint {
+    async fn start(tokens: &[&str]) -> TokenEndpoint {
+        let endpoint = TokenEndpoint {
+            url: String::new(),
+            tokens: Arc::new(Mutex::new(tokens.iter().map(|t| t.to_string()).collect())),
+            got: Arc::default(),
+        };
+        let state = endpoint.clone();
+        let app = axum::Router::new().route(
+            "/token",
+            axum::routing::post(move |headers: axum::http::HeaderMap, body: String| {
+                let state = state.clone();
+                async move {
+                    let auth = headers
+                        .get("authorization")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("")
+                        .to_owned();
+                    state.got.lock().unwrap().push((auth, body));
+                    let mut tokens = state.tokens.lock().unwrap();
+                    let token = if tokens.len() > 1 {
+                        tokens.remove(0)
+                    } else {
+                        tokens[0].clone()
+                    };
+                    axum::Json(serde_json::json!({
+                        "access_token": token, "token_type": "Bearer", "expires_in": 3600
+                    }))
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/token", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        TokenEndpoint { url, ..endpoint }
+    }
+}
+
+#[tokio::test]
+async fn oauth2_tokens_are_fetched_once_cached_and_renewed_when_refused() {
+    let remote = RemoteApp::start().await;
+    let env = local(true).await;
+    let client = env.service.a2a_client().unwrap();
+    // The first token is refused by the remote; the next one is the party's.
+    let idp = TokenEndpoint::start(&["expired-token", &remote.party_token]).await;
+    let mut billing = spec("billing", &remote.card_url(), "unused");
+    billing.binding = Some("jsonrpc".into());
+    billing.credentials.auth = Some(RemoteAuth::Oauth2 {
+        token_url: idp.url.clone(),
+        client_id: "liaison client".into(),
+        client_secret: "s3cret:x".into(),
+        scopes: vec!["a2a.invoke".into(), "read".into()],
+    });
+    let view = env.service.add_remote(&env.admin, billing).await.unwrap();
+    assert_eq!(view.credentials["auth"]["kind"], "oauth2");
+    assert!(!serde_json::to_string(&view).unwrap().contains("s3cret"));
+    let t = target(&env, "billing").await;
+
+    let refused = client
+        .send_message(&t, question("Invoice?"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, CallError::Remote(e) if e.http_status == Some(401)),
+        "{refused:?}"
+    );
+    // Refused: the token was forgotten, so this call fetches the good one; the next reuses it.
+    let task = task_of(client.send_message(&t, question("Invoice?")).await.unwrap());
+    assert_eq!(client.get_task(&t, &task.id).await.unwrap().id, task.id);
+    let got = idp.got.lock().unwrap().clone();
+    assert_eq!(got.len(), 2, "one fetch per token: {got:?}");
+    use base64::Engine as _;
+    let basic = base64::engine::general_purpose::STANDARD.encode("liaison+client:s3cret%3Ax");
+    for (auth, body) in &got {
+        assert_eq!(auth, &format!("Basic {basic}"));
+        assert_eq!(body, "grant_type=client_credentials&scope=a2a.invoke+read");
+    }
+
+    // A token endpoint that does not answer is a credentials error, which may pass.
+    let mut nowhere = spec("nowhere", &remote.card_url(), "unused");
+    nowhere.credentials.auth = Some(RemoteAuth::Oauth2 {
+        token_url: format!("{}/no-token-here", remote.url),
+        client_id: "c".into(),
+        client_secret: "s".into(),
+        scopes: Vec::new(),
+    });
+    env.service.add_remote(&env.admin, nowhere).await.unwrap();
+    let e = client
+        .get_task(&target(&env, "nowhere").await, "thr_x")
+        .await
+        .unwrap_err();
+    assert!(matches!(e, CallError::Credentials(_)), "{e:?}");
+    assert!(e.retryable());
+}
