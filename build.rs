@@ -1,6 +1,10 @@
 //! Generates the A2A protobuf types, the tonic service and their ProtoJSON (serde) impls from
 //! `proto/` into `OUT_DIR`. Uses the `protoc` named by `PROTOC`, else one on `PATH`, else the one
 //! vendored by `protoc-bin-vendored` (so a machine without protoc still builds).
+//!
+//! Also sets `LIAISON_GIT_COMMIT` for `liaison --version`: the `LIAISON_GIT_COMMIT` environment
+//! variable when set (the Docker build passes it, as its context has no `.git`), else `git
+//! rev-parse --short HEAD`, else `unknown` (a source tarball, or no git installed).
 
 use std::path::PathBuf;
 
@@ -42,7 +46,36 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     println!("cargo:rerun-if-changed=proto");
     println!("cargo:rerun-if-env-changed=PROTOC");
+    git_commit();
     Ok(())
+}
+
+/// Sets `LIAISON_GIT_COMMIT`, and asks to run again when the checked-out commit moves (only for
+/// files that exist: a missing one would make Cargo run this script on every build).
+fn git_commit() {
+    println!("cargo:rerun-if-env-changed=LIAISON_GIT_COMMIT");
+    let git = |args: &[&str]| -> Option<String> {
+        let out = std::process::Command::new("git").args(args).output().ok()?;
+        let text = String::from_utf8(out.stdout).ok()?.trim().to_owned();
+        (out.status.success() && !text.is_empty()).then_some(text)
+    };
+    let commit = std::env::var("LIAISON_GIT_COMMIT")
+        .ok()
+        .filter(|c| !c.trim().is_empty())
+        .or_else(|| git(&["rev-parse", "--short", "HEAD"]))
+        .unwrap_or_else(|| "unknown".to_owned());
+    println!("cargo:rustc-env=LIAISON_GIT_COMMIT={commit}");
+    let mut watched = vec!["HEAD".to_owned(), "packed-refs".to_owned()];
+    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
+        watched.push(branch);
+    }
+    for name in watched {
+        if let Some(path) = git(&["rev-parse", "--git-path", &name])
+            && std::path::Path::new(&path).is_file()
+        {
+            println!("cargo:rerun-if-changed={path}");
+        }
+    }
 }
 
 /// Where protoc is: `PROTOC`, else `protoc` on `PATH`, else the vendored binary.

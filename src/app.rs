@@ -45,6 +45,8 @@ pub struct App {
     shutdown: CancellationToken,
     /// Drains the outbox while the server runs.
     worker: Arc<crate::outbox::Worker>,
+    /// Follows the tasks delegated to remote agents while the server runs.
+    follower: Arc<crate::remote::Follower>,
     bus: Arc<dyn WakeBus>,
     /// The signing keys: reloaded on every replica when one rotates.
     keys: Arc<crate::keys::KeyManager>,
@@ -119,6 +121,7 @@ impl App {
             .context("Could not read the master key")?;
         let keys =
             Arc::new(key_manager(service.store().clone(), &config.data_dir, bus.clone()).await?);
+        let follower;
         let worker = {
             let outbox = &config.settings.outbox;
             let client = crate::outbox::OutboundClient::new(
@@ -131,12 +134,19 @@ impl App {
             service
                 .store()
                 .on_outbox_enqueue(move || wake.publish(&crate::bus::Topic::outbox()));
-            Arc::new(crate::outbox::Worker::new(
-                service.clone(),
-                client,
-                keys.live(),
-                public_url.clone(),
-            ))
+            let a2a = crate::remote::A2aClient::new(client.clone());
+            let sender =
+                crate::remote::Sender::new(service.clone(), a2a.clone(), public_url.clone());
+            follower = Arc::new(crate::remote::Follower::new(service.clone(), a2a));
+            Arc::new(
+                crate::outbox::Worker::new(
+                    service.clone(),
+                    client,
+                    keys.live(),
+                    public_url.clone(),
+                )
+                .with_remote(sender),
+            )
         };
         service.set_master_key(master);
         // The card may only promise JWTs the server checks; JWTs accepted but not declared are
@@ -181,6 +191,7 @@ impl App {
             .merge(crate::admin::router(service.clone()))
             .merge(crate::keys::admin::router(service.clone(), keys.clone()))
             .merge(crate::api::router(service.clone()))
+            .merge(crate::remote::receiver::router(service.clone()))
             .merge(crate::console::router(service.clone(), &public_url))
             .merge(a2a::http::router(signed))
             .merge(a2a::rpc::router(a2a_handler.clone()))
@@ -215,6 +226,7 @@ impl App {
             bootstrap_token,
             shutdown,
             worker,
+            follower,
             bus,
             keys,
         })
@@ -247,6 +259,11 @@ impl App {
             self.service.settings().outbox.concurrency,
             shutdown.clone(),
         ));
+        let follower = tokio::spawn(
+            self.follower
+                .clone()
+                .run(self.bus.clone(), shutdown.clone()),
+        );
         let keys = tokio::spawn(self.keys.clone().follow(shutdown.clone()));
         tracing::info!(addr = %self.local_addr(), public_url = %self.public_url, "Serving.");
         crate::net::serve(self.listener, self.router, self.tls, self.server, shutdown)
@@ -254,6 +271,7 @@ impl App {
             .context("The server failed")?;
         let _ = sweeper.await;
         let _ = outbox.await;
+        let _ = follower.await;
         let _ = keys.await;
         self.service.store().close().await;
         tracing::info!("Stopped.");

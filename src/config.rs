@@ -10,6 +10,9 @@ use anyhow::Context as _;
 use serde::Deserialize;
 
 use crate::domain::LabelLanguage;
+use crate::domain::duration::{
+    deserialize_seconds as seconds, deserialize_seconds_list as seconds_list,
+};
 use crate::net::ServerSettings;
 use crate::service::{LimitSettings, Rate, Settings};
 
@@ -46,11 +49,15 @@ struct RawMetrics {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawOutbox {
+    #[serde(deserialize_with = "seconds_list")]
     schedule_s: Vec<u64>,
     jitter: f64,
     disable_after: u32,
+    #[serde(deserialize_with = "seconds")]
     lease_s: u64,
+    #[serde(deserialize_with = "seconds")]
     connect_timeout_s: u64,
+    #[serde(deserialize_with = "seconds")]
     timeout_s: u64,
     #[serde(deserialize_with = "string_list")]
     allow: Vec<String>,
@@ -61,9 +68,13 @@ struct RawOutbox {
 #[serde(deny_unknown_fields)]
 struct RawServer {
     max_connections: usize,
+    #[serde(deserialize_with = "seconds")]
     header_read_timeout_s: u64,
+    #[serde(deserialize_with = "seconds")]
     idle_timeout_s: u64,
+    #[serde(deserialize_with = "seconds")]
     tls_handshake_timeout_s: u64,
+    #[serde(deserialize_with = "seconds")]
     http2_keep_alive_s: u64,
 }
 
@@ -90,6 +101,7 @@ pub struct TlsFiles {
 #[serde(deny_unknown_fields)]
 struct RawA2a {
     card_dir: PathBuf,
+    #[serde(deserialize_with = "seconds")]
     blocking_wait_s: u64,
     spec_version: crate::a2a::errors::SpecVersion,
     rest_content_type: String,
@@ -104,6 +116,7 @@ struct RawJwt {
     jwks_file: Option<PathBuf>,
     jwks_url: Option<String>,
     #[serde(default = "default_leeway_s")]
+    #[serde(deserialize_with = "seconds")]
     leeway_s: u64,
 }
 
@@ -114,6 +127,7 @@ fn default_leeway_s() -> u64 {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawInbox {
+    #[serde(deserialize_with = "seconds")]
     max_wait_s: u64,
     max_waiters_per_person: usize,
 }
@@ -121,12 +135,14 @@ struct RawInbox {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawClaims {
+    #[serde(deserialize_with = "seconds")]
     lease_s: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawPresence {
+    #[serde(deserialize_with = "seconds")]
     ttl_s: u64,
 }
 
@@ -138,7 +154,9 @@ struct RawMcp {
     #[serde(deserialize_with = "string_list")]
     allowed_origins: Vec<String>,
     sessions_per_token: usize,
+    #[serde(deserialize_with = "seconds")]
     session_idle_s: u64,
+    #[serde(deserialize_with = "seconds")]
     sse_keep_alive_s: u64,
 }
 
@@ -620,6 +638,48 @@ mod tests {
         Config::load(&example, []).unwrap();
         let env = [("LIAISON_INBOX__NO_SUCH_FIELD".to_owned(), "1".to_owned())];
         assert!(Config::load(&Overrides::default(), env).is_err());
+    }
+
+    #[test]
+    fn durations_are_seconds_or_one_unit_in_the_file_and_the_environment() {
+        let c = with_env(&[
+            ("LIAISON_CLAIMS__LEASE_S", "10m"),
+            ("LIAISON_MCP__SESSION_IDLE_S", "1h"),
+            ("LIAISON_INBOX__MAX_WAIT_S", "30"),
+        ])
+        .unwrap();
+        assert_eq!(c.settings.claim_lease_s, 600);
+        assert_eq!(c.mcp.session_idle, Duration::from_secs(3_600));
+        assert_eq!(c.settings.max_wait_s, 30);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("liaison.toml");
+        std::fs::write(
+            &file,
+            "[outbox]\nschedule_s = [5, \"1m\", \"1h\"]\n[presence]\nttl_s = \"2m\"\n",
+        )
+        .unwrap();
+        let c = Config::load(
+            &Overrides {
+                config: Some(file),
+                ..Default::default()
+            },
+            [],
+        )
+        .unwrap();
+        assert_eq!(c.settings.presence_ttl_s, 120);
+        let schedule: Vec<u64> = c
+            .settings
+            .outbox
+            .schedule
+            .iter()
+            .map(|d| d.as_secs())
+            .collect();
+        assert_eq!(schedule, [5, 60, 3_600]);
+        let e = format!(
+            "{:#}",
+            with_env(&[("LIAISON_CLAIMS__LEASE_S", "10 minutes")]).unwrap_err()
+        );
+        assert!(e.contains("30s, 10m, 24h"), "{e}");
     }
 
     fn with_env(pairs: &[(&str, &str)]) -> anyhow::Result<Config> {

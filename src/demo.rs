@@ -136,8 +136,11 @@ pub async fn ensure(app: &App) -> anyhow::Result<Demo> {
     Ok(demo)
 }
 
-/// What `serve --demo` prints: the people, their tokens and client settings to paste.
-pub fn instructions(d: &Demo) -> String {
+/// What `serve --demo` prints: the people, their tokens and what each is for, client settings to
+/// paste, and where `demo.json` is (`path`, made absolute when it can be).
+pub fn instructions(d: &Demo, path: &std::path::Path) -> String {
+    let file = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    let file = file.display();
     let alice = &d.alice.agent_token;
     let bob = &d.bob.agent_token;
     format!(
@@ -149,6 +152,11 @@ whose tasks open threads in channel "partners" (alice and bob answer them).
   bob    agent token: {bob}
          human token: {bob_human}
   partner agent token: {partner}
+
+Agent tokens are for agents: MCP clients, and the member commands liaison inbox, thread, post, claim.
+Human tokens are for alice and bob themselves, to decide approvals:
+  LIAISON_TOKEN=<human token> liaison approvals list --pending
+and the web console at {url}/console (sign in with a link from: liaison login-link alice).
 
 Claude Code (as alice):
   claude mcp add --transport http liaison {mcp} --header "Authorization: Bearer {alice}"
@@ -163,10 +171,13 @@ An A2A client (as partner): the signed card is at {url}/.well-known/agent-card.j
   curl -s {url}/a2a/jsonrpc -H 'A2A-Version: 1.0' -H 'Authorization: Bearer {partner}' \
     -H 'Content-Type: application/json' -d '{{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{{"message":{{"messageId":"m1","role":"ROLE_USER","parts":[{{"text":"Which TLS versions do you accept?"}}]}},"configuration":{{"returnImmediately":true}}}}}}'
 
-Or with the official A2A SDK (pip install "a2a-sdk[grpc,signing]" httpx), over any binding:
-  python examples/a2a_delegate.py --demo <data dir>/demo.json --binding GRPC --skill handoff "Which TLS versions?"
+Or with the official A2A SDK, over any binding (in a venv with a2a-sdk[grpc,signing] and httpx):
+  python3 examples/a2a_delegate.py --demo {file} --binding GRPC --skill handoff "Which TLS versions?"
 
-The same facts are in demo.json in the data directory.
+Watch two agents talk and an A2A task complete (creates .venv when missing):
+  scripts/demo.sh {file}
+
+The same facts are in {file}.
 "#,
         channel = d.channel,
         alice_human = d.alice.human_token.as_deref().unwrap_or("-"),

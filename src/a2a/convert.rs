@@ -112,7 +112,8 @@ fn not_found_task(id: &str) -> A2aError {
     A2aError::new(ErrorKind::TaskNotFound, format!("no task {id}"))
 }
 
-fn parts_in(parts: Vec<pb::Part>) -> Result<(String, Vec<Attachment>), A2aError> {
+/// Parts as liaison stores them: text parts joined into a body, the rest as attachments.
+pub fn parts_in(parts: Vec<pb::Part>) -> Result<(String, Vec<Attachment>), A2aError> {
     let mut texts = Vec::new();
     let mut attachments = Vec::new();
     for (i, part) in parts.into_iter().enumerate() {
@@ -147,7 +148,8 @@ fn parts_in(parts: Vec<pb::Part>) -> Result<(String, Vec<Attachment>), A2aError>
     Ok((texts.join("\n\n"), attachments))
 }
 
-fn parts_out(m: &MessageRecord) -> Vec<pb::Part> {
+/// A message's body and attachments as parts.
+pub fn parts_out(m: &MessageRecord) -> Vec<pb::Part> {
     let mut parts = Vec::with_capacity(1 + m.attachments.len());
     if !m.body.is_empty() || m.attachments.is_empty() {
         parts.push(pb::Part {

@@ -10,11 +10,13 @@ use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post, put};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 
-use crate::domain::{AgentIdentity, ApprovalPolicy, ChannelName, PersonId, PersonKind};
+use crate::domain::{
+    AgentIdentity, ApprovalPolicy, ChannelName, PersonId, PersonKind, PolicyChange,
+};
 use crate::service::{
     Caller, ChannelSpec, ErrorCode, MemberChange, PartySpec, Service, ServiceError, TokenSpec,
 };
@@ -116,11 +118,16 @@ pub fn router(service: Service) -> Router {
         .route("/admin/v1/persons", get(list_persons).post(add_person))
         .route("/admin/v1/persons/{id}", delete(remove_person))
         .route("/admin/v1/parties", get(list_parties).post(add_party))
+        .route("/admin/v1/parties/{id}", delete(remove_party))
         .route("/admin/v1/tokens", get(list_tokens).post(issue_token))
         .route("/admin/v1/tokens/{id}", delete(revoke_token))
         .route("/admin/v1/channels", get(list_channels).post(add_channel))
+        .route("/admin/v1/channels/{name}", delete(remove_channel))
         .route("/admin/v1/channels/{name}/members", post(change_members))
-        .route("/admin/v1/channels/{name}/policy", put(set_policy))
+        .route(
+            "/admin/v1/channels/{name}/policy",
+            axum::routing::put(set_policy).patch(change_policy),
+        )
         .route("/admin/v1/audit", get(audit))
         .merge(outbox::router())
         .merge(remotes::router())
@@ -165,6 +172,17 @@ async fn remove_person(
     let id = PersonId::parse(id)
         .map_err(|_| ServiceError::new(ErrorCode::NotFound, "no such person"))?;
     s.remove_person(&c, &id).await?;
+    Ok(Json(serde_json::json!({ "removed": id })))
+}
+
+async fn remove_party(
+    State(s): State<Service>,
+    Authed(c): Authed,
+    Path(id): Path<String>,
+) -> ApiResult<serde_json::Value> {
+    let id =
+        PersonId::parse(id).map_err(|_| ServiceError::new(ErrorCode::NotFound, "no such party"))?;
+    s.remove_party(&c, &id).await?;
     Ok(Json(serde_json::json!({ "removed": id })))
 }
 
@@ -251,6 +269,16 @@ async fn change_members(
     ))
 }
 
+async fn remove_channel(
+    State(s): State<Service>,
+    Authed(c): Authed,
+    Path(name): Path<String>,
+) -> ApiResult<serde_json::Value> {
+    let name = channel_name(name)?;
+    s.remove_channel(&c, &name).await?;
+    Ok(Json(serde_json::json!({ "removed": name })))
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct AuditQuery {
@@ -289,5 +317,16 @@ async fn set_policy(
 ) -> ApiResult<serde_json::Value> {
     Ok(Json(
         serde_json::json!({ "channel": s.set_policy(&c, &channel_name(name)?, body.0).await? }),
+    ))
+}
+
+async fn change_policy(
+    State(s): State<Service>,
+    Authed(c): Authed,
+    Path(name): Path<String>,
+    body: Body<PolicyChange>,
+) -> ApiResult<serde_json::Value> {
+    Ok(Json(
+        serde_json::json!({ "channel": s.change_policy(&c, &channel_name(name)?, body.0).await? }),
     ))
 }

@@ -44,6 +44,12 @@ impl Topic {
         Topic("outbox".into())
     }
 
+    /// Remote tasks (SPEC §8b): one became due to follow (a send recorded a task, a push
+    /// arrived), so a follower may claim it now.
+    pub fn remote() -> Self {
+        Topic("remote".into())
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }

@@ -1,11 +1,21 @@
-//! Admin commands: thin clients of `/admin/v1`. Output is the API's JSON, pretty-printed.
+//! Admin commands: thin clients of `/admin/v1`. List commands print a table (`--json`: the API's
+//! JSON); the others print the API's JSON answer, pretty-printed.
 
 use anyhow::Context as _;
 use clap::Subcommand;
 use serde_json::{Value, json};
 
 use super::ServerArgs;
+use super::table::{self, Format, col};
 use crate::app::ADMIN_TOKEN_FILE;
+use crate::domain::duration::{self, Seconds};
+
+/// The scopes a token may carry.
+const SCOPES: [&str; 3] = ["agent", "human", "admin"];
+/// The rights a channel member may have.
+const RIGHTS: [&str; 4] = ["read", "post", "request", "approve"];
+/// What a channel's policy may say for an impact.
+const DECISIONS: [&str; 3] = ["auto", "approve", "deny"];
 
 #[derive(Debug, Subcommand)]
 pub enum PersonCommand {
@@ -24,6 +34,8 @@ pub enum PersonCommand {
     },
     /// List people.
     List {
+        #[command(flatten)]
+        format: Format,
         #[command(flatten)]
         server: ServerArgs,
     },
@@ -59,6 +71,15 @@ pub enum PartyCommand {
     /// List external parties and their settings.
     List {
         #[command(flatten)]
+        format: Format,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Remove an external party: its tokens are revoked (JWTs of its subject are refused too), it
+    /// leaves every channel; its tasks and threads stay as history. The id is never reused.
+    Remove {
+        id: String,
+        #[command(flatten)]
         server: ServerArgs,
     },
 }
@@ -68,12 +89,12 @@ pub enum TokenCommand {
     /// Issue a token; its secret is printed once.
     Issue {
         person: String,
-        /// Comma-separated scopes: agent, human, admin.
-        #[arg(long, default_value = "agent")]
-        scopes: String,
-        /// Lifetime in seconds (default: no expiry).
-        #[arg(long)]
-        expires_in: Option<u64>,
+        /// Comma-separated scopes.
+        #[arg(long, value_delimiter = ',', default_value = "agent", value_parser = SCOPES)]
+        scopes: Vec<String>,
+        /// Lifetime: seconds or 30s, 10m, 24h, 7d (default: no expiry).
+        #[arg(long, value_parser = duration::parse)]
+        expires_in: Option<Seconds>,
         #[arg(long, default_value = "")]
         description: String,
         #[command(flatten)]
@@ -83,6 +104,8 @@ pub enum TokenCommand {
     List {
         #[arg(long)]
         person: Option<String>,
+        #[command(flatten)]
+        format: Format,
         #[command(flatten)]
         server: ServerArgs,
     },
@@ -100,11 +123,11 @@ pub enum ChannelCommand {
     Add {
         name: String,
         /// Comma-separated person ids.
-        #[arg(long)]
-        members: String,
-        /// Comma-separated rights for the members: read, post, request, approve (default: all).
-        #[arg(long)]
-        rights: Option<String>,
+        #[arg(long, value_delimiter = ',', required = true)]
+        members: Vec<String>,
+        /// Comma-separated rights for the members (default: all).
+        #[arg(long, value_delimiter = ',', value_parser = RIGHTS)]
+        rights: Vec<String>,
         #[arg(long, default_value = "")]
         description: String,
         #[command(flatten)]
@@ -117,39 +140,50 @@ pub enum ChannelCommand {
         add: Vec<String>,
         #[arg(long, value_delimiter = ',')]
         remove: Vec<String>,
-        /// Rights for the added members (default: all).
-        #[arg(long)]
-        rights: Option<String>,
+        /// Comma-separated rights for the added members (default: all).
+        #[arg(long, value_delimiter = ',', value_parser = RIGHTS)]
+        rights: Vec<String>,
         #[command(flatten)]
         server: ServerArgs,
     },
-    /// Set the approval policy per impact: auto, approve or deny.
+    /// Change the approval policy: only what you name changes, the rest stays as it is.
     Policy {
         name: String,
-        #[arg(long, default_value = "auto")]
-        none: String,
-        #[arg(long, default_value = "approve")]
-        code: String,
-        #[arg(long, default_value = "approve")]
-        database: String,
-        #[arg(long, default_value = "approve")]
-        production: String,
+        /// Requests with impact none (new channels: auto).
+        #[arg(long, value_parser = DECISIONS)]
+        none: Option<String>,
+        /// Requests with impact code (new channels: approve).
+        #[arg(long, value_parser = DECISIONS)]
+        code: Option<String>,
+        /// Requests with impact database (new channels: approve).
+        #[arg(long, value_parser = DECISIONS)]
+        database: Option<String>,
+        /// Requests with impact production (new channels: approve).
+        #[arg(long, value_parser = DECISIONS)]
+        production: Option<String>,
+        /// How long an approval waits for a decision: 1m to 30d, e.g. 24h (new channels: 24h).
+        #[arg(long, value_parser = duration::parse)]
+        approval_ttl: Option<Seconds>,
+        /// Whether an approver's MCP client may ask its human by elicitation (new channels: off).
+        #[arg(long, value_parser = ["on", "off"])]
+        elicitation: Option<String>,
         #[command(flatten)]
         server: ServerArgs,
     },
     /// List channels with members and policies.
     List {
         #[command(flatten)]
+        format: Format,
+        #[command(flatten)]
         server: ServerArgs,
     },
-}
-
-fn list(s: &str) -> Vec<String> {
-    s.split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(str::to_owned)
-        .collect()
+    /// Remove a channel: its threads and messages stay readable by its members, nothing new can
+    /// be posted or requested in it, and its name is never reused.
+    Remove {
+        name: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
 }
 
 pub async fn person(c: PersonCommand) -> anyhow::Result<()> {
@@ -169,9 +203,19 @@ pub async fn person(c: PersonCommand) -> anyhow::Result<()> {
             )
             .await
         }
-        PersonCommand::List { server } => call(&server, "GET", "/admin/v1/persons", None).await,
+        PersonCommand::List { format, server } => {
+            let answer = fetch(&server, "GET", "/admin/v1/persons", None).await?;
+            let columns = [
+                col!("ID", "id"),
+                col!("KIND", "kind"),
+                col!("NAME", "display_name"),
+                col!("CREATED", "created_at"),
+            ];
+            table::print(format, &answer, "persons", &columns, None)
+        }
         PersonCommand::Remove { id, server } => {
-            call(&server, "DELETE", &format!("/admin/v1/persons/{id}"), None).await
+            let path = format!("/admin/v1/persons/{}", encode(&id));
+            call(&server, "DELETE", &path, None).await
         }
     }
 }
@@ -192,7 +236,21 @@ pub async fn party(c: PartyCommand) -> anyhow::Result<()> {
             });
             call(&server, "POST", "/admin/v1/parties", Some(body)).await
         }
-        PartyCommand::List { server } => call(&server, "GET", "/admin/v1/parties", None).await,
+        PartyCommand::List { format, server } => {
+            let answer = fetch(&server, "GET", "/admin/v1/parties", None).await?;
+            let columns = [
+                col!("ID", |p| table::cell(&p["person"]["id"])),
+                col!("NAME", |p| table::cell(&p["person"]["display_name"])),
+                col!("DEFAULT SKILL", "default_skill"),
+                col!("JWT SUBJECT", "jwt_subject"),
+                col!("CREATED", |p| table::cell(&p["person"]["created_at"])),
+            ];
+            table::print(format, &answer, "parties", &columns, None)
+        }
+        PartyCommand::Remove { id, server } => {
+            let path = format!("/admin/v1/parties/{}", encode(&id));
+            call(&server, "DELETE", &path, None).await
+        }
     }
 }
 
@@ -205,18 +263,33 @@ pub async fn token(c: TokenCommand) -> anyhow::Result<()> {
             description,
             server,
         } => {
-            let body = json!({ "person": person, "scopes": list(&scopes), "expires_in_s": expires_in, "description": description });
+            let body = json!({ "person": person, "scopes": scopes, "expires_in_s": expires_in.map(|s| s.0), "description": description });
             call(&server, "POST", "/admin/v1/tokens", Some(body)).await
         }
-        TokenCommand::List { person, server } => {
+        TokenCommand::List {
+            person,
+            format,
+            server,
+        } => {
             let path = match person {
-                Some(p) => format!("/admin/v1/tokens?person={p}"),
+                Some(p) => format!("/admin/v1/tokens?person={}", encode(&p)),
                 None => "/admin/v1/tokens".to_owned(),
             };
-            call(&server, "GET", &path, None).await
+            let answer = fetch(&server, "GET", &path, None).await?;
+            let columns = [
+                col!("ID", "id"),
+                col!("PERSON", "person"),
+                col!("SCOPES", "scopes"),
+                col!("CREATED", "created_at"),
+                col!("EXPIRES", "expires_at"),
+                col!("REVOKED", "revoked_at"),
+                col!("DESCRIPTION", "description"),
+            ];
+            table::print(format, &answer, "tokens", &columns, None)
         }
         TokenCommand::Revoke { id, server } => {
-            call(&server, "DELETE", &format!("/admin/v1/tokens/{id}"), None).await
+            let path = format!("/admin/v1/tokens/{}", encode(&id));
+            call(&server, "DELETE", &path, None).await
         }
     }
 }
@@ -230,7 +303,8 @@ pub async fn channel(c: ChannelCommand) -> anyhow::Result<()> {
             description,
             server,
         } => {
-            let body = json!({ "name": name, "members": list(&members), "rights": rights.as_deref().map(list), "description": description });
+            let rights = (!rights.is_empty()).then_some(rights);
+            let body = json!({ "name": name, "members": members, "rights": rights, "description": description });
             call(&server, "POST", "/admin/v1/channels", Some(body)).await
         }
         ChannelCommand::Members {
@@ -240,15 +314,10 @@ pub async fn channel(c: ChannelCommand) -> anyhow::Result<()> {
             rights,
             server,
         } => {
-            let body =
-                json!({ "add": add, "remove": remove, "rights": rights.as_deref().map(list) });
-            call(
-                &server,
-                "POST",
-                &format!("/admin/v1/channels/{name}/members"),
-                Some(body),
-            )
-            .await
+            let rights = (!rights.is_empty()).then_some(rights);
+            let body = json!({ "add": add, "remove": remove, "rights": rights });
+            let path = format!("/admin/v1/channels/{}/members", encode(&name));
+            call(&server, "POST", &path, Some(body)).await
         }
         ChannelCommand::Policy {
             name,
@@ -256,19 +325,90 @@ pub async fn channel(c: ChannelCommand) -> anyhow::Result<()> {
             code,
             database,
             production,
+            approval_ttl,
+            elicitation,
             server,
         } => {
-            let body = json!({ "none": none, "code": code, "database": database, "production": production });
-            call(
-                &server,
-                "PUT",
-                &format!("/admin/v1/channels/{name}/policy"),
-                Some(body),
-            )
-            .await
+            let mut body = json!({});
+            for (key, value) in [
+                ("none", none),
+                ("code", code),
+                ("database", database),
+                ("production", production),
+            ] {
+                if let Some(v) = value {
+                    body[key] = json!(v);
+                }
+            }
+            if let Some(ttl) = approval_ttl {
+                body["approval_ttl_s"] = json!(ttl.0);
+            }
+            if let Some(e) = elicitation {
+                body["approval_via_elicitation"] = json!(e == "on");
+            }
+            anyhow::ensure!(
+                body.as_object().is_some_and(|o| !o.is_empty()),
+                "Name what to change: --none, --code, --database, --production (auto, approve or deny), --approval-ttl or --elicitation"
+            );
+            let path = format!("/admin/v1/channels/{}/policy", encode(&name));
+            call(&server, "PATCH", &path, Some(body)).await
         }
-        ChannelCommand::List { server } => call(&server, "GET", "/admin/v1/channels", None).await,
+        ChannelCommand::List { format, server } => {
+            let answer = fetch(&server, "GET", "/admin/v1/channels", None).await?;
+            let columns = [
+                col!("NAME", "name"),
+                col!("MEMBERS", |c| members_cell(&c["members"])),
+                col!("POLICY", |c| policy_cell(&c["policy"])),
+                col!("REMOVED", "removed_at"),
+                col!("DESCRIPTION", "description"),
+            ];
+            table::print(format, &answer, "channels", &columns, None)
+        }
+        ChannelCommand::Remove { name, server } => {
+            let path = format!("/admin/v1/channels/{}", encode(&name));
+            call(&server, "DELETE", &path, None).await
+        }
     }
+}
+
+/// `alice, bob (read)`: each member, with their rights when not all of them.
+fn members_cell(members: &Value) -> String {
+    let all = RIGHTS.join(",");
+    let list: Vec<String> = members
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+        .iter()
+        .map(|m| {
+            let person = table::cell(&m["person"]);
+            let rights = table::cell(&m["rights"]);
+            if rights == all {
+                person
+            } else {
+                format!("{person} ({rights})")
+            }
+        })
+        .collect();
+    if list.is_empty() {
+        "-".to_owned()
+    } else {
+        list.join(", ")
+    }
+}
+
+/// `none=auto code=approve database=approve production=deny ttl=24h`.
+fn policy_cell(policy: &Value) -> String {
+    let mut parts: Vec<String> = ["none", "code", "database", "production"]
+        .iter()
+        .map(|k| format!("{k}={}", table::cell(&policy[*k])))
+        .collect();
+    if let Some(ttl) = policy["approval_ttl_s"].as_u64() {
+        parts.push(format!("ttl={}", duration::format(Seconds(ttl))));
+    }
+    if policy["approval_via_elicitation"].as_bool() == Some(true) {
+        parts.push("elicitation".to_owned());
+    }
+    parts.join(" ")
 }
 
 /// The admin token: `LIAISON_ADMIN_TOKEN`, else the bootstrap file in the data directory.
@@ -295,6 +435,16 @@ pub(super) async fn call(
     body: Option<Value>,
 ) -> anyhow::Result<()> {
     call_as(server, &admin_token(server)?, method, path, body).await
+}
+
+/// Calls `path` with the admin token and returns the JSON answer.
+pub(super) async fn fetch(
+    server: &ServerArgs,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> anyhow::Result<Value> {
+    request_json(server, &admin_token(server)?, None, method, path, body).await
 }
 
 /// Calls `path` with `token` and prints the JSON answer; an error answer ends with its message.

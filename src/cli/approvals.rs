@@ -5,7 +5,9 @@ use clap::Subcommand;
 use serde_json::json;
 
 use super::ServerArgs;
-use super::admin::{admin_token, call_as, member_token};
+use super::admin::{admin_token, call_as, encode, member_token, request_json};
+use super::table::{self, Format, col};
+use crate::domain::duration::{self, Seconds};
 
 #[derive(Debug, Subcommand)]
 pub enum ApprovalsCommand {
@@ -19,6 +21,8 @@ pub enum ApprovalsCommand {
         before: Option<String>,
         #[arg(long)]
         limit: Option<i64>,
+        #[command(flatten)]
+        format: Format,
         #[command(flatten)]
         server: ServerArgs,
     },
@@ -49,9 +53,9 @@ pub enum ApprovalsCommand {
         /// The approver the link decides as (default: the approval's first approver).
         #[arg(long = "for")]
         person: Option<String>,
-        /// Seconds until the link expires (default 3600, at most 7 days).
-        #[arg(long)]
-        expires_in: Option<u64>,
+        /// How long the link stays valid: seconds or 30s, 10m, 24h, 7d (default 1h, at most 7d).
+        #[arg(long, value_parser = duration::parse)]
+        expires_in: Option<Seconds>,
         #[command(flatten)]
         server: ServerArgs,
     },
@@ -65,7 +69,7 @@ pub async fn approvals(c: ApprovalsCommand) -> anyhow::Result<()> {
             expires_in,
             server,
         } => {
-            let body = json!({ "for": person, "expires_in_s": expires_in });
+            let body = json!({ "for": person, "expires_in_s": expires_in.map(|s| s.0) });
             let path = format!("/admin/v1/approvals/{id}/link");
             call_as(&server, &admin_token(&server)?, "POST", &path, Some(body)).await
         }
@@ -73,23 +77,35 @@ pub async fn approvals(c: ApprovalsCommand) -> anyhow::Result<()> {
             pending,
             before,
             limit,
+            format,
             server,
         } => {
             let mut path = format!("/api/v1/approvals?pending={pending}");
             if let Some(b) = before {
-                path.push_str(&format!("&before={b}"));
+                path.push_str(&format!("&before={}", encode(&b)));
             }
             if let Some(l) = limit {
                 path.push_str(&format!("&limit={l}"));
             }
-            call_as(
-                &server,
-                &member_token("approvals need scope human")?,
-                "GET",
-                &path,
-                None,
+            let token = member_token("approvals need scope human")?;
+            let answer = request_json(&server, &token, None, "GET", &path, None).await?;
+            let columns = [
+                col!("ID", "id"),
+                col!("STATE", "state"),
+                col!("CHANNEL", "channel"),
+                col!("IMPACT", "impact"),
+                col!("REQUESTED BY", "requested_by"),
+                col!("APPROVERS", "approvers"),
+                col!("CREATED", "created_at"),
+                col!("EXPIRES", "expires_at"),
+            ];
+            table::print(
+                format,
+                &answer,
+                "approvals",
+                &columns,
+                Some(("next", "--before")),
             )
-            .await
         }
         ApprovalsCommand::Show { id, server } => {
             call_as(
@@ -149,11 +165,12 @@ pub async fn audit(
     since: Option<String>,
     after: Option<i64>,
     limit: Option<i64>,
+    format: Format,
     server: ServerArgs,
 ) -> anyhow::Result<()> {
     let mut query = Vec::new();
     if let Some(s) = since {
-        query.push(format!("since={s}"));
+        query.push(format!("since={}", encode(&s)));
     }
     if let Some(a) = after {
         query.push(format!("after={a}"));
@@ -162,5 +179,22 @@ pub async fn audit(
         query.push(format!("limit={l}"));
     }
     let path = format!("/admin/v1/audit?{}", query.join("&"));
-    call_as(&server, &admin_token(&server)?, "GET", &path, None).await
+    let answer = request_json(&server, &admin_token(&server)?, None, "GET", &path, None).await?;
+    let columns = [
+        col!("SEQ", "seq"),
+        col!("AT", "at"),
+        col!("EVENT", "event"),
+        col!("APPROVAL", "approval"),
+        col!("THREAD", "thread"),
+        col!("ACTOR", "actor"),
+        col!("VIA", "via"),
+        col!("DECISION", "decision"),
+    ];
+    table::print(
+        format,
+        &answer,
+        "entries",
+        &columns,
+        Some(("next_after", "--after")),
+    )
 }

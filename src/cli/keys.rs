@@ -4,21 +4,28 @@ use clap::Subcommand;
 use serde_json::json;
 
 use super::ServerArgs;
-use super::admin::call;
+use super::admin::{call, encode, fetch};
+use super::table::{self, Format, col};
+use crate::domain::duration::{self, Seconds};
 
 #[derive(Debug, Subcommand)]
 pub enum KeysCommand {
     /// The signing keys: the one that signs, and those still co-signing the card.
     List {
         #[command(flatten)]
+        format: Format,
+        #[command(flatten)]
         server: ServerArgs,
     },
     /// A new key signs from now on; the previous one stays in the JWKS and co-signs the card for
     /// the overlap. Every replica re-signs its card at once.
     Rotate {
-        /// Days the previous key keeps co-signing (default 7).
-        #[arg(long, default_value_t = 7)]
-        overlap_days: i64,
+        /// How long the previous key keeps co-signing: seconds or 30s, 10m, 24h, 7d.
+        #[arg(long, value_parser = duration::parse, default_value = "7d")]
+        overlap: Seconds,
+        /// The overlap in days (the older spelling of --overlap).
+        #[arg(long, conflicts_with = "overlap", hide = true)]
+        overlap_days: Option<u64>,
         #[command(flatten)]
         server: ServerArgs,
     },
@@ -32,16 +39,28 @@ pub enum KeysCommand {
 
 pub async fn keys(c: KeysCommand) -> anyhow::Result<()> {
     match c {
-        KeysCommand::List { server } => call(&server, "GET", "/admin/v1/keys", None).await,
+        KeysCommand::List { format, server } => {
+            let answer = fetch(&server, "GET", "/admin/v1/keys", None).await?;
+            let columns = [
+                col!("KID", "kid"),
+                col!("ALG", "alg"),
+                col!("SIGNING", "signing"),
+                col!("CREATED", "created_at"),
+                col!("RETIRE AFTER", "retire_after"),
+            ];
+            table::print(format, &answer, "keys", &columns, None)
+        }
         KeysCommand::Rotate {
+            overlap,
             overlap_days,
             server,
         } => {
-            let body = json!({ "overlap_s": overlap_days.saturating_mul(86_400) });
+            let overlap_s = overlap_days.map_or(overlap.0, |d| d.saturating_mul(86_400));
+            let body = json!({ "overlap_s": overlap_s });
             call(&server, "POST", "/admin/v1/keys/rotate", Some(body)).await
         }
         KeysCommand::Retire { kid, server } => {
-            let path = format!("/admin/v1/keys/{kid}/retire");
+            let path = format!("/admin/v1/keys/{}/retire", encode(&kid));
             call(&server, "POST", &path, None).await
         }
     }

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::ServerArgs;
 use super::admin::{encode, member_token, request_json};
-use super::duration::Seconds;
+use crate::domain::duration::Seconds;
 use crate::mcp::render;
 
 /// What every member command needs: where the server is, who the agent is, how to print.
@@ -35,7 +35,7 @@ pub struct InboxArgs {
     pub consumer: String,
     /// How long to wait for the next entry when none is there (e.g. 30s; at most the server's
     /// max_wait_s).
-    #[arg(long, value_parser = super::duration::parse)]
+    #[arg(long, value_parser = crate::domain::duration::parse)]
     pub wait: Option<Seconds>,
     /// The cursor of the previous inbox: acknowledges everything up to it.
     #[arg(long)]
@@ -104,7 +104,7 @@ pub struct ClaimArgs {
     #[arg(long)]
     pub release: bool,
     /// Lease length (e.g. 10m; default the server's).
-    #[arg(long, value_parser = super::duration::parse)]
+    #[arg(long, value_parser = crate::domain::duration::parse)]
     pub lease: Option<Seconds>,
     #[command(flatten)]
     pub member: MemberArgs,

@@ -4,23 +4,42 @@
 
 mod admin;
 mod approvals;
-mod duration;
 mod keys;
 pub mod logging;
 mod member;
 mod outbox;
 mod remotes;
 mod serve;
+mod table;
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+/// `liaison --version`: the crate's version and the commit it was built from (see build.rs).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("LIAISON_GIT_COMMIT"),
+    ")"
+);
+
+/// The environment variables read outside of any one option, listed under `--help`.
+const ENVIRONMENT: &str = "\
+Environment:
+  LIAISON_TOKEN        your own token, for inbox, thread, post, claim (scope agent) and approvals (scope human)
+  LIAISON_ADMIN_TOKEN  an admin token for admin commands (else the bootstrap token file in --data-dir)
+  LIAISON_MASTER_KEY   serve: 64 hex characters sealing the signing keys (else master.key in the data directory)
+  LIAISON_<FIELD>, LIAISON_<SECTION>__<FIELD>
+                       serve: any configuration field (config/liaison.example.toml)
+  RUST_LOG             serve: log level and filters (default info)";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "liaison",
-    version,
-    about = "A gateway through which people's AI agents talk to each other, with a human's approval before anything with an effect happens."
+    version = VERSION,
+    about = "A gateway through which people's AI agents talk to each other, with a human's approval before anything with an effect happens.",
+    after_help = ENVIRONMENT
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -70,14 +89,16 @@ pub enum Command {
         #[arg(long)]
         limit: Option<i64>,
         #[command(flatten)]
+        format: table::Format,
+        #[command(flatten)]
         server: ServerArgs,
     },
     /// A single-use console login link for PERSON (admins); prints its URL.
     LoginLink {
         person: String,
-        /// Seconds until the link expires (default 3600, at most 7 days).
-        #[arg(long)]
-        expires_in: Option<u64>,
+        /// How long the link stays valid: seconds or 30s, 10m, 24h, 7d (default 1h, at most 7d).
+        #[arg(long, value_parser = crate::domain::duration::parse)]
+        expires_in: Option<crate::domain::duration::Seconds>,
         #[command(flatten)]
         server: ServerArgs,
     },
@@ -105,6 +126,11 @@ pub enum Command {
         /// whose certificate names its public host, not 127.0.0.1).
         #[arg(long)]
         insecure: bool,
+    },
+    /// Print a shell completion script, e.g. `liaison completions bash > ~/.local/share/bash-completion/completions/liaison`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
     },
 }
 
@@ -147,13 +173,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             since,
             after,
             limit,
+            format,
             server,
-        } => approvals::audit(since, after, limit, server).await,
+        } => approvals::audit(since, after, limit, format, server).await,
         Command::LoginLink {
             person,
             expires_in,
             server,
-        } => approvals::login_link(person, expires_in, server).await,
+        } => approvals::login_link(person, expires_in.map(|s| s.0), server).await,
         Command::Inbox(a) => member::inbox(a).await,
         Command::Thread(a) => member::thread(a).await,
         Command::Post(a) => member::post(a).await,
@@ -161,6 +188,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Mcp(args) => crate::mcp::agent::mcp(args).await,
         Command::Hook(command) => crate::mcp::agent::hook(command).await,
         Command::Watch(args) => crate::mcp::watch::run(args).await,
+        Command::Completions { shell } => {
+            use clap::CommandFactory as _;
+            use std::io::Write as _;
+            // Into memory first: the generator panics on a closed pipe (`| head`), we exit.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "liaison", &mut script);
+            std::io::stdout().write_all(&script)?;
+            Ok(())
+        }
         Command::Healthcheck { url, insecure } => {
             let url = format!("{}/readyz", url.trim_end_matches('/'));
             let response = reqwest::Client::builder()

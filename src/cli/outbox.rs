@@ -5,16 +5,16 @@ use clap::Subcommand;
 use serde_json::json;
 
 use super::ServerArgs;
-use super::admin::{call, encode};
+use super::admin::{call, encode, fetch};
+use super::table::{self, Format, col};
 
 #[derive(Debug, Subcommand)]
 pub enum WebhookCommand {
     /// Register a webhook (Standard Webhooks); prints its `whsec_` secret once.
     Add {
         url: String,
-        /// Comma-separated: message.created, approval.pending, approval.decided, task.updated,
-        /// delivery.dead, endpoint.disabled.
-        #[arg(long, value_delimiter = ',', required = true)]
+        /// Comma-separated events to receive.
+        #[arg(long, value_delimiter = ',', required = true, value_parser = crate::service::WEBHOOK_EVENTS)]
         events: Vec<String>,
         /// Only events concerning this person (author, recipient, approver, party).
         #[arg(long)]
@@ -27,6 +27,8 @@ pub enum WebhookCommand {
     },
     /// List webhooks (never their secrets).
     List {
+        #[command(flatten)]
+        format: Format,
         #[command(flatten)]
         server: ServerArgs,
     },
@@ -69,6 +71,8 @@ pub enum DeliveriesCommand {
         #[arg(long)]
         limit: Option<i64>,
         #[command(flatten)]
+        format: Format,
+        #[command(flatten)]
         server: ServerArgs,
     },
     /// A delivery and every attempt (status, latency, error class).
@@ -98,9 +102,22 @@ pub async fn webhook(c: WebhookCommand) -> anyhow::Result<()> {
                 json!({ "url": url, "events": events, "person": person, "channel": channel });
             call(&server, "POST", "/admin/v1/webhooks", Some(body)).await
         }
-        WebhookCommand::List { server } => call(&server, "GET", "/admin/v1/webhooks", None).await,
+        WebhookCommand::List { format, server } => {
+            let answer = fetch(&server, "GET", "/admin/v1/webhooks", None).await?;
+            let columns = [
+                col!("ID", "id"),
+                col!("URL", "url"),
+                col!("EVENTS", "events"),
+                col!("PERSON", "person"),
+                col!("CHANNEL", "channel"),
+                col!("CREATED", "created_at"),
+                col!("DISABLED", "disabled_at"),
+            ];
+            table::print(format, &answer, "webhooks", &columns, None)
+        }
         WebhookCommand::Remove { id, server } => {
-            call(&server, "DELETE", &format!("/admin/v1/webhooks/{id}"), None).await
+            let path = format!("/admin/v1/webhooks/{}", encode(&id));
+            call(&server, "DELETE", &path, None).await
         }
         WebhookCommand::Test { id, server } => {
             call(
@@ -126,6 +143,7 @@ pub async fn deliveries(c: DeliveriesCommand) -> anyhow::Result<()> {
             endpoint,
             before,
             limit,
+            format,
             server,
         } => {
             let mut query = vec![];
@@ -149,7 +167,23 @@ pub async fn deliveries(c: DeliveriesCommand) -> anyhow::Result<()> {
             } else {
                 format!("/admin/v1/deliveries?{}", query.join("&"))
             };
-            call(&server, "GET", &path, None).await
+            let answer = fetch(&server, "GET", &path, None).await?;
+            let columns = [
+                col!("ID", "id"),
+                col!("STATE", "state"),
+                col!("EVENT", "event_type"),
+                col!("ENDPOINT", "endpoint"),
+                col!("ATTEMPTS", "attempts"),
+                col!("LAST STATUS", "last_status"),
+                col!("NEXT ATTEMPT", "next_attempt_at"),
+            ];
+            table::print(
+                format,
+                &answer,
+                "deliveries",
+                &columns,
+                Some(("next_before", "--before")),
+            )
         }
         DeliveriesCommand::Show { id, server } => {
             call(&server, "GET", &format!("/admin/v1/deliveries/{id}"), None).await

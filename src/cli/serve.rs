@@ -17,19 +17,19 @@ pub struct ServeArgs {
     #[arg(long)]
     pub demo: bool,
     /// Configuration file (TOML); see config/liaison.example.toml.
-    #[arg(long)]
+    #[arg(long, env = "LIAISON_CONFIG")]
     pub config: Option<PathBuf>,
     /// Data directory [default: ./liaison-data]
-    #[arg(long)]
+    #[arg(long, env = "LIAISON_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// HTTP listen address [default: 127.0.0.1:8080]
-    #[arg(long)]
+    /// HTTP listen address, host:port (port 0 picks one) [default: 127.0.0.1:8080]
+    #[arg(long, env = "LIAISON_LISTEN")]
     pub listen: Option<String>,
-    /// Public base URL advertised to clients [default: http://<listen>]
-    #[arg(long)]
+    /// Public base URL advertised to clients (set it when listening on 0.0.0.0) [default: http://<listen>]
+    #[arg(long, env = "LIAISON_PUBLIC_URL")]
     pub public_url: Option<String>,
-    /// Database URL: sqlite://PATH or postgres://… [default: sqlite in the data directory]
-    #[arg(long)]
+    /// Database URL: sqlite://PATH or postgres://USER:PASSWORD@HOST:PORT/DB [default: sqlite in the data directory]
+    #[arg(long, env = "LIAISON_DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
 }
 
@@ -57,7 +57,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         let demo = crate::demo::ensure(&app)
             .await
             .context("Could not create the demo")?;
-        say(&crate::demo::instructions(&demo));
+        let file = app.data_dir().join(crate::demo::DEMO_FILE);
+        say(&crate::demo::instructions(&demo, &file));
     }
     say(&format!(
         "liaison is serving at {} (listening on {})",

@@ -131,6 +131,8 @@ pub(super) struct Card {
     approvers: String,
     expires_at: String,
     fingerprint: String,
+    /// For a message leaving the team: the remote agent it would go to.
+    destination: Option<String>,
     label: Vec<LabelPart>,
     body: String,
     attachments: usize,
@@ -182,6 +184,7 @@ pub(super) fn card(c: &Console, view: &ApprovalView, via: Via<'_>) -> Card {
         approvers: view.approver_names.join(", "),
         expires_at: a.expires_at.to_string(),
         fingerprint: a.fingerprint.clone(),
+        destination: view.destination.clone(),
         label: label_parts(&label),
         body: view.request.body.clone(),
         attachments: view.request.attachments.len(),

@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 
-use super::{Attachment, Impact, MessageId, ThreadId, named_enum};
+use super::{Attachment, Impact, MessageId, PersonId, ThreadId, named_enum};
 
 named_enum! {
     /// Where an approval stands.
@@ -27,6 +27,18 @@ named_enum! {
         Expired = "expired",
         /// Approved, and a claim has started the work it allowed.
         Consumed = "consumed",
+    }
+}
+
+named_enum! {
+    /// What an approval guards.
+    pub enum ApprovalKind ("approval kind") {
+        /// A request with an effect, to the team's own members (SPEC §5); the first claim after
+        /// `allow` consumes it.
+        Request = "request",
+        /// A message leaving the team for a remote agent (SPEC §8b); `allow` sends it, which
+        /// consumes it at once.
+        Outbound = "outbound",
     }
 }
 
@@ -97,6 +109,9 @@ struct Action<'a> {
     impact: Impact,
     /// SHA-256 (hex) of the canonical JSON of `{"body": …, "attachments": […]}`.
     content: String,
+    /// For a message leaving the team: the remote agent it goes to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    to: Option<&'a str>,
 }
 
 /// The action fingerprint: SHA-256 (hex) over the RFC 8785 canonical JSON of the thread id, the
@@ -109,12 +124,44 @@ pub fn fingerprint(
     body: &str,
     attachments: &[Attachment],
 ) -> String {
+    action_fingerprint(thread, message, impact, body, attachments, None)
+}
+
+/// The fingerprint of a message leaving the team: as [`fingerprint`], with the remote agent it
+/// goes to (`to`) in the action, so the same words to another agent need another approval.
+pub fn outbound_fingerprint(
+    thread: &ThreadId,
+    message: &MessageId,
+    impact: Impact,
+    body: &str,
+    attachments: &[Attachment],
+    to: &PersonId,
+) -> String {
+    action_fingerprint(
+        thread,
+        message,
+        impact,
+        body,
+        attachments,
+        Some(to.as_str()),
+    )
+}
+
+fn action_fingerprint(
+    thread: &ThreadId,
+    message: &MessageId,
+    impact: Impact,
+    body: &str,
+    attachments: &[Attachment],
+    to: Option<&str>,
+) -> String {
     let content = serde_json::json!({ "body": body, "attachments": attachments });
     let action = Action {
         thread: thread.as_str(),
         message: message.as_str(),
         impact,
         content: sha256_hex(&canonical(&content)),
+        to,
     };
     sha256_hex(&canonical(&action))
 }

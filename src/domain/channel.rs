@@ -33,6 +33,11 @@ pub struct ApprovalPolicy {
     /// How long an approval waits for a decision before it expires and the thread is closed.
     #[serde(default = "day")]
     pub approval_ttl_s: u64,
+    /// Messages to a remote agent (SPEC §8b): data leaving the team. `approve` (default): a human
+    /// of the sending member allows each exact message first; `auto`: sent at once; `deny`:
+    /// refused at posting.
+    #[serde(default = "approve")]
+    pub outbound: PolicyDecision,
     /// Whether an approver's own MCP client may ask its human through MCP elicitation (never for
     /// requests from external parties). Off by default.
     #[serde(default)]
@@ -61,9 +66,51 @@ impl Default for ApprovalPolicy {
             code: approve(),
             database: approve(),
             production: approve(),
+            outbound: approve(),
             approval_ttl_s: day(),
             approval_via_elicitation: false,
         }
+    }
+}
+
+/// A change to some fields of a policy (`channel policy --code auto`): what is named changes, the
+/// rest stays as it is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyChange {
+    pub none: Option<PolicyDecision>,
+    pub code: Option<PolicyDecision>,
+    pub database: Option<PolicyDecision>,
+    pub production: Option<PolicyDecision>,
+    pub approval_ttl_s: Option<u64>,
+    pub approval_via_elicitation: Option<bool>,
+}
+
+impl PolicyChange {
+    /// Whether it names nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// `policy` with the named fields changed.
+    pub fn apply(&self, mut policy: ApprovalPolicy) -> ApprovalPolicy {
+        for (impact, decision) in [
+            (Impact::None, self.none),
+            (Impact::Code, self.code),
+            (Impact::Database, self.database),
+            (Impact::Production, self.production),
+        ] {
+            if let Some(d) = decision {
+                policy.set(impact, d);
+            }
+        }
+        if let Some(ttl) = self.approval_ttl_s {
+            policy.approval_ttl_s = ttl;
+        }
+        if let Some(e) = self.approval_via_elicitation {
+            policy.approval_via_elicitation = e;
+        }
+        policy
     }
 }
 
@@ -84,5 +131,31 @@ impl ApprovalPolicy {
             Impact::Database => self.database = decision,
             Impact::Production => self.production = decision,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_policy_change_touches_only_what_it_names() {
+        let before = ApprovalPolicy {
+            production: PolicyDecision::Deny,
+            approval_ttl_s: 3_600,
+            ..ApprovalPolicy::default()
+        };
+        let change: PolicyChange = serde_json::from_str(r#"{"code": "auto"}"#).unwrap();
+        let after = change.apply(before);
+        assert_eq!(after.code, PolicyDecision::Auto);
+        assert_eq!(
+            ApprovalPolicy {
+                code: before.code,
+                ..after
+            },
+            before
+        );
+        assert!(PolicyChange::default().is_empty() && !change.is_empty());
+        assert!(serde_json::from_str::<PolicyChange>(r#"{"cde": "auto"}"#).is_err());
     }
 }

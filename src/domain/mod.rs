@@ -7,20 +7,23 @@
 pub mod address;
 mod approval;
 mod channel;
+pub mod duration;
 mod ids;
 mod label;
 mod message;
 mod person;
 mod presence;
+mod remote;
 mod task;
 pub mod text;
 mod thread;
 mod time;
 
 pub use approval::{
-    ApprovalEvent, ApprovalRefusal, ApprovalState, Decision, DecisionPath, fingerprint,
+    ApprovalEvent, ApprovalKind, ApprovalRefusal, ApprovalState, Decision, DecisionPath,
+    fingerprint, outbound_fingerprint,
 };
-pub use channel::{APPROVAL_TTL_RANGE, ApprovalPolicy, PolicyDecision};
+pub use channel::{APPROVAL_TTL_RANGE, ApprovalPolicy, PolicyChange, PolicyDecision};
 pub use ids::{ApprovalId, ChannelName, MessageId, PersonId, ThreadId};
 pub use label::{BODY_PREFIX, Label, LabelLanguage, render_for_agent};
 pub use message::{
@@ -29,6 +32,7 @@ pub use message::{
 };
 pub use person::{AgentIdentity, PersonKind, Right, Rights, Scope, Scopes};
 pub use presence::{LeaseMode, Transition};
+pub use remote::{FollowMode, RemoteState};
 pub use task::{TaskEvent, TaskState, TaskTerminal};
 pub use thread::{ThreadState, TransitionError};
 pub use time::Timestamp;

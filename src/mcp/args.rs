@@ -121,6 +121,8 @@ pub struct PostArgs {
     pub refers_to: Option<String>,
     /// Any unique string; repeating a post with the same key returns the first post, creating nothing.
     pub idempotency_key: Option<String>,
+    /// For a question, request or handoff to a remote agent (see `channels`): the skill to ask for.
+    pub skill: Option<String>,
     /// Your agent identity `agent_id@host:session` (self-declared, shown as such, never trusted).
     pub agent: Option<String>,
 }
@@ -155,6 +157,7 @@ impl PostArgs {
             attachments,
             refers_to: self.refers_to.map(MessageId::parse).transpose()?,
             idempotency_key: self.idempotency_key,
+            skill: self.skill,
         })
     }
 }

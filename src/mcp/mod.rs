@@ -216,6 +216,12 @@ async fn bearer(State(front): State<Front>, mut req: Request, next: Next) -> Res
     match (&named, busy) {
         (Some(id), _) if ending && response.status().is_success() => {
             front.sessions.forget(id);
+            // rmcp says 202; clients expect 200 or 204 for an ended session (the Python SDK
+            // warns "Session termination failed: 202" otherwise).
+            let mut response = response;
+            if response.status() == axum::http::StatusCode::ACCEPTED {
+                *response.status_mut() = axum::http::StatusCode::NO_CONTENT;
+            }
             response
         }
         (Some(_), Some(busy)) => crate::net::hold(response, busy),

@@ -89,15 +89,33 @@ pub fn approval(a: &Value) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let mut out = format!(
-        "Approval {} of request {} (impact {}, fingerprint {}): {}",
-        s("id"),
-        s("message"),
-        s("impact"),
-        s("fingerprint"),
-        s("state")
-    );
+    let outbound = s("kind") == "outbound";
+    let mut out = if outbound {
+        format!(
+            "Approval {} of outgoing message {} to a remote agent (fingerprint {}): {}",
+            s("id"),
+            s("message"),
+            s("fingerprint"),
+            s("state")
+        )
+    } else {
+        format!(
+            "Approval {} of request {} (impact {}, fingerprint {}): {}",
+            s("id"),
+            s("message"),
+            s("impact"),
+            s("fingerprint"),
+            s("state")
+        )
+    };
     match s("state") {
+        "pending" if outbound => out.push_str(&format!(
+            "; nothing is sent until a human among {} allows it (before {}), in the console or \
+             with `liaison approvals allow {}`.",
+            people("approvers"),
+            s("expires_at"),
+            s("id")
+        )),
         "pending" => out.push_str(&format!(
             "; a human among {} must decide before {}. Do not act on the request before that.",
             people("approvers"),
@@ -114,7 +132,9 @@ pub fn approval(a: &Value) -> String {
             if let Some(reason) = a["reason"].as_str() {
                 out.push_str(&format!(", reason {}", text::quote(reason)));
             }
-            if let Some(by) = a["consumed_by"].as_str() {
+            if outbound && s("state") == "consumed" {
+                out.push_str(&format!("; sent at {}", s("consumed_at")));
+            } else if let Some(by) = a["consumed_by"].as_str() {
                 out.push_str(&format!(
                     "; consumed by a claim of {by} at {}",
                     s("consumed_at")
@@ -225,6 +245,21 @@ pub fn thread(value: &Value) -> Vec<String> {
             String::new()
         }
     )];
+    let remote = &value["remote"];
+    if remote.is_object() {
+        // Ids and states are the remote's own text: quoted.
+        blocks.push(format!(
+            "Delegated to the remote agent {} (external): its task {} is {}; liaison follows it by {}.{}",
+            s(&remote["remote"]),
+            text::quote(remote["task_id"].as_str().unwrap_or("(not sent yet)")),
+            remote["state"].as_str().unwrap_or("not started"),
+            s(&remote["follow"]),
+            match remote["last_error"].as_str() {
+                Some(e) => format!(" Last trouble reaching it: {}.", text::quote(e)),
+                None => String::new(),
+            }
+        ));
+    }
     for a in value["approvals"].as_array().into_iter().flatten() {
         blocks.push(approval(a));
     }
@@ -256,9 +291,19 @@ pub fn posted(receipt: &Value) -> String {
         s("thread_state"),
         recipients.join(", "),
         if receipt["replayed"] == true {
-            " (Repeated idempotency key: nothing new was created.)"
+            " (Repeated idempotency key: nothing new was created.)".to_owned()
         } else {
-            ""
+            match (receipt["approval"].as_str(), receipt["remote"].as_str()) {
+                (Some(a), Some(r)) => format!(
+                    " Nothing is sent to the remote agent {r} until a human of yours allows it \
+                     (approval {a}); its answers will arrive in this thread."
+                ),
+                (None, Some(r)) => format!(
+                    " It is being sent to the remote agent {r}; its answers will arrive in this thread."
+                ),
+                (Some(a), None) => format!(" It awaits approval {a}."),
+                (None, None) => String::new(),
+            }
         }
     )
 }

@@ -27,14 +27,22 @@ pub struct WatchArgs {
     /// Quiet time after an entry before running, so a burst of entries makes one run.
     #[arg(long, default_value_t = 2000)]
     pub debounce_ms: u64,
-    /// Seconds each long-poll waits (1-50).
-    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=50))]
+    /// How long each long-poll waits: 1-50 seconds, e.g. 50 or 30s.
+    #[arg(long, alias = "wait", default_value = "50", value_parser = wait_seconds)]
     pub wait_s: u64,
     #[command(flatten)]
     pub connection: Connection,
     /// The command to run, with its arguments (after `--`).
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
+}
+
+/// `--wait-s`: a duration of 1 to 50 seconds.
+fn wait_seconds(s: &str) -> Result<u64, String> {
+    match crate::domain::duration::parse(s)?.0 {
+        n @ 1..=50 => Ok(n),
+        n => Err(format!("{n} s is out of range: a long-poll waits 1-50 s")),
+    }
 }
 
 /// Runs until interrupted.

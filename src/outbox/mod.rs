@@ -47,6 +47,8 @@ pub struct Worker {
     issuer: String,
     /// This worker's lease-owner name (unique per process start).
     id: String,
+    /// Sends `remote.*` deliveries (SPEC §8b), when the bridge is wired.
+    remote: Option<crate::remote::Sender>,
 }
 
 fn header(name: &'static str, value: &str) -> Option<(HeaderName, HeaderValue)> {
@@ -78,7 +80,14 @@ impl Worker {
             keys,
             issuer,
             id: format!("worker-{}", uuid::Uuid::now_v7().simple()),
+            remote: None,
         }
+    }
+
+    /// Lets this worker send to remote agents.
+    pub fn with_remote(mut self, sender: crate::remote::Sender) -> Worker {
+        self.remote = Some(sender);
+        self
     }
 
     pub fn id(&self) -> &str {
@@ -104,19 +113,15 @@ impl Worker {
     async fn attempt(&self, d: DeliveryRecord) -> anyhow::Result<Step> {
         let started_at = self.service.clock_now();
         let clock = Instant::now();
-        let result = match self.requests(&d, started_at).await {
-            Ok(requests) => {
-                let mut last = SendResult::Failed(SendFailure::Gone("nothing to send".into()));
-                for (headers, body) in requests {
-                    last = self.client.post(&d.url, headers, body).await;
-                    if !matches!(&last, SendResult::Status { code, .. } if (200..300).contains(code))
-                    {
-                        break;
-                    }
-                }
-                last
+        let result = if d.event_type.starts_with("remote.") {
+            match &self.remote {
+                Some(sender) => sender.deliver(&d).await,
+                None => SendResult::Failed(SendFailure::Request(
+                    "this process does not send to remote agents".into(),
+                )),
             }
-            Err(failure) => SendResult::Failed(failure),
+        } else {
+            self.post(&d, started_at).await
         };
         let latency = clock.elapsed();
         let (verdict, finished) = self
@@ -156,6 +161,24 @@ impl Worker {
             verdict,
             result,
         })
+    }
+
+    /// One attempt of an A2A push or a webhook: its POSTs, until one fails.
+    async fn post(&self, d: &DeliveryRecord, started_at: Timestamp) -> SendResult {
+        match self.requests(d, started_at).await {
+            Ok(requests) => {
+                let mut last = SendResult::Failed(SendFailure::Gone("nothing to send".into()));
+                for (headers, body) in requests {
+                    last = self.client.post(&d.url, headers, body).await;
+                    if !matches!(&last, SendResult::Status { code, .. } if (200..300).contains(code))
+                    {
+                        break;
+                    }
+                }
+                last
+            }
+            Err(failure) => SendResult::Failed(failure),
+        }
     }
 
     /// The POSTs of one delivery: an A2A push may be two (a reply's artifact, then its status).

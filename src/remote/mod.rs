@@ -13,17 +13,20 @@
 //! types (`crate::a2a::pb`); the service calls it, never the reverse. Decisions (interface order,
 //! caps, credentials) are in `README.md` next to this file.
 
+pub mod bridge;
 pub mod card;
 pub mod client;
 mod error;
 mod grpc;
 mod oauth;
+pub mod receiver;
 mod sse;
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+pub use bridge::{Follower, Sender};
 pub use client::{A2aClient, EventStream};
 pub use error::{CallError, RemoteError};
 
@@ -168,4 +171,6 @@ pub struct RemoteTarget {
     pub keys: crate::a2a::keys::Jwks,
     /// The opened credentials; `Debug` never shows a secret.
     pub credentials: Arc<Credentials>,
+    /// The ids of the skills the card lists (a message may ask for one of them).
+    pub skills: Vec<String>,
 }

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::auth::{hash_secret, new_secret};
 use super::{Caller, ErrorCode, Result, Service, ServiceError, input};
 use crate::domain::{
-    ApprovalPolicy, ChannelName, PersonId, PersonKind, Rights, Scope, Scopes, text,
+    ApprovalPolicy, ChannelName, PersonId, PersonKind, PolicyChange, Rights, Scope, Scopes, text,
 };
 use crate::store::{
     ChannelRecord, MemberRecord, PartyRecord, PersonRecord, StoreError, TokenRecord,
@@ -254,6 +254,17 @@ impl Service {
         Ok((party, token))
     }
 
+    /// Removes an external party as [`Service::remove_person`] removes a person (tokens revoked,
+    /// out of every channel, id never reused); its JWT subject no longer authenticates. A member's
+    /// id is "not found" here: members are removed with `person remove`.
+    pub async fn remove_party(&self, caller: &Caller, id: &PersonId) -> Result<()> {
+        caller.require(Scope::Admin)?;
+        if self.inner.store.party(id).await?.is_none() {
+            return Err(ServiceError::not_found("party", id));
+        }
+        self.remove_person(caller, id).await
+    }
+
     pub async fn list_parties(&self, caller: &Caller) -> Result<Vec<PartyRecord>> {
         caller.require(Scope::Admin)?;
         Ok(self.inner.store.parties().await?)
@@ -393,6 +404,7 @@ impl Service {
             policy: spec.policy.unwrap_or_default(),
             created_at: self.now(),
             members,
+            removed_at: None,
         };
         self.inner
             .store
@@ -415,6 +427,7 @@ impl Service {
                 "a person cannot be both added and removed",
             ));
         }
+        self.live_channel(name).await?;
         let members = self
             .members_of(&change.add, change.rights.unwrap_or_else(Rights::all))
             .await?;
@@ -438,6 +451,7 @@ impl Service {
     ) -> Result<ChannelRecord> {
         caller.require(Scope::Admin)?;
         check_policy(&policy)?;
+        self.live_channel(name).await?;
         if !self.inner.store.set_policy(name.clone(), policy).await? {
             return Err(ServiceError::not_found("channel", name));
         }
@@ -445,9 +459,75 @@ impl Service {
         self.channel_for_admin(name).await
     }
 
+    /// Changes only the policy fields `change` names (`PATCH`; [`Service::set_policy`] replaces
+    /// the whole policy).
+    pub async fn change_policy(
+        &self,
+        caller: &Caller,
+        name: &ChannelName,
+        change: PolicyChange,
+    ) -> Result<ChannelRecord> {
+        caller.require(Scope::Admin)?;
+        if change.is_empty() {
+            return Err(ServiceError::invalid(
+                "name at least one of none, code, database, production, approval_ttl_s, approval_via_elicitation",
+            ));
+        }
+        // The other fields are valid already: only a new deadline needs checking.
+        if let Some(ttl) = change.approval_ttl_s {
+            check_policy(&ApprovalPolicy {
+                approval_ttl_s: ttl,
+                ..ApprovalPolicy::default()
+            })?;
+        }
+        self.live_channel(name).await?;
+        let policy = self
+            .inner
+            .store
+            .change_policy(name.clone(), change)
+            .await?
+            .ok_or_else(|| ServiceError::not_found("channel", name))?;
+        self.directory_changed();
+        tracing::info!(channel = %name, ?policy, "Channel policy changed.");
+        self.channel_for_admin(name).await
+    }
+
+    /// Removes a channel. Its threads and messages stay (its members keep `read`, so they can
+    /// still read them, and so do the audit log and the console); nothing new can be posted,
+    /// requested or approved in it, so approvals still pending there expire at their deadline;
+    /// its members, policy and name can no longer change, and the name is never reused.
+    pub async fn remove_channel(&self, caller: &Caller, name: &ChannelName) -> Result<()> {
+        caller.require(Scope::Admin)?;
+        if !self
+            .inner
+            .store
+            .remove_channel(name.clone(), self.now())
+            .await?
+        {
+            return Err(ServiceError::not_found(
+                "channel (or it is already removed)",
+                name,
+            ));
+        }
+        self.directory_changed();
+        tracing::info!(channel = %name, "Channel removed.");
+        Ok(())
+    }
+
     pub async fn list_all_channels(&self, caller: &Caller) -> Result<Vec<ChannelRecord>> {
         caller.require(Scope::Admin)?;
         Ok(self.inner.store.channels(None).await?)
+    }
+
+    /// A channel an admin may still change: known and not removed.
+    async fn live_channel(&self, name: &ChannelName) -> Result<ChannelRecord> {
+        let channel = self.channel_for_admin(name).await?;
+        if channel.removed_at.is_some() {
+            return Err(ServiceError::invalid(format!(
+                "channel {name} was removed: its history stays, it cannot be changed"
+            )));
+        }
+        Ok(channel)
     }
 
     async fn channel_for_admin(&self, name: &ChannelName) -> Result<ChannelRecord> {

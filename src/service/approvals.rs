@@ -21,9 +21,9 @@ use serde::Serialize;
 use super::{Caller, ErrorCode, Result, Service, ServiceError, input};
 use crate::bus::Topic;
 use crate::domain::{
-    ApprovalEvent, ApprovalId, ApprovalState, Attachment, Decision, DecisionPath, Impact, Kind,
-    MessageId, Outcome, PersonId, PersonKind, PolicyDecision, Right, Scope, ThreadId, Timestamp,
-    fingerprint, text,
+    ApprovalEvent, ApprovalId, ApprovalKind, ApprovalState, Attachment, Decision, DecisionPath,
+    Impact, Kind, MessageId, Outcome, PersonId, PersonKind, PolicyDecision, Right, Scope, ThreadId,
+    Timestamp, fingerprint, text,
 };
 use crate::store::{
     ApprovalRecord, AuditRecord, ChannelRecord, MessageRecord, NewApproval, NewMessage, Settled,
@@ -47,6 +47,9 @@ pub struct ApprovalView {
     pub subject: String,
     /// The request exactly as it will be acted on.
     pub request: MessageRecord,
+    /// For an outbound approval: the display name of the remote agent the message would go to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub destination: Option<String>,
 }
 
 /// A page of approvals.
@@ -148,6 +151,7 @@ impl Service {
         }
         Ok(Some(NewApproval {
             id: ApprovalId::generate(),
+            kind: ApprovalKind::Request,
             impact,
             fingerprint: fingerprint(r.thread, r.message, impact, r.body, r.attachments),
             approvers,
@@ -349,6 +353,10 @@ impl Service {
             }
         };
         let notify = self.request_recipients(&approval).await?;
+        let send = match (decision, approval.kind) {
+            (Decision::Allow, ApprovalKind::Outbound) => Some(self.held_send(&approval).await?),
+            _ => None,
+        };
         let settled = self
             .inner
             .store
@@ -361,6 +369,7 @@ impl Service {
                 now,
                 notify: notify.clone(),
                 close,
+                send,
             })
             .await?;
         match settled {
@@ -445,6 +454,7 @@ impl Service {
                 now: self.now(),
                 notify: Vec::new(),
                 close: Some(close),
+                send: None,
             })
             .await?;
         match settled {
@@ -516,7 +526,12 @@ impl Service {
             .await?
             .map(|t| t.subject)
             .unwrap_or_default();
+        let destination = match approval.kind {
+            ApprovalKind::Outbound => Some(self.names(&request.recipients).await?.join(", ")),
+            ApprovalKind::Request => None,
+        };
         Ok(ApprovalView {
+            destination,
             requested_by_name: self
                 .names(std::slice::from_ref(&approval.requested_by))
                 .await?
@@ -558,6 +573,11 @@ impl Service {
         recipients.push(a.requested_by.clone());
         recipients.sort();
         recipients.dedup();
+        // A rejected answer to a remote agent that waits for it ends its task too.
+        let remote = match a.kind {
+            ApprovalKind::Outbound => self.cancel_hop(&a.thread).await?,
+            ApprovalKind::Request => None,
+        };
         Ok(NewMessage {
             id: MessageId::generate(),
             thread: a.thread.clone(),
@@ -578,6 +598,7 @@ impl Service {
             created_at: self.now(),
             task: None,
             approval: None,
+            remote,
         })
     }
 

@@ -55,6 +55,10 @@ pub struct PostRequest {
     pub attachments: Vec<Attachment>,
     pub refers_to: Option<MessageId>,
     pub idempotency_key: Option<String>,
+    /// For a message to a remote agent that starts a round: the skill asked for (one of the
+    /// skills its card lists).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skill: Option<String>,
 }
 
 /// What a post returns.
@@ -67,6 +71,12 @@ pub struct PostReceipt {
     pub recipients: Vec<PersonId>,
     /// True when this repeats an earlier post with the same idempotency key (nothing was created).
     pub replayed: bool,
+    /// The approval this post awaits (a request with an effect, or a message to a remote agent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<crate::domain::ApprovalId>,
+    /// The remote agent this message goes to (SPEC §8b), through the outbox.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote: Option<PersonId>,
 }
 
 /// A message as an agent receives it: the record, its label and the author's display name.
@@ -83,8 +93,11 @@ pub struct ThreadView {
     pub thread: ThreadRecord,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub claim: Option<ClaimRecord>,
-    /// The thread's approvals, oldest first; the newest one governs claims.
+    /// The thread's approvals, oldest first; the newest request approval governs claims.
     pub approvals: Vec<crate::store::ApprovalRecord>,
+    /// When the thread is delegated to a remote agent: its task there, as liaison follows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote: Option<crate::store::RemoteTaskRecord>,
     /// Bodies share a budget of [`MAX_SLICE_CHARS`] characters; a cut one says so and
     /// `read_message` returns the rest.
     pub messages: Vec<ThreadMessage>,
@@ -221,20 +234,41 @@ impl Service {
             .as_ref()
             .map_or_else(ThreadId::generate, |t| t.id.clone());
         let now = self.now();
-        let approval = self
-            .approval_needed(super::approvals::RequestFacts {
+        let outbound = self
+            .outbound(super::outbound::PostFacts {
+                caller,
                 channel: &channel,
+                thread: &thread,
+                existing: existing.as_ref(),
+                message: &id,
                 kind,
                 impact: req.impact,
-                thread: &thread,
-                message: &id,
+                recipients: &recipients,
                 body: &req.body,
                 attachments: &req.attachments,
-                recipients: &recipients,
-                external: caller.person.kind == crate::domain::PersonKind::External,
+                skill: req.skill.as_deref(),
+                refers_to: req.refers_to.as_ref(),
                 now,
             })
             .await?;
+        let approval = match &outbound {
+            Some(o) => o.approval.clone(),
+            None => {
+                self.approval_needed(super::approvals::RequestFacts {
+                    channel: &channel,
+                    kind,
+                    impact: req.impact,
+                    thread: &thread,
+                    message: &id,
+                    body: &req.body,
+                    attachments: &req.attachments,
+                    recipients: &recipients,
+                    external: caller.person.kind == crate::domain::PersonKind::External,
+                    now,
+                })
+                .await?
+            }
+        };
         let new = NewMessage {
             id,
             thread,
@@ -258,7 +292,10 @@ impl Service {
             created_at: now,
             task,
             approval,
+            remote: outbound.map(|o| o.hop),
         };
+        let approval_id = new.approval.as_ref().map(|a| a.id.clone());
+        let remote = new.remote.as_ref().map(|hop| hop.remote.clone());
         let outcome = match self.inner.store.post(new.clone()).await {
             // Two posts with one key raced on PostgreSQL: the loser finds the winner's message.
             Err(StoreError::Conflict(c)) if c.contains("idempotency") => {
@@ -283,6 +320,8 @@ impl Service {
             channel: outcome.message.channel,
             thread_state: outcome.thread.state.name(),
             recipients: outcome.message.recipients,
+            approval: approval_id.filter(|_| !outcome.replayed),
+            remote: remote.filter(|_| !outcome.replayed),
             replayed: outcome.replayed,
         })
     }
@@ -323,6 +362,7 @@ impl Service {
         }
         Ok(ThreadView {
             approvals: self.thread_approvals(id).await?,
+            remote: self.inner.store.remote_task(id).await?,
             thread,
             claim,
             messages: delivered,
@@ -379,16 +419,21 @@ impl Service {
 
     /// Adds the server label to a message.
     pub(super) async fn deliver(&self, message: MessageRecord) -> Result<DeliveredMessage> {
-        let name = match self.inner.store.person(&message.author).await? {
-            Some(p) => p.display_name,
-            None => message.author.to_string(),
+        let language = self.inner.settings.label_language;
+        let (name, remote) = match self.inner.store.person(&message.author).await? {
+            Some(p) => (p.display_name, p.kind == crate::domain::PersonKind::Remote),
+            None => (message.author.to_string(), false),
         };
         let effect = if message.kind == Kind::Request {
             message.impact
         } else {
             None
         };
-        let label = Label::new(&name, effect, self.inner.settings.label_language);
+        let label = if remote {
+            Label::remote(&name, language)
+        } else {
+            Label::new(&name, effect, language)
+        };
         Ok(DeliveredMessage { label, message })
     }
 
@@ -491,7 +536,15 @@ impl Service {
                 people.insert(t.opened_by.clone());
                 people.into_iter().filter(|p| readers.contains(p)).collect()
             }
-            None => readers.into_iter().cloned().collect(),
+            // A new thread: every other reader but remote agents, which are only ever named.
+            None => {
+                let readers: Vec<PersonId> = readers.into_iter().cloned().collect();
+                let remotes = self.remote_people(&readers).await?;
+                readers
+                    .into_iter()
+                    .filter(|p| !remotes.contains(p))
+                    .collect()
+            }
         };
         out.remove(caller.id());
         Ok(out.into_iter().collect())

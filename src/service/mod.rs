@@ -15,6 +15,7 @@ mod inbox;
 mod input;
 mod limits;
 mod messages;
+mod outbound;
 mod outbox;
 mod remotes;
 mod tasks;
@@ -37,6 +38,7 @@ pub use messages::{
     DeliveredMessage, MAX_SLICE_CHARS, MessageSlice, PostReceipt, PostRequest, ThreadMessage,
     ThreadView,
 };
+pub use outbound::{OutboundSend, RemoteUpdate};
 pub use outbox::{
     DeliveryView, OutboxSettings, SendFailure, SendResult, WEBHOOK_EVENTS, WebhookSpec,
     status_retryable, verdict,

@@ -93,6 +93,9 @@ pub enum SendFailure {
     InvalidUrl(String),
     /// The delivery cannot be built any more (e.g. its push config was deleted).
     Gone(String),
+    /// The receiver refused it for good (an A2A error, an answer that cannot be read or is too
+    /// large): trying again would get the same answer.
+    Refused(String),
     Request(String),
 }
 
@@ -104,6 +107,7 @@ impl SendFailure {
             SendFailure::RefusedAddress(_) => "refused_address",
             SendFailure::InvalidUrl(_) => "invalid_url",
             SendFailure::Gone(_) => "gone",
+            SendFailure::Refused(_) => "refused",
             SendFailure::Request(_) => "request",
         }
     }
@@ -115,6 +119,7 @@ impl SendFailure {
             | SendFailure::RefusedAddress(m)
             | SendFailure::InvalidUrl(m)
             | SendFailure::Gone(m)
+            | SendFailure::Refused(m)
             | SendFailure::Request(m) => m,
         }
     }
@@ -222,17 +227,22 @@ fn internal(cause: impl std::fmt::Display) -> ServiceError {
     ServiceError::new(super::ErrorCode::Internal, "internal error")
 }
 
-/// A new `whsec_` secret: 32 random bytes, base64.
-fn new_secret() -> Result<String> {
-    use base64::Engine as _;
+/// 32 random bytes.
+pub(super) fn random_bytes() -> Result<[u8; 32]> {
     use ring::rand::SecureRandom as _;
     let mut bytes = [0u8; 32];
     ring::rand::SystemRandom::new()
         .fill(&mut bytes)
         .map_err(|_| internal("no system randomness"))?;
+    Ok(bytes)
+}
+
+/// A new `whsec_` secret: 32 random bytes, base64.
+fn new_secret() -> Result<String> {
+    use base64::Engine as _;
     Ok(format!(
         "whsec_{}",
-        base64::engine::general_purpose::STANDARD.encode(bytes)
+        base64::engine::general_purpose::STANDARD.encode(random_bytes()?)
     ))
 }
 
@@ -250,7 +260,8 @@ impl Service {
             .ok_or_else(|| internal("the master key is not loaded"))
     }
 
-    fn seal_secret(&self, id: &str, secret: &str) -> Result<String> {
+    /// Seals `secret` under the master key, bound to `id` (what it belongs to). Base64.
+    pub(super) fn seal_secret(&self, id: &str, secret: &str) -> Result<String> {
         use base64::Engine as _;
         let sealed = self
             .master_key()?
@@ -259,17 +270,22 @@ impl Service {
         Ok(base64::engine::general_purpose::STANDARD.encode(sealed))
     }
 
-    /// A webhook's signing secret, for the worker.
-    pub fn webhook_secret(&self, w: &WebhookRecord) -> Result<String> {
+    /// Opens what [`Self::seal_secret`] sealed for `id`.
+    pub(super) fn open_secret(&self, id: &str, sealed: &str) -> Result<String> {
         use base64::Engine as _;
         let sealed = base64::engine::general_purpose::STANDARD
-            .decode(&w.sealed_secret)
+            .decode(sealed)
             .map_err(|e| internal(format!("sealed secret: {e}")))?;
         let plain = self
             .master_key()?
-            .open(&sealed, w.id.as_bytes())
-            .ok_or_else(|| internal("the webhook secret does not open"))?;
+            .open(&sealed, id.as_bytes())
+            .ok_or_else(|| internal("a sealed secret does not open"))?;
         String::from_utf8(plain).map_err(|e| internal(e.to_string()))
+    }
+
+    /// A webhook's signing secret, for the worker.
+    pub fn webhook_secret(&self, w: &WebhookRecord) -> Result<String> {
+        self.open_secret(&w.id, &w.sealed_secret)
     }
 
     /// The outbound URL rule, for fronts storing URLs (push configs).
@@ -461,6 +477,16 @@ impl Service {
         let settings = &self.inner.settings.outbox;
         let now = self.now();
         let verdict = verdict(settings, d.attempts, result, now, random);
+        let on_dead = match (verdict, result) {
+            (AttemptVerdict::Dead, SendResult::Failed(f)) => {
+                self.remote_failure_close(d, f.message()).await?
+            }
+            (AttemptVerdict::Dead, SendResult::Status { code, .. }) => {
+                self.remote_failure_close(d, &format!("it answered HTTP {code}"))
+                    .await?
+            }
+            _ => None,
+        };
         let (status, error_class, error) = match result {
             SendResult::Status { code, .. } => (
                 Some(i64::from(*code)),
@@ -488,6 +514,7 @@ impl Service {
                 verdict,
                 now,
                 disable_after: i64::from(settings.disable_after.max(1)),
+                on_dead,
             })
             .await?;
         Ok((verdict, finished))

@@ -544,7 +544,11 @@ impl Service {
             return Ok(None);
         };
         let credentials = self.open_credentials(&r)?;
+        let skills = card::parse(&r.card, &r.card_url)
+            .map(|p| p.skills.into_iter().map(|s| s.id).collect())
+            .unwrap_or_default();
         Ok(Some(RemoteTarget {
+            skills,
             binding: Binding::parse(&r.binding).ok_or_else(|| internal("stored binding"))?,
             keys: serde_json::from_str(&r.jwks).map_err(internal)?,
             person: r.person.id,

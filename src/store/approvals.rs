@@ -7,16 +7,18 @@ use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row as _};
 
 use super::messages::{NewMessage, append_entry, post_in};
+use super::remote_tasks::RemoteHop;
 use super::{EntryContent, Result, Store, StoreError};
 use crate::domain::{
-    AgentIdentity, ApprovalEvent, ApprovalId, ApprovalState, ChannelName, Decision, DecisionPath,
-    Impact, MessageId, PersonId, ThreadId, Timestamp,
+    AgentIdentity, ApprovalEvent, ApprovalId, ApprovalKind, ApprovalState, ChannelName, Decision,
+    DecisionPath, Impact, MessageId, PersonId, ThreadId, Timestamp,
 };
 
 /// An approval the service decided a request needs; stored with the request.
 #[derive(Debug, Clone)]
 pub struct NewApproval {
     pub id: ApprovalId,
+    pub kind: ApprovalKind,
     pub impact: Impact,
     pub fingerprint: String,
     pub approvers: Vec<PersonId>,
@@ -27,6 +29,8 @@ pub struct NewApproval {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ApprovalRecord {
     pub id: ApprovalId,
+    /// A request with an effect, or a message leaving the team (outbound).
+    pub kind: ApprovalKind,
     pub thread: ThreadId,
     pub message: MessageId,
     pub channel: ChannelName,
@@ -70,6 +74,9 @@ pub struct Settlement {
     pub notify: Vec<PersonId>,
     /// On reject or expiry: the server's `close` of the thread, posted in the same transaction.
     pub close: Option<NewMessage>,
+    /// On allow of an outbound approval: the held send, enqueued in the same transaction (which
+    /// consumes the approval: the send is its one use).
+    pub send: Option<RemoteHop>,
 }
 
 /// What a settlement did.
@@ -103,7 +110,7 @@ pub struct AuditRecord {
     pub detail: Option<String>,
 }
 
-const APPROVAL_COLUMNS: &str = "id, thread_id, message_id, channel, impact, fingerprint, requested_by, \
+const APPROVAL_COLUMNS: &str = "id, kind, thread_id, message_id, channel, impact, fingerprint, requested_by, \
      approvers, state, reason, decided_by, decided_via, decided_at, consumed_by, consumed_session, \
      consumed_at, created_at, expires_at";
 
@@ -117,6 +124,7 @@ fn opt_person(row: &AnyRow, column: &str) -> Result<Option<PersonId>> {
 fn approval(row: &AnyRow) -> Result<ApprovalRecord> {
     Ok(ApprovalRecord {
         id: ApprovalId::parse(row.try_get::<String, _>("id")?)?,
+        kind: row.try_get::<String, _>("kind")?.parse()?,
         thread: ThreadId::parse(row.try_get::<String, _>("thread_id")?)?,
         message: MessageId::parse(row.try_get::<String, _>("message_id")?)?,
         channel: ChannelName::parse(row.try_get::<String, _>("channel")?)?,
@@ -209,7 +217,7 @@ pub(super) async fn insert(tx: &mut AnyConnection, a: &NewApproval, m: &NewMessa
         serde_json::to_string(&a.approvers).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     sqlx::query(
         "INSERT INTO approvals (id, thread_id, message_id, channel, impact, fingerprint, requested_by, \
-         approvers, state, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10)",
+         approvers, state, created_at, expires_at, kind) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $11)",
     )
     .bind(a.id.as_str().to_owned())
     .bind(m.thread.as_str().to_owned())
@@ -221,6 +229,7 @@ pub(super) async fn insert(tx: &mut AnyConnection, a: &NewApproval, m: &NewMessa
     .bind(approvers)
     .bind(m.created_at.0)
     .bind(a.expires_at.0)
+    .bind(a.kind.as_str())
     .execute(&mut *tx)
     .await?;
     append_audit(
@@ -241,14 +250,15 @@ pub(super) async fn insert(tx: &mut AnyConnection, a: &NewApproval, m: &NewMessa
     .await
 }
 
-/// The approval that governs work on `thread` now: the newest one. `lock` makes it `FOR UPDATE`.
+/// The approval that governs work on `thread` now: the newest request approval (outbound ones
+/// govern sends, not claims). `lock` makes it `FOR UPDATE`.
 pub(super) async fn latest_in(
     tx: &mut AnyConnection,
     thread: &ThreadId,
     lock: &str,
 ) -> Result<Option<ApprovalRecord>> {
     let sql = format!(
-        "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE thread_id = $1 \
+        "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE thread_id = $1 AND kind = 'request' \
          ORDER BY created_at DESC, id DESC LIMIT 1{lock}"
     );
     let row = sqlx::query(sqlx::AssertSqlSafe(sql))
@@ -291,6 +301,44 @@ pub(super) async fn consume(
             decision: None,
             session: Some(session),
             detail: None,
+            at: now,
+        },
+    )
+    .await
+}
+
+/// Marks an outbound approval consumed by the send its allow enqueued, with its audit entry.
+async fn consume_by_send(
+    tx: &mut AnyConnection,
+    a: &mut ApprovalRecord,
+    now: Timestamp,
+) -> Result<()> {
+    a.state = a
+        .state
+        .apply(ApprovalEvent::Consumed)
+        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    sqlx::query(
+        "UPDATE approvals SET state = 'consumed', consumed_by = decided_by, consumed_at = $1 \
+         WHERE id = $2 AND state = 'approved'",
+    )
+    .bind(now.0)
+    .bind(a.id.as_str().to_owned())
+    .execute(&mut *tx)
+    .await?;
+    a.consumed_by = a.decided_by.clone();
+    a.consumed_at = Some(now);
+    append_audit(
+        tx,
+        AuditEntry {
+            event: "consumed",
+            approval: &a.id,
+            thread: &a.thread,
+            fingerprint: &a.fingerprint,
+            actor: a.decided_by.as_ref(),
+            via: None,
+            decision: None,
+            session: None,
+            detail: Some("the message was handed to the outbox for the remote agent"),
             at: now,
         },
     )
@@ -427,7 +475,12 @@ impl Store {
                 record.decided_via = s.via;
                 record.decided_at = Some(s.now);
                 super::outbox::on_approval_decided(tx, &record, s.now).await?;
-                if next == ApprovalState::Approved {
+                if next == ApprovalState::Approved && record.kind == ApprovalKind::Outbound {
+                    let hop = s.send.as_ref().ok_or(StoreError::NotFound("the held send"))?;
+                    consume_by_send(tx, &mut record, s.now).await?;
+                    super::remote_tasks::enqueue(tx, &record.thread, &record.message, hop, s.now)
+                        .await?;
+                } else if next == ApprovalState::Approved {
                     let notice = serde_json::json!({
                         "type": "approval_decided",
                         "approval": record.id,

@@ -38,6 +38,8 @@ pub struct NewMessage {
     pub task: Option<NewTask>,
     /// When this request needs a human's approval: the approval, stored with it.
     pub approval: Option<super::approvals::NewApproval>,
+    /// When this message goes to a remote agent: what it sets in motion (SPEC §8b).
+    pub remote: Option<super::remote_tasks::RemoteHop>,
 }
 
 /// The A2A settings of a task opened by a message.
@@ -458,6 +460,9 @@ pub(super) async fn post_in(
         super::approvals::insert(tx, a, &m).await?;
         super::outbox::on_approval_pending(tx, a, &m).await?;
     }
+    if let Some(hop) = &m.remote {
+        super::remote_tasks::on_post(tx, &m, hop).await?;
+    }
 
     if let Some(task) = &thread_record.task {
         super::tasks::append_event(
@@ -479,7 +484,13 @@ pub(super) async fn post_in(
             .await?;
     }
 
-    let mut recipients = m.recipients.clone();
+    // A remote agent has no inbox: what it is sent goes out through the outbox.
+    let mut recipients: Vec<PersonId> = m
+        .recipients
+        .iter()
+        .filter(|p| m.remote.as_ref().is_none_or(|hop| hop.remote != **p))
+        .cloned()
+        .collect();
     recipients.sort();
     recipients.dedup();
     append_message_entries(tx, &recipients, &m, lock).await?;

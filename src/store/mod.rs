@@ -19,6 +19,7 @@ mod outbox;
 mod people;
 mod postgres;
 mod records;
+mod remote_tasks;
 mod remotes;
 mod signing_keys;
 mod sqlite;
@@ -41,6 +42,10 @@ pub use outbox::{
     FinishedAttempt, PUSH_EVENT, WebhookRecord, push_endpoint, webhook_endpoint,
 };
 pub use records::*;
+pub use remote_tasks::{
+    NewRemoteTask, REMOTE_CANCEL, REMOTE_SEND, RemoteHop, RemoteObservation, RemoteTaskRecord,
+    remote_endpoint,
+};
 pub use remotes::{RemoteRecord, RemoteUpdate};
 pub use tasks::TaskFilter;
 

@@ -109,6 +109,9 @@ pub struct FinishedAttempt {
     pub now: Timestamp,
     /// Consecutive dead deliveries after which the endpoint is disabled.
     pub disable_after: i64,
+    /// When the delivery dies: a `close` of its thread to post in the same transaction (a send to
+    /// a remote agent that failed for good ends the thread `failed`, never silently).
+    pub on_dead: Option<super::NewMessage>,
 }
 
 /// What finishing an attempt changed.
@@ -215,19 +218,19 @@ fn webhook(row: &AnyRow) -> Result<WebhookRecord> {
 }
 
 /// A new delivery row.
-struct NewDelivery<'a> {
-    endpoint: &'a str,
-    order_key: &'a str,
-    url: &'a str,
-    event_type: &'a str,
-    event_id: &'a str,
-    thread: Option<&'a ThreadId>,
-    event_seq: Option<i64>,
-    payload: Option<&'a str>,
-    now: Timestamp,
+pub(super) struct NewDelivery<'a> {
+    pub(super) endpoint: &'a str,
+    pub(super) order_key: &'a str,
+    pub(super) url: &'a str,
+    pub(super) event_type: &'a str,
+    pub(super) event_id: &'a str,
+    pub(super) thread: Option<&'a ThreadId>,
+    pub(super) event_seq: Option<i64>,
+    pub(super) payload: Option<&'a str>,
+    pub(super) now: Timestamp,
 }
 
-async fn insert(tx: &mut AnyConnection, d: NewDelivery<'_>) -> Result<()> {
+pub(super) async fn insert(tx: &mut AnyConnection, d: NewDelivery<'_>) -> Result<()> {
     sqlx::query(
         "INSERT INTO deliveries (endpoint, order_key, url, event_type, event_id, thread_id, event_seq, payload, \
          state, attempts, next_attempt_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', 0, $9, $9)",
@@ -563,7 +566,10 @@ impl Store {
     /// `disable_after` the endpoint is disabled, its pending deliveries die with it, and
     /// `delivery.dead` / `endpoint.disabled` webhooks are enqueued.
     pub async fn finish_attempt(&self, f: FinishedAttempt) -> Result<Finished> {
-        let done = self.write(move |tx| Box::pin(finish_in(tx, f))).await?;
+        let lock = self.for_update();
+        let done = self
+            .write(move |tx| Box::pin(finish_in(tx, f, lock)))
+            .await?;
         if done.applied {
             self.outbox_enqueued();
         }
@@ -848,7 +854,11 @@ pub(super) async fn replay_push(
     Ok(())
 }
 
-async fn finish_in(tx: &mut AnyConnection, f: FinishedAttempt) -> Result<Finished> {
+async fn finish_in(
+    tx: &mut AnyConnection,
+    f: FinishedAttempt,
+    lock: &'static str,
+) -> Result<Finished> {
     let (state, next, finished) = match f.verdict {
         AttemptVerdict::Delivered => ("delivered", f.now, Some(f.now.0)),
         AttemptVerdict::RetryAt(at) => ("pending", at, None),
@@ -906,6 +916,9 @@ async fn finish_in(tx: &mut AnyConnection, f: FinishedAttempt) -> Result<Finishe
         }
         AttemptVerdict::RetryAt(_) => {}
         AttemptVerdict::Dead => {
+            if let Some(close) = f.on_dead.clone() {
+                super::remote_tasks::close_unless_closed(tx, close, lock).await?;
+            }
             let streak: i64 = sqlx::query(
                 "INSERT INTO outbox_endpoints (endpoint, dead_streak) VALUES ($1, 1) ON CONFLICT (endpoint) \
                  DO UPDATE SET dead_streak = outbox_endpoints.dead_streak + 1 RETURNING dead_streak",

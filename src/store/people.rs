@@ -4,7 +4,9 @@ use sqlx::Row as _;
 use sqlx::any::AnyRow;
 
 use super::{PersonRecord, Result, Store, StoreError, TokenRecord};
-use crate::domain::{ApprovalPolicy, ChannelName, PersonId, Rights, Scopes, Timestamp};
+use crate::domain::{
+    ApprovalPolicy, ChannelName, PersonId, PolicyChange, Right, Rights, Scopes, Timestamp,
+};
 use crate::store::{ChannelRecord, MemberRecord};
 
 fn person(row: &AnyRow) -> Result<PersonRecord> {
@@ -197,7 +199,8 @@ impl Store {
         .await
     }
 
-    /// Adds or updates members and removes others, in one transaction. False when the channel is unknown.
+    /// Adds or updates members and removes others, in one transaction. False when the channel is
+    /// unknown or removed.
     pub async fn change_members(
         &self,
         channel: ChannelName,
@@ -206,10 +209,11 @@ impl Store {
     ) -> Result<bool> {
         self.write_directory(move |tx| {
             Box::pin(async move {
-                let exists = sqlx::query("SELECT name FROM channels WHERE name = $1")
-                    .bind(channel.as_str().to_owned())
-                    .fetch_optional(&mut *tx)
-                    .await?;
+                let exists =
+                    sqlx::query("SELECT name FROM channels WHERE name = $1 AND removed_at IS NULL")
+                        .bind(channel.as_str().to_owned())
+                        .fetch_optional(&mut *tx)
+                        .await?;
                 if exists.is_none() {
                     return Ok(false);
                 }
@@ -231,18 +235,86 @@ impl Store {
         .await
     }
 
-    /// Replaces a channel's policy; false when the channel is unknown.
+    /// Replaces a channel's policy; false when the channel is unknown or removed.
     pub async fn set_policy(&self, channel: ChannelName, policy: ApprovalPolicy) -> Result<bool> {
         self.write_directory(move |tx| {
             Box::pin(async move {
                 let policy = serde_json::to_string(&policy)
                     .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                let done = sqlx::query("UPDATE channels SET policy = $1 WHERE name = $2")
-                    .bind(policy)
-                    .bind(channel.as_str().to_owned())
-                    .execute(tx)
-                    .await?;
+                let done = sqlx::query(
+                    "UPDATE channels SET policy = $1 WHERE name = $2 AND removed_at IS NULL",
+                )
+                .bind(policy)
+                .bind(channel.as_str().to_owned())
+                .execute(tx)
+                .await?;
                 Ok(done.rows_affected() > 0)
+            })
+        })
+        .await
+    }
+
+    /// Changes the named fields of a channel's policy, reading and writing it in one transaction
+    /// (the row locked on PostgreSQL), so two changes of different fields both stay. The new
+    /// policy, or none when the channel is unknown or removed.
+    pub async fn change_policy(
+        &self,
+        channel: ChannelName,
+        change: PolicyChange,
+    ) -> Result<Option<ApprovalPolicy>> {
+        let select = format!(
+            "SELECT policy FROM channels WHERE name = $1 AND removed_at IS NULL{}",
+            self.for_update()
+        );
+        self.write_directory(move |tx| {
+            Box::pin(async move {
+                let name = channel.as_str().to_owned();
+                let row = sqlx::query(sqlx::AssertSqlSafe(select))
+                    .bind(name.clone())
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let Some(row) = row else { return Ok(None) };
+                let policy: ApprovalPolicy =
+                    serde_json::from_str(&row.try_get::<String, _>("policy")?)
+                        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                let policy = change.apply(policy);
+                let text = serde_json::to_string(&policy)
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                sqlx::query("UPDATE channels SET policy = $1 WHERE name = $2")
+                    .bind(text)
+                    .bind(name)
+                    .execute(&mut *tx)
+                    .await?;
+                Ok(Some(policy))
+            })
+        })
+        .await
+    }
+
+    /// Marks a channel removed and leaves its members only `read`: threads and messages stay
+    /// readable, nothing new can be posted, requested or approved. False when the channel is
+    /// unknown or already removed.
+    pub async fn remove_channel(&self, channel: ChannelName, now: Timestamp) -> Result<bool> {
+        self.write_directory(move |tx| {
+            Box::pin(async move {
+                let name = channel.as_str().to_owned();
+                let done = sqlx::query(
+                    "UPDATE channels SET removed_at = $1 WHERE name = $2 AND removed_at IS NULL",
+                )
+                .bind(now.0)
+                .bind(name.clone())
+                .execute(&mut *tx)
+                .await?;
+                if done.rows_affected() == 0 {
+                    return Ok(false);
+                }
+                let read = Rights::default().with(Right::Read).to_string();
+                sqlx::query("UPDATE channel_members SET rights = $1 WHERE channel = $2")
+                    .bind(read)
+                    .bind(name)
+                    .execute(&mut *tx)
+                    .await?;
+                Ok(true)
             })
         })
         .await
@@ -254,7 +326,7 @@ impl Store {
         }
         let since = self.directory.epoch();
         let row = sqlx::query(
-            "SELECT name, description, policy, created_at FROM channels WHERE name = $1",
+            "SELECT name, description, policy, created_at, removed_at FROM channels WHERE name = $1",
         )
         .bind(name.as_str().to_owned())
         .fetch_optional(&self.pool)
@@ -269,7 +341,7 @@ impl Store {
     /// Every channel, or those `person` is a member of; with members, ordered by name.
     pub async fn channels(&self, person: Option<&PersonId>) -> Result<Vec<ChannelRecord>> {
         let rows = sqlx::query(
-            "SELECT name, description, policy, created_at FROM channels c WHERE $1 IS NULL OR EXISTS \
+            "SELECT name, description, policy, created_at, removed_at FROM channels c WHERE $1 IS NULL OR EXISTS \
              (SELECT 1 FROM channel_members m WHERE m.channel = c.name AND m.person_id = $1) ORDER BY name",
         )
         .bind(person.map(|p| p.as_str().to_owned()))
@@ -310,6 +382,7 @@ fn channel(row: &AnyRow, members: Vec<MemberRecord>) -> Result<ChannelRecord> {
         policy: serde_json::from_str(&policy).map_err(|e| StoreError::Corrupt(e.to_string()))?,
         created_at: Timestamp(row.try_get("created_at")?),
         members,
+        removed_at: row.try_get::<Option<i64>, _>("removed_at")?.map(Timestamp),
     })
 }
 

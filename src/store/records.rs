@@ -37,6 +37,9 @@ pub struct ChannelRecord {
     pub policy: ApprovalPolicy,
     pub created_at: Timestamp,
     pub members: Vec<MemberRecord>,
+    /// When an admin removed it: its history stays readable, nothing new is posted in it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub removed_at: Option<Timestamp>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -42,6 +42,16 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "remotes",
         include_str!("migrations/sqlite/0007_remotes.sql"),
     ),
+    (
+        8,
+        "remote tasks",
+        include_str!("migrations/sqlite/0008_remote_tasks.sql"),
+    ),
+    (
+        9,
+        "channel removal",
+        include_str!("migrations/sqlite/0009_channel_removal.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str) -> Result<(AnyPool, BatchWriter)> {

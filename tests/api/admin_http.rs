@@ -79,7 +79,7 @@ async fn the_cli_manages_people_tokens_and_channels_on_a_running_server() {
         .unwrap();
     assert!(ok);
     assert_eq!(channel["channel"]["policy"]["code"], "approve");
-    let (ok, listed, _) = run(vec!["channel", "list"]).await.unwrap();
+    let (ok, listed, _) = run(vec!["channel", "list", "--json"]).await.unwrap();
     assert!(ok && listed["channels"][0]["members"].as_array().unwrap().len() == 2);
     assert!(
         run(vec!["channel", "policy", "demo", "--code", "auto"])
@@ -96,7 +96,7 @@ async fn the_cli_manages_people_tokens_and_channels_on_a_running_server() {
             .unwrap()
             .starts_with("lsn_")
     );
-    let (ok, parties, _) = run(vec!["party", "list"]).await.unwrap();
+    let (ok, parties, _) = run(vec!["party", "list", "--json"]).await.unwrap();
     assert!(ok && parties["parties"][0]["person"]["kind"] == "external");
     let (ok, _, err) = run(vec![
         "party",
@@ -153,6 +153,241 @@ async fn the_cli_manages_people_tokens_and_channels_on_a_running_server() {
         "invalid_input"
     );
     stop.cancel();
+}
+
+/// Runs the CLI and returns (success, stdout, stderr) as text.
+fn cli_text(url: &str, dir: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_liaison"))
+        .args(args)
+        .args(["--server", url, "--data-dir", dir.to_str().unwrap()])
+        .env_remove("LIAISON_ADMIN_TOKEN")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn channel_policy_changes_only_the_named_fields_and_removed_channels_keep_their_history() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (url, _token, stop) = spawn_app(&db, dir.path()).await;
+    let (u, d) = (url.clone(), dir.path().to_path_buf());
+    let run = move |args: Vec<&'static str>| {
+        let (u, d) = (u.clone(), d.clone());
+        tokio::task::spawn_blocking(move || cli_text(&u, &d, &args))
+    };
+    let json = |text: &str| serde_json::from_str::<serde_json::Value>(text).unwrap();
+    for args in [
+        vec!["person", "add", "alice", "--name", "Alice"],
+        vec!["person", "add", "bob", "--name", "Bob"],
+        vec!["channel", "add", "ops", "--members", "alice,bob"],
+        vec![
+            "channel",
+            "policy",
+            "ops",
+            "--production",
+            "deny",
+            "--approval-ttl",
+            "2h",
+        ],
+    ] {
+        let (ok, _, err) = run(args).await.unwrap();
+        assert!(ok, "{err}");
+    }
+    // A second change names one impact: the first change stays.
+    let (ok, out, err) = run(vec!["channel", "policy", "ops", "--code", "auto"])
+        .await
+        .unwrap();
+    assert!(ok, "{err}");
+    let policy = json(&out)["channel"]["policy"].clone();
+    assert_eq!(policy["code"], "auto");
+    assert_eq!(policy["production"], "deny");
+    assert_eq!(policy["database"], "approve");
+    assert_eq!(policy["approval_ttl_s"], 7_200);
+    // Nothing named, a bad value, a deadline out of range: refused, nothing changed.
+    for (args, expect) in [
+        (vec!["channel", "policy", "ops"], "Name what to change"),
+        (
+            vec!["channel", "policy", "ops", "--code", "maybe"],
+            "possible values",
+        ),
+        (
+            vec!["channel", "policy", "ops", "--approval-ttl", "10s"],
+            "out of range",
+        ),
+        (
+            vec!["channel", "policy", "nope", "--code", "auto"],
+            "not_found",
+        ),
+    ] {
+        let (ok, _, err) = run(args).await.unwrap();
+        assert!(!ok && err.contains(expect), "{err}");
+    }
+    // The table names the policy; --json is the API's answer.
+    let (ok, table, _) = run(vec!["channel", "list"]).await.unwrap();
+    assert!(ok);
+    assert!(table.starts_with("NAME"), "{table}");
+    assert!(
+        table.contains("none=auto code=auto database=approve production=deny ttl=2h"),
+        "{table}"
+    );
+    let (_, listed, _) = run(vec!["channel", "list", "--json"]).await.unwrap();
+    assert_eq!(json(&listed)["channels"][0]["policy"], policy);
+
+    // A message before removal stays readable after it; nothing new can be posted.
+    let http = reqwest::Client::new();
+    let admin = std::fs::read_to_string(dir.path().join("admin.token")).unwrap();
+    let issued: serde_json::Value = http
+        .post(format!("{url}/admin/v1/tokens"))
+        .bearer_auth(admin.trim())
+        .json(&serde_json::json!({"person": "alice", "scopes": ["agent"]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let alice = issued["token"]["secret"].as_str().unwrap().to_owned();
+    let post = |body: serde_json::Value| {
+        http.post(format!("{url}/api/v1/messages"))
+            .bearer_auth(&alice)
+            .json(&body)
+            .send()
+    };
+    let posted: serde_json::Value =
+        post(serde_json::json!({"kind": "announce", "channel": "ops", "body": "before"}))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    let thread = posted["thread"].as_str().unwrap().to_owned();
+    let (ok, out, err) = run(vec!["channel", "remove", "ops"]).await.unwrap();
+    assert!(ok && json(&out)["removed"] == "ops", "{err}");
+    let (ok, _, err) = run(vec!["channel", "remove", "ops"]).await.unwrap();
+    assert!(!ok && err.contains("not_found"), "{err}");
+    let (ok, _, err) = run(vec!["channel", "remove", "nope"]).await.unwrap();
+    assert!(!ok && err.contains("not_found"), "{err}");
+    let refused = post(serde_json::json!({"kind": "announce", "channel": "ops", "body": "after"}))
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403);
+    let view: serde_json::Value = http
+        .get(format!("{url}/api/v1/threads/{thread}"))
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(view.to_string().contains("before"), "{view}");
+    for args in [
+        vec!["channel", "members", "ops", "--add", "bob"],
+        vec!["channel", "policy", "ops", "--code", "deny"],
+    ] {
+        let (ok, _, err) = run(args).await.unwrap();
+        assert!(!ok && err.contains("was removed"), "{err}");
+    }
+    let (_, listed, _) = run(vec!["channel", "list", "--json"]).await.unwrap();
+    let ops = json(&listed)["channels"][0].clone();
+    assert!(ops["removed_at"].is_string(), "{ops}");
+    assert_eq!(ops["members"][0]["rights"], serde_json::json!(["read"]));
+    // The name is never reused.
+    let (ok, _, err) = run(vec!["channel", "add", "ops", "--members", "alice"])
+        .await
+        .unwrap();
+    assert!(!ok && err.contains("already_exists"), "{err}");
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn party_remove_revokes_the_party_and_refuses_members_and_unknown_ids() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (url, _token, stop) = spawn_app(&db, dir.path()).await;
+    let (u, d) = (url.clone(), dir.path().to_path_buf());
+    let run = move |args: Vec<&'static str>| {
+        let (u, d) = (u.clone(), d.clone());
+        tokio::task::spawn_blocking(move || cli_text(&u, &d, &args))
+    };
+    let (ok, _, err) = run(vec!["person", "add", "alice", "--name", "Alice"])
+        .await
+        .unwrap();
+    assert!(ok, "{err}");
+    let (ok, out, err) = run(vec!["party", "add", "acme", "--name", "Acme Inc"])
+        .await
+        .unwrap();
+    assert!(ok, "{err}");
+    let party: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let secret = party["token"]["secret"].as_str().unwrap().to_owned();
+    let (ok, table, _) = run(vec!["party", "list"]).await.unwrap();
+    assert!(
+        ok && table.lines().nth(1).unwrap().starts_with("acme "),
+        "{table}"
+    );
+    for id in ["alice", "nobody", "Not-A-Slug!"] {
+        let (ok, _, err) = run(vec!["party", "remove", id]).await.unwrap();
+        assert!(!ok && err.contains("not_found"), "{id}: {err}");
+    }
+    let (ok, _, err) = run(vec!["party", "remove", "acme"]).await.unwrap();
+    assert!(ok, "{err}");
+    let (_, table, _) = run(vec!["party", "list"]).await.unwrap();
+    assert_eq!(table.trim(), "(none)");
+    let status = reqwest::Client::new()
+        .get(format!("{url}/api/v1/inbox?consumer=x"))
+        .bearer_auth(&secret)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 401);
+    // Removed once: a second removal is not found; alice is still there.
+    let (ok, _, err) = run(vec!["party", "remove", "acme"]).await.unwrap();
+    assert!(!ok && err.contains("not_found"), "{err}");
+    let (_, people, _) = run(vec!["person", "list", "--json"]).await.unwrap();
+    assert!(people.contains("\"alice\""));
+    stop.cancel();
+}
+
+#[test]
+fn the_cli_documents_itself_version_help_and_completions() {
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_liaison"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let version = run(&["--version"]);
+    assert!(
+        version.starts_with(&format!("liaison {} (commit ", env!("CARGO_PKG_VERSION"))),
+        "{version}"
+    );
+    let help = run(&["serve", "--help"]);
+    for env in [
+        "LIAISON_LISTEN",
+        "LIAISON_DATA_DIR",
+        "LIAISON_PUBLIC_URL",
+        "LIAISON_DATABASE_URL",
+    ] {
+        assert!(help.contains(&format!("[env: {env}")), "{env}: {help}");
+    }
+    let help = run(&["channel", "policy", "--help"]);
+    assert!(
+        help.contains("[possible values: auto, approve, deny]"),
+        "{help}"
+    );
+    assert!(help.contains("[env: LIAISON_SERVER"), "{help}");
+    assert!(run(&["--help"]).contains("LIAISON_TOKEN"));
+    assert!(run(&["completions", "bash"]).contains("complete -F _liaison"));
+    assert!(run(&["completions", "zsh"]).starts_with("#compdef liaison"));
+    assert!(run(&["completions", "fish"]).contains("complete -c liaison"));
 }
 
 #[tokio::test]

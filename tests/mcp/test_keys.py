@@ -64,7 +64,7 @@ async def test_the_sdk_verifies_the_card_through_a_rotation():
             # A client still holding only the old key set verifies the new card too.
             old_only = {"keys": [k for k in jwks["keys"] if k["kid"] == old]}
             verifier(srv.url, old_only)(during)
-            listed = cli(srv, "keys", "list")["keys"]
+            listed = cli(srv, "keys", "list", "--json")["keys"]
             assert [k["kid"] for k in listed] == [new, old] and listed[0]["signing"]
 
             cli(srv, "keys", "retire", old)

@@ -101,11 +101,11 @@ async def test_a_webhook_follows_a_thread_and_verifies_with_standard_webhooks(ho
                     "--channel", chan)
         secret, hook_id = added["secret"], added["webhook"]["id"]
         assert secret.startswith("whsec_")
-        assert "secret" not in json.dumps(cli(srv, "webhook", "list"))
+        assert "secret" not in json.dumps(cli(srv, "webhook", "list", "--json"))
         # Bad input is refused and changes nothing.
         assert "unknown event" in cli_fails(srv, "webhook", "add", rx.url, "--events", "message.sent")
         assert "address" in cli_fails(srv, "webhook", "add", "http://10.0.0.7/x", "--events", "message.created")
-        assert len(cli(srv, "webhook", "list")["webhooks"]) == 1
+        assert len(cli(srv, "webhook", "list", "--json")["webhooks"]) == 1
 
         async with connect(srv, alice) as mcp:
             posted = await call(mcp, "post", kind="request", channel=chan, impact="code", body="Bump the TLS library")
@@ -148,7 +148,7 @@ async def test_a_webhook_follows_a_thread_and_verifies_with_standard_webhooks(ho
         with pytest.raises(Exception):
             Webhook(secret).verify(body, headers)
         cli(srv, "webhook", "remove", hook_id)
-        assert cli(srv, "webhook", "list")["webhooks"] == []
+        assert cli(srv, "webhook", "list", "--json")["webhooks"] == []
     finally:
         rx.close()
 
@@ -166,15 +166,15 @@ async def test_a_refused_delivery_is_dead_listed_and_sent_again_by_retry(hook_se
             await call(mcp, "post", kind="announce", channel=chan, body="Deploy at noon")
         rx.wait_for(1)
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not cli(srv, "deliveries", "list", "--dead")["deliveries"]:
+        while time.monotonic() < deadline and not cli(srv, "deliveries", "list", "--json", "--dead")["deliveries"]:
             time.sleep(0.05)
-        dead = cli(srv, "deliveries", "list", "--dead")["deliveries"]
+        dead = cli(srv, "deliveries", "list", "--json", "--dead")["deliveries"]
         assert len(dead) == 1 and dead[0]["last_status"] == 410 and dead[0]["event_type"] == "message.created"
         shown = cli(srv, "deliveries", "show", str(dead[0]["id"]))["delivery"]
         attempt = shown["attempts_made"][0]
         assert attempt["status"] == 410 and attempt["error_class"] == "status" and attempt["latency_ms"] >= 0
         endpoint = f"webhook:{added['webhook']['id']}"
-        assert [d["id"] for d in cli(srv, "deliveries", "list", "--endpoint", endpoint)["deliveries"]] == [dead[0]["id"]]
+        assert [d["id"] for d in cli(srv, "deliveries", "list", "--json", "--endpoint", endpoint)["deliveries"]] == [dead[0]["id"]]
 
         cli(srv, "deliveries", "retry", str(dead[0]["id"]))
         rx.wait_for(2)
@@ -182,7 +182,7 @@ async def test_a_refused_delivery_is_dead_listed_and_sent_again_by_retry(hook_se
         assert rx.got[0][0]["webhook-id"] == rx.got[1][0]["webhook-id"]
         # Retrying a delivery that is not dead, or one that does not exist, fails.
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and cli(srv, "deliveries", "list", "--dead")["deliveries"]:
+        while time.monotonic() < deadline and cli(srv, "deliveries", "list", "--json", "--dead")["deliveries"]:
             time.sleep(0.05)
         assert "not dead" in cli_fails(srv, "deliveries", "retry", str(dead[0]["id"]))
         assert "not_found" in cli_fails(srv, "deliveries", "retry", "999999")

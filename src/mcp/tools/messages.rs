@@ -117,7 +117,10 @@ impl Tools {
     #[tool(
         description = "Post a message. Open a thread with announce, question, request (with impact) or handoff \
                        in a `channel`; answer in a `thread` with reply; end it with close. A closed thread takes \
-                       nothing more: open a new one with refers_to. Returns the ids and the thread state.",
+                       nothing more: open a new one with refers_to. To delegate to a remote agent (an outside A2A \
+                       agent, see `channels`), open a thread with a question, request or handoff whose `to` names \
+                       only it (optional `skill`); its answers arrive in the thread as its messages, and a human \
+                       of yours may have to approve what you send first. Returns the ids and the thread state.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
