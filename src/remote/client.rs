@@ -166,8 +166,7 @@ impl A2aClient {
         let refused = match &result {
             Err(CallError::Status { code: 401, .. }) => true,
             Err(CallError::Remote(e)) => {
-                (t.binding == Binding::Grpc && e.code == 16)
-                    || (t.binding == Binding::HttpJson && e.code == 401)
+                e.http_status == Some(401) || (t.binding == Binding::Grpc && e.code == 16)
             }
             _ => false,
         };
@@ -242,7 +241,10 @@ impl A2aClient {
             .map_err(CallError::from_fetch)?;
         let value: Option<Value> = serde_json::from_slice(&answer.body).ok();
         if let Some(error) = value.as_ref().and_then(|v| v.get("error")) {
-            return Err(CallError::Remote(jsonrpc_error(error)));
+            return Err(CallError::Remote(RemoteError {
+                http_status: Some(answer.status),
+                ..jsonrpc_error(error)
+            }));
         }
         if !(200..300).contains(&answer.status) {
             return Err(CallError::Status {
@@ -272,9 +274,15 @@ impl A2aClient {
             .open_stream(reqwest::Method::POST, &t.url, headers, Some(body))
             .await
             .map_err(CallError::Transport)?;
+        let status = response.status().as_u16();
         let response = self
             .event_stream_or_error(response, |v| {
-                v.get("error").map(|e| CallError::Remote(jsonrpc_error(e)))
+                v.get("error").map(|e| {
+                    CallError::Remote(RemoteError {
+                        http_status: Some(status),
+                        ..jsonrpc_error(e)
+                    })
+                })
             })
             .await?;
         Ok(events(response, self.max_answer, |event| {
@@ -506,6 +514,7 @@ fn jsonrpc_error(error: &Value) -> RemoteError {
         code,
         reason: error_info_reason(error.get("data")),
         message: excerpt(error["message"].as_str().unwrap_or("")),
+        http_status: None,
         // -32603 is the server's internal error; A2A and the other standard codes are final.
         retryable: code == -32603,
     }
@@ -516,6 +525,7 @@ fn rest_error(status: u16, error: &Value) -> RemoteError {
         code: i64::from(status),
         reason: error_info_reason(error.get("details")),
         message: excerpt(error["message"].as_str().unwrap_or("")),
+        http_status: Some(status),
         retryable: crate::service::status_retryable(status),
     }
 }

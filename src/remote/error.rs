@@ -14,6 +14,8 @@ pub struct RemoteError {
     pub reason: Option<String>,
     /// The remote's message (untrusted text, cut to 500 characters).
     pub message: String,
+    /// The HTTP status the error came with (none on gRPC).
+    pub http_status: Option<u16>,
     /// Whether the code says the remote may succeed later (gRPC UNAVAILABLE and the like, HTTP
     /// 429 and 5xx, JSON-RPC internal error).
     pub retryable: bool,

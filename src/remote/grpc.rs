@@ -392,6 +392,7 @@ fn remote_error(status: &tonic::Status) -> RemoteError {
         code: code as i64,
         reason: status.get_details_error_info().map(|i| excerpt(&i.reason)),
         message: excerpt(status.message()),
+        http_status: None,
         retryable: matches!(
             code,
             tonic::Code::Unavailable

@@ -18,6 +18,7 @@ mod logging;
 mod outbox;
 mod outbox_durability;
 mod posting;
+mod remotes;
 mod replicas;
 mod resources;
 mod tasks;

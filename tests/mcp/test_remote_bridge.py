@@ -330,3 +330,37 @@ async def test_kill_9_mid_task_resumes_following_with_nothing_lost_or_twice(gate
         assert len(replies) == 1
         announces = [m["body"] for m in by(view, "helper") if m["kind"] == "announce"]
         assert len(announces) == len(set(announces)), announces
+
+
+async def test_the_human_allows_the_outgoing_message_in_the_console(gateway):
+    """The walkthrough of the README: the outgoing message waits on the console's approvals page,
+    named as leaving the team for the remote agent; "Allow once" sends it; the answer comes back."""
+    from playwright.async_api import async_playwright, expect
+
+    from test_console import CHROMIUM
+
+    srv = gateway
+    with remote_agent() as agent:
+        s = setup(srv, agent)
+        login_url = srv.admin("POST", "/admin/v1/login-links", {"person": "alice"})["url"]
+        async with connect(srv, s["agent"]) as client, async_playwright() as pw:
+            posted = await call(client, "post", kind="question", channel=s["channel"], to=["helper"],
+                                body="complete: the console walkthrough")
+            browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                               args=["--no-sandbox", "--disable-dev-shm-usage"])
+            page = await (await browser.new_context()).new_page()
+            await page.goto(login_url)
+            await page.get_by_role("button", name="Continue as Alice Martin").click()
+            card = page.locator(f"#{posted['approval']}")
+            await expect(card).to_be_visible(timeout=10_000)
+            await expect(card).to_contain_text("leaves the team for the remote agent")
+            await expect(card).to_contain_text("Research Desk")
+            await expect(card).to_contain_text("complete: the console walkthrough")
+            assert agent.records() == []
+            await card.get_by_role("button", name="Allow once").click()
+            await expect(page.locator(".notice")).to_contain_text(f"Allowed {posted['approval']} once")
+            await browser.close()
+            view = await wait_thread(client, posted["thread"], lambda v: rstate(v) == "completed"
+                                     and any(m["kind"] == "reply" for m in by(v, "helper")))
+        assert [r["messageId"] for r in agent.records()] == [posted["message"]]
+        assert view["approvals"][0]["decided_via"] == "console"
