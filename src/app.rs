@@ -134,7 +134,11 @@ impl App {
             service
                 .store()
                 .on_outbox_enqueue(move || wake.publish(&crate::bus::Topic::outbox()));
-            let a2a = crate::remote::A2aClient::new(client.clone());
+            // The service's client: the registration, the sender and the follower share its
+            // OAuth2 tokens and gRPC connections.
+            let a2a = service
+                .a2a_client()
+                .map_err(|e| anyhow::anyhow!("Could not build the A2A client: {}", e.message))?;
             let sender =
                 crate::remote::Sender::new(service.clone(), a2a.clone(), public_url.clone());
             follower = Arc::new(crate::remote::Follower::new(service.clone(), a2a));

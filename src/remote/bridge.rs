@@ -354,7 +354,7 @@ impl Follower {
         }
     }
 
-    /// Follows until `shutdown`: claims due tasks (up to [`MAX_FOLLOWED`] at once), sleeps until
+    /// Follows until `shutdown`: claims due tasks (up to `MAX_FOLLOWED` at once), sleeps until
     /// woken by the bus (a send, a push), the next due task or the sweep.
     pub async fn run(self: Arc<Self>, bus: Arc<dyn WakeBus>, shutdown: CancellationToken) {
         let mut wake = bus.subscribe(&Topic::remote());
