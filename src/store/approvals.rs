@@ -425,6 +425,7 @@ impl Store {
     /// status), on reject or expiry the server's close of the thread.
     pub async fn settle_approval(&self, s: Settlement) -> Result<Settled> {
         let lock = self.for_update();
+        let cache = self.webhooks.clone();
         self.write(move |tx| {
             Box::pin(async move {
                 let sql = format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = $1{lock}");
@@ -474,7 +475,7 @@ impl Store {
                 record.decided_by = s.actor;
                 record.decided_via = s.via;
                 record.decided_at = Some(s.now);
-                super::outbox::on_approval_decided(tx, &record, s.now).await?;
+                super::outbox::on_approval_decided(tx, &cache, &record, s.now).await?;
                 if next == ApprovalState::Approved && record.kind == ApprovalKind::Outbound {
                     let hop = s.send.as_ref().ok_or(StoreError::NotFound("the held send"))?;
                     consume_by_send(tx, &mut record, s.now).await?;
@@ -503,10 +504,10 @@ impl Store {
                         )
                         .await?;
                     }
-                    super::tasks::on_approval(tx, &record.thread, s.now).await?;
+                    super::tasks::on_approval(tx, &cache, &record.thread, s.now).await?;
                 }
                 if let Some(close) = s.close {
-                    post_in(tx, close, lock).await?;
+                    post_in(tx, close, lock, &cache).await?;
                 }
                 Ok(Settled::Done(record))
             })

@@ -156,6 +156,56 @@ impl Directory {
     }
 }
 
+/// One cached value shared by the whole store (the live webhooks: every posting transaction's
+/// hooks need them, only admin calls and the outbox's endpoint disabling change them), with the
+/// same rules as the directory: an epoch so that a read begun before a `forget` is never kept,
+/// and the [`TTL`] as the backstop for changes nothing reported (another replica's admin call).
+pub(super) struct Slot<V> {
+    epoch: AtomicU64,
+    /// A std mutex: held for one clone or store, never across an await.
+    value: Mutex<Option<Entry<V>>>,
+}
+
+impl<V: Clone> Slot<V> {
+    pub(super) fn new() -> Self {
+        Slot {
+            epoch: AtomicU64::new(0),
+            value: Mutex::new(None),
+        }
+    }
+
+    /// The value, if read within the [`TTL`] and not forgotten since.
+    pub(super) fn get(&self) -> Option<V> {
+        let value = self.value.lock().unwrap_or_else(|e| e.into_inner());
+        value
+            .as_ref()
+            .filter(|e| e.loaded.elapsed() < TTL)
+            .map(|e| e.value.clone())
+    }
+
+    /// Call before the read whose result may be stored.
+    pub(super) fn epoch(&self) -> Epoch {
+        Epoch(self.epoch.load(Ordering::Acquire))
+    }
+
+    /// Stores what a read begun at `since` found, unless a `forget` came in between.
+    pub(super) fn put(&self, since: Epoch, value: V) {
+        let mut slot = self.value.lock().unwrap_or_else(|e| e.into_inner());
+        if self.epoch.load(Ordering::Acquire) == since.0 {
+            *slot = Some(Entry {
+                value,
+                loaded: Instant::now(),
+            });
+        }
+    }
+
+    /// Drops the value; reads in flight will not store theirs.
+    pub(super) fn forget(&self) {
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        *self.value.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,5 +241,21 @@ mod tests {
         assert!(d.person(&alice().id).is_some());
         std::thread::sleep(TTL + Duration::from_millis(20));
         assert!(d.person(&alice().id).is_none());
+    }
+
+    #[test]
+    fn a_slot_keeps_only_reads_that_no_forget_overtook_and_expires() {
+        let slot: Slot<u32> = Slot::new();
+        let before = slot.epoch();
+        slot.forget();
+        slot.put(before, 1);
+        assert_eq!(slot.get(), None);
+        slot.put(slot.epoch(), 2);
+        assert_eq!(slot.get(), Some(2));
+        slot.forget();
+        assert_eq!(slot.get(), None);
+        slot.put(slot.epoch(), 3);
+        std::thread::sleep(TTL + Duration::from_millis(20));
+        assert_eq!(slot.get(), None);
     }
 }

@@ -88,6 +88,7 @@ impl Store {
         expires_at: Timestamp,
     ) -> Result<ClaimAttempt> {
         let lock = self.for_update();
+        let cache = self.webhooks.clone();
         self.write(move |tx| {
             Box::pin(async move {
                 let sql = format!("SELECT state FROM threads WHERE id = $1{lock}");
@@ -127,7 +128,7 @@ impl Store {
                     if let Some(a) = gate.filter(|a| a.state == ApprovalState::Approved) {
                         super::approvals::consume(tx, &a, &person, &session, now).await?;
                     }
-                    super::tasks::on_claim(tx, &thread, now).await?;
+                    super::tasks::on_claim(tx, &cache, &thread, now).await?;
                     return Ok(ClaimAttempt::Claimed(claim(&row)?));
                 }
                 let row = sqlx::query(

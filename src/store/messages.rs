@@ -169,8 +169,11 @@ impl Store {
     /// a claim on reply or close, and one inbox entry per recipient.
     pub async fn post(&self, m: NewMessage) -> Result<PostOutcome> {
         let lock = self.for_update();
-        let outcome = self.write(move |tx| Box::pin(post_in(tx, m, lock))).await?;
-        if !outcome.replayed {
+        let cache = self.webhooks.clone();
+        let (outcome, enqueued) = self
+            .write(move |tx| Box::pin(async move { post_in(tx, m, lock, &cache).await }))
+            .await?;
+        if enqueued {
             self.outbox_enqueued();
         }
         Ok(outcome)
@@ -325,13 +328,14 @@ pub(super) async fn post_in(
     tx: &mut AnyConnection,
     m: NewMessage,
     lock: &'static str,
-) -> Result<PostOutcome> {
+    cache: &super::outbox::WebhookCache,
+) -> Result<(PostOutcome, bool)> {
     // A new thread checks its key in the statement that creates it (one round trip less);
     // a post in an existing thread checks first.
     if !m.opens_thread
         && let Some(outcome) = replayed(tx, &m).await?
     {
-        return Ok(outcome);
+        return Ok((outcome, false));
     }
 
     let (thread_record, position) = if m.opens_thread {
@@ -375,6 +379,7 @@ pub(super) async fn post_in(
             // The key was used before (the only reason nothing was inserted).
             return replayed(tx, &m)
                 .await?
+                .map(|outcome| (outcome, false))
                 .ok_or(StoreError::NotFound("the message of an idempotency key"));
         }
         let record = ThreadRecord {
@@ -429,52 +434,41 @@ pub(super) async fn post_in(
         (record, position)
     };
 
-    let recipients = serde_json::to_string(&m.recipients).map_err(json_err)?;
-    let attachments = serde_json::to_string(&m.attachments).map_err(json_err)?;
-    sqlx::query(
-        "INSERT INTO messages (id, thread_id, channel, position, kind, author, agent, recipients, subject, body, \
-         attachments, impact, outcome, refers_to, idempotency_key, request_hash, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
-    )
-    .bind(m.id.as_str().to_owned())
-    .bind(m.thread.as_str().to_owned())
-    .bind(m.channel.as_str().to_owned())
-    .bind(position)
-    .bind(m.kind.as_str())
-    .bind(m.author.as_str().to_owned())
-    .bind(m.agent.as_ref().map(|a| a.as_str().to_owned()))
-    .bind(recipients)
-    .bind(m.subject.clone())
-    .bind(m.body.clone())
-    .bind(attachments)
-    .bind(m.impact.map(Impact::as_str))
-    .bind(m.outcome.map(Outcome::as_str))
-    .bind(m.refers_to.as_ref().map(|r| r.as_str().to_owned()))
-    .bind(m.idempotency_key.clone())
-    .bind(m.request_hash.clone())
-    .bind(m.created_at.0)
-    .execute(&mut *tx)
-    .await?;
-    super::outbox::on_message(tx, &m, position).await?;
+    // A remote agent has no inbox: what it is sent goes out through the outbox.
+    let mut inboxes: Vec<PersonId> = m
+        .recipients
+        .iter()
+        .filter(|p| m.remote.as_ref().is_none_or(|hop| hop.remote != **p))
+        .cloned()
+        .collect();
+    inboxes.sort();
+    inboxes.dedup();
+    let event = thread_record.task.as_ref().map(|t| (t.last_event, t.state));
+    insert_message_rows(tx, &m, position, event, &inboxes, lock).await?;
+
+    // Whether a delivery was enqueued: only then are the outbox's workers woken after the commit.
+    let mut enqueued = super::outbox::on_message(tx, cache, &m, position).await?;
     if let Some(a) = &m.approval {
         super::approvals::insert(tx, a, &m).await?;
-        super::outbox::on_approval_pending(tx, a, &m).await?;
+        enqueued |= super::outbox::on_approval_pending(tx, cache, a, &m).await?;
     }
     if let Some(hop) = &m.remote {
         super::remote_tasks::on_post(tx, &m, hop).await?;
+        enqueued = true;
     }
-
-    if let Some(task) = &thread_record.task {
-        super::tasks::append_event(
-            tx,
-            &m.thread,
-            task.last_event,
-            task.state,
-            "message",
-            Some(&m.id),
-            m.created_at,
-        )
-        .await?;
+    if let Some((seq, state)) = event {
+        let event = super::tasks::LoggedEvent {
+            thread: &m.thread,
+            seq,
+            state,
+            cause: "message",
+            message: Some(&m.id),
+            now: m.created_at,
+            channel: thread_record.channel.as_str(),
+            party: &thread_record.opened_by,
+            new_task: m.opens_thread,
+        };
+        enqueued |= super::outbox::on_task_event(tx, cache, &event).await?;
     }
 
     if matches!(m.kind, Kind::Reply | Kind::Close) {
@@ -483,17 +477,6 @@ pub(super) async fn post_in(
             .execute(&mut *tx)
             .await?;
     }
-
-    // A remote agent has no inbox: what it is sent goes out through the outbox.
-    let mut recipients: Vec<PersonId> = m
-        .recipients
-        .iter()
-        .filter(|p| m.remote.as_ref().is_none_or(|hop| hop.remote != **p))
-        .cloned()
-        .collect();
-    recipients.sort();
-    recipients.dedup();
-    append_message_entries(tx, &recipients, &m, lock).await?;
 
     let message = MessageRecord {
         id: m.id,
@@ -513,72 +496,140 @@ pub(super) async fn post_in(
         idempotency_key: m.idempotency_key,
         created_at: m.created_at,
     };
-    Ok(PostOutcome {
-        message,
-        thread: thread_record,
-        replayed: false,
-    })
+    Ok((
+        PostOutcome {
+            message,
+            thread: thread_record,
+            replayed: false,
+        },
+        enqueued,
+    ))
 }
 
-/// Appends the entry of message `m` to each inbox of `recipients` (sorted, distinct), each with its
-/// person's next sequence number: a constant number of statements whatever the number of
-/// recipients. On PostgreSQL the counters are first locked in id order (`lock` is ` FOR UPDATE`),
-/// so concurrent posts on several replicas cannot deadlock on them.
-async fn append_message_entries(
+/// The rows of a post that need no answer: the message, its task event (`event`: sequence number
+/// and state, for a task), and its entry in each inbox of `recipients` (sorted, distinct) with
+/// that person's next sequence number, in a constant number of statements whatever the number of
+/// recipients.
+///
+/// On SQLite they are all sent as one call (its numbered parameters span the statements), so one
+/// hand-off to the driver's thread; the rows they affect, one each and two per recipient, are
+/// counted. On PostgreSQL, which takes one statement per call, the recipients' counters are
+/// first locked in id order (`lock` is ` FOR UPDATE`), so that concurrent posts on several
+/// replicas cannot deadlock on them.
+async fn insert_message_rows(
     tx: &mut AnyConnection,
-    recipients: &[PersonId],
     m: &NewMessage,
+    position: i64,
+    event: Option<(i64, TaskState)>,
+    recipients: &[PersonId],
     lock: &'static str,
 ) -> Result<()> {
-    if recipients.is_empty() {
-        return Ok(());
-    }
-    // $1..$n are the recipients; the entry's fields follow.
+    let message_sql = "INSERT INTO messages (id, thread_id, channel, position, kind, author, agent, recipients, \
+         subject, body, attachments, impact, outcome, refers_to, idempotency_key, request_hash, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)";
+    // $1 (message), $2 (thread), $3 (channel) and $17 (time) serve the other statements too; the
+    // task event's seq and state are $18 and $19, the recipients follow.
+    let event_sql = "INSERT INTO task_events (thread_id, seq, state, cause, message_id, created_at) \
+                     VALUES ($2, $18, $19, 'message', $1, $17)";
     let n = recipients.len();
-    let ids = (1..=n)
+    let first = 20;
+    let ids = (first..first + n)
         .map(|i| format!("${i}"))
         .collect::<Vec<_>>()
         .join(", ");
-    let bind_ids = |sql: String| {
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for p in recipients {
-            q = q.bind(p.as_str().to_owned());
-        }
-        q
-    };
     let update = format!("UPDATE persons SET inbox_seq = inbox_seq + 1 WHERE id IN ({ids})");
     let insert = format!(
         "INSERT INTO inbox_entries (person_id, seq, entry_kind, message_id, thread_id, channel, notice, created_at) \
-         SELECT id, inbox_seq, 'message', ${}, ${}, ${}, NULL, ${} FROM persons WHERE id IN ({ids})",
-        n + 1,
-        n + 2,
-        n + 3,
-        n + 4
+         SELECT id, inbox_seq, 'message', $1, $2, $3, NULL, $17 FROM persons WHERE id IN ({ids})"
     );
-    let bind_entry = |q: sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments>| {
-        q.bind(m.id.as_str().to_owned())
+    let recipients_json = serde_json::to_string(&m.recipients).map_err(json_err)?;
+    let attachments = serde_json::to_string(&m.attachments).map_err(json_err)?;
+    let bind = |sql: String, with_event: bool, with_recipients: bool| {
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(m.id.as_str().to_owned())
             .bind(m.thread.as_str().to_owned())
             .bind(m.channel.as_str().to_owned())
-            .bind(m.created_at.0)
+            .bind(position)
+            .bind(m.kind.as_str())
+            .bind(m.author.as_str().to_owned())
+            .bind(m.agent.as_ref().map(|a| a.as_str().to_owned()))
+            .bind(recipients_json.clone())
+            .bind(m.subject.clone())
+            .bind(m.body.clone())
+            .bind(attachments.clone())
+            .bind(m.impact.map(Impact::as_str))
+            .bind(m.outcome.map(Outcome::as_str))
+            .bind(m.refers_to.as_ref().map(|r| r.as_str().to_owned()))
+            .bind(m.idempotency_key.clone())
+            .bind(m.request_hash.clone())
+            .bind(m.created_at.0);
+        if with_event || with_recipients {
+            let (seq, state) = event.unwrap_or((0, TaskState::Submitted));
+            q = q.bind(seq).bind(state.as_str());
+        }
+        if with_recipients {
+            for p in recipients {
+                q = q.bind(p.as_str().to_owned());
+            }
+        }
+        q
     };
     if lock.is_empty() {
-        // SQLite: both statements in one call (its numbered parameters span them), so one
-        // hand-off to the driver's thread; each affects one row per recipient.
-        let done = bind_entry(bind_ids(format!("{update}; {insert}")))
-            .execute(&mut *tx)
-            .await?;
-        if done.rows_affected() != 2 * n as u64 {
+        let mut sql = message_sql.to_owned();
+        let mut expected = 1;
+        if event.is_some() {
+            sql.push_str("; ");
+            sql.push_str(event_sql);
+            expected += 1;
+        }
+        if n > 0 {
+            sql = format!("{sql}; {update}; {insert}");
+            expected += 2 * n as u64;
+        }
+        let done = bind(sql, event.is_some(), n > 0).execute(&mut *tx).await?;
+        if done.rows_affected() != expected {
             return Err(StoreError::NotFound("recipient"));
         }
         return Ok(());
     }
-    // PostgreSQL takes one statement per call: lock in id order, count, then insert.
-    let sql = format!("SELECT id FROM persons WHERE id IN ({ids}) ORDER BY id{lock}");
-    bind_ids(sql).execute(&mut *tx).await?;
-    if bind_ids(update).execute(&mut *tx).await?.rows_affected() != n as u64 {
-        return Err(StoreError::NotFound("recipient"));
+    // PostgreSQL takes one statement per call, so the rows are written by one statement with
+    // data-modifying CTEs; its parameters are numbered without gaps (each must have a use).
+    let mut sql = format!("WITH msg AS ({message_sql} RETURNING id)");
+    let mut next = 18;
+    if event.is_some() {
+        sql.push_str(", ev AS (");
+        sql.push_str(event_sql);
+        sql.push_str(" RETURNING seq)");
+        next = 20;
     }
-    bind_entry(bind_ids(insert)).execute(&mut *tx).await?;
+    let expected = if n > 0 {
+        let ids = (next..next + n)
+            .map(|i| format!("${i}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        // The counters are locked in id order by the inner SELECT before the UPDATE takes them.
+        sql.push_str(&format!(
+            ", upd AS (UPDATE persons SET inbox_seq = inbox_seq + 1 WHERE id IN \
+             (SELECT id FROM persons WHERE id IN ({ids}) ORDER BY id{lock}) RETURNING id, inbox_seq) \
+             INSERT INTO inbox_entries (person_id, seq, entry_kind, message_id, thread_id, channel, notice, \
+             created_at) SELECT id, inbox_seq, 'message', $1, $2, $3, NULL, $17 FROM upd"
+        ));
+        n as u64
+    } else {
+        sql.push_str(" SELECT id FROM msg");
+        0
+    };
+    let q = bind(sql, event.is_some(), false);
+    let q = recipients
+        .iter()
+        .fold(q, |q, p| q.bind(p.as_str().to_owned()));
+    if n > 0 {
+        if q.execute(&mut *tx).await?.rows_affected() != expected {
+            return Err(StoreError::NotFound("recipient"));
+        }
+    } else {
+        q.fetch_one(&mut *tx).await?;
+    }
     Ok(())
 }
 

@@ -133,6 +133,8 @@ pub struct Store {
     outbox_wake: std::sync::RwLock<Option<OutboxWake>>,
     /// Tokens, persons, channels and parties recently read; see [`cache`].
     directory: cache::Directory,
+    /// The live webhooks, for the outbox's hooks in every posting transaction.
+    webhooks: std::sync::Arc<outbox::WebhookCache>,
 }
 
 type OutboxWake = Box<dyn Fn() + Send + Sync>;
@@ -149,6 +151,7 @@ impl Store {
                 writer,
                 outbox_wake: std::sync::RwLock::new(None),
                 directory: cache::Directory::new(),
+                webhooks: std::sync::Arc::new(cache::Slot::new()),
             })
         } else if url.starts_with("sqlite:") {
             let (pool, writer) = sqlite::open(url).await?;
@@ -158,6 +161,7 @@ impl Store {
                 writer,
                 outbox_wake: std::sync::RwLock::new(None),
                 directory: cache::Directory::new(),
+                webhooks: std::sync::Arc::new(cache::Slot::new()),
             })
         } else {
             Err(StoreError::Database(format!(
@@ -191,11 +195,12 @@ impl Store {
         done
     }
 
-    /// Forgets every cached token, person, channel and party: another replica changed them (the
-    /// service calls this on the bus's directory topic). This store's own writes forget by
-    /// themselves.
+    /// Forgets every cached token, person, channel and party (and the live webhooks): another
+    /// replica changed them (the service calls this on the bus's directory topic). This store's
+    /// own writes forget by themselves.
     pub fn forget_directory(&self) {
         self.directory.forget();
+        self.webhooks.forget();
     }
 
     /// ` FOR UPDATE` on PostgreSQL, where other replicas write too; SQLite has one writer.

@@ -4,12 +4,14 @@
 //! webhooks they go to. Retry rules (when, how often, what is permanent) are the service's; the
 //! store only applies the outcome it is given.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row as _};
 
 use super::{Result, Store, StoreError};
-use crate::domain::{MessageId, PersonId, ThreadId, Timestamp};
+use crate::domain::{PersonId, ThreadId, Timestamp};
 
 /// Where a delivery stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -266,7 +268,7 @@ async fn push_event(
     seq: i64,
     only_config: Option<&str>,
     now: Timestamp,
-) -> Result<()> {
+) -> Result<bool> {
     let rows = sqlx::query(
         "SELECT c.id, c.url FROM push_configs c LEFT JOIN outbox_endpoints e \
          ON e.endpoint = 'push:' || c.thread_id || '/' || c.id \
@@ -277,6 +279,7 @@ async fn push_event(
     .fetch_all(&mut *tx)
     .await?;
     let event_id = format!("{thread}:{seq}");
+    let enqueued = !rows.is_empty();
     for row in rows {
         let config: String = row.try_get("id")?;
         let url: String = row.try_get("url")?;
@@ -297,7 +300,7 @@ async fn push_event(
         )
         .await?;
     }
-    Ok(())
+    Ok(enqueued)
 }
 
 /// Who an event concerns, for the webhooks' person and channel filters.
@@ -308,26 +311,72 @@ pub(super) struct Audience<'a> {
     pub thread: Option<&'a ThreadId>,
 }
 
+/// A webhook deliveries can go to: not removed, its endpoint not disabled.
+#[derive(Debug)]
+pub(super) struct LiveWebhook {
+    id: String,
+    url: String,
+    events: Vec<String>,
+    person: Option<PersonId>,
+    channel: Option<String>,
+}
+
+/// The live webhooks, held in memory (see [`super::cache::Slot`]): every posting transaction
+/// consults them, and they change only through the admin calls below and when the outbox
+/// disables an endpoint. Each such write forgets them inside its own job, so the jobs the writer
+/// runs after it (in the same batch or a later one) read them again, and once more after its
+/// commit; another replica's change is bounded by the cache's TTL (a stale entry can only add a
+/// delivery that the worker drops as gone, or miss a webhook created less than a TTL ago there).
+pub(super) type WebhookCache = super::cache::Slot<Arc<[LiveWebhook]>>;
+
+/// The live webhooks, from memory or read in the writer's transaction (which sees the batch's
+/// own earlier changes; a failed commit is followed by the changing call's own forget).
+async fn live_webhooks(tx: &mut AnyConnection, cache: &WebhookCache) -> Result<Arc<[LiveWebhook]>> {
+    if let Some(live) = cache.get() {
+        return Ok(live);
+    }
+    let since = cache.epoch();
+    let rows = sqlx::query(
+        "SELECT w.id, w.url, w.events, w.person, w.channel FROM webhooks w \
+         LEFT JOIN outbox_endpoints e ON e.endpoint = 'webhook:' || w.id \
+         WHERE w.removed_at IS NULL AND e.disabled_at IS NULL ORDER BY w.id",
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    let live: Arc<[LiveWebhook]> = rows
+        .iter()
+        .map(|row| {
+            Ok(LiveWebhook {
+                id: row.try_get("id")?,
+                url: row.try_get("url")?,
+                events: serde_json::from_str(&row.try_get::<String, _>("events")?)
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                person: row
+                    .try_get::<Option<String>, _>("person")?
+                    .map(PersonId::parse)
+                    .transpose()?,
+                channel: row.try_get("channel")?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?
+        .into();
+    cache.put(since, live.clone());
+    Ok(live)
+}
+
 /// One delivery per live webhook subscribed to `event_type` whose filters match `audience`,
-/// all with the same event id and a Standard Webhooks body `{type, timestamp, data}`.
+/// all with the same event id and a Standard Webhooks body `{type, timestamp, data}` (built only
+/// when some webhook wants it).
 pub(super) async fn webhook_event(
     tx: &mut AnyConnection,
+    cache: &WebhookCache,
     event_type: &str,
     audience: Audience<'_>,
-    data: Value,
+    data: impl FnOnce() -> Value,
     now: Timestamp,
-) -> Result<()> {
-    let pattern = format!("%\"{event_type}\"%");
-    let sql = format!(
-        "SELECT {WEBHOOK_COLUMNS} FROM {WEBHOOK_FROM} WHERE w.removed_at IS NULL AND e.disabled_at IS NULL \
-         AND w.events LIKE $1 ORDER BY w.id"
-    );
-    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(pattern)
-        .fetch_all(&mut *tx)
-        .await?;
-    let hooks: Vec<WebhookRecord> = rows.iter().map(webhook).collect::<Result<_>>()?;
-    let hooks: Vec<&WebhookRecord> = hooks
+) -> Result<bool> {
+    let live = live_webhooks(tx, cache).await?;
+    let hooks: Vec<&LiveWebhook> = live
         .iter()
         .filter(|w| w.events.iter().any(|e| e == event_type))
         .filter(|w| {
@@ -342,13 +391,13 @@ pub(super) async fn webhook_event(
         })
         .collect();
     if hooks.is_empty() {
-        return Ok(());
+        return Ok(false);
     }
     let event_id = format!("msg_{}", uuid::Uuid::now_v7().simple());
     let timestamp = chrono::DateTime::from_timestamp_millis(now.0)
         .unwrap_or_default()
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-    let body = json!({"type": event_type, "timestamp": timestamp, "data": data}).to_string();
+    let body = json!({"type": event_type, "timestamp": timestamp, "data": data()}).to_string();
     for w in hooks {
         let endpoint = webhook_endpoint(&w.id);
         let order_key = match audience.thread {
@@ -371,64 +420,62 @@ pub(super) async fn webhook_event(
         )
         .await?;
     }
-    Ok(())
+    Ok(true)
 }
 
-/// Hook of the task event log: the event's push deliveries and `task.updated` webhooks.
+/// Hook of the task event log: the event's push deliveries and `task.updated` webhooks. Says
+/// whether it enqueued any (these hooks all do).
 pub(super) async fn on_task_event(
     tx: &mut AnyConnection,
-    thread: &ThreadId,
-    seq: i64,
-    state: crate::domain::TaskState,
-    cause: &str,
-    message: Option<&MessageId>,
-    now: Timestamp,
-) -> Result<()> {
-    push_event(tx, thread, seq, None, now).await?;
-    let row = sqlx::query("SELECT channel, opened_by FROM threads WHERE id = $1")
-        .bind(thread.as_str().to_owned())
-        .fetch_one(&mut *tx)
-        .await?;
-    let channel: String = row.try_get("channel")?;
-    let party = PersonId::parse(row.try_get::<String, _>("opened_by")?)?;
-    let data = json!({
-        "task_id": thread,
-        "seq": seq,
-        "state": state.as_str(),
-        "cause": cause,
-        "message_id": message,
-        "channel": channel,
-        "party": party,
-    });
-    let audience = Audience {
-        channel: Some(&channel),
-        persons: vec![&party],
-        thread: Some(thread),
+    cache: &WebhookCache,
+    e: &super::tasks::LoggedEvent<'_>,
+) -> Result<bool> {
+    // A task created in this transaction has no push config: configs are stored by later
+    // writes, which replay the events logged before them (`replay_push`).
+    let pushed = !e.new_task && push_event(tx, e.thread, e.seq, None, e.now).await?;
+    let data = || {
+        json!({
+            "task_id": e.thread,
+            "seq": e.seq,
+            "state": e.state.as_str(),
+            "cause": e.cause,
+            "message_id": e.message,
+            "channel": e.channel,
+            "party": e.party,
+        })
     };
-    webhook_event(tx, "task.updated", audience, data, now).await
+    let audience = Audience {
+        channel: Some(e.channel),
+        persons: vec![e.party],
+        thread: Some(e.thread),
+    };
+    Ok(webhook_event(tx, cache, "task.updated", audience, data, e.now).await? || pushed)
 }
 
 /// Hook of the posting transaction: `message.created` webhooks.
 pub(super) async fn on_message(
     tx: &mut AnyConnection,
+    cache: &WebhookCache,
     m: &super::NewMessage,
     position: i64,
-) -> Result<()> {
-    let data = json!({
-        "id": m.id,
-        "thread_id": m.thread,
-        "channel": m.channel,
-        "position": position,
-        "kind": m.kind.as_str(),
-        "author": m.author,
-        "agent": m.agent,
-        "recipients": m.recipients,
-        "subject": m.subject,
-        "body": m.body,
-        "impact": m.impact.map(crate::domain::Impact::as_str),
-        "outcome": m.outcome.map(crate::domain::Outcome::as_str),
-        "refers_to": m.refers_to,
-    });
+) -> Result<bool> {
+    let data = || {
+        json!({
+            "id": m.id,
+            "thread_id": m.thread,
+            "channel": m.channel,
+            "position": position,
+            "kind": m.kind.as_str(),
+            "author": m.author,
+            "agent": m.agent,
+            "recipients": m.recipients,
+            "subject": m.subject,
+            "body": m.body,
+            "impact": m.impact.map(crate::domain::Impact::as_str),
+            "outcome": m.outcome.map(crate::domain::Outcome::as_str),
+            "refers_to": m.refers_to,
+        })
+    };
     let mut persons: Vec<&PersonId> = m.recipients.iter().collect();
     persons.push(&m.author);
     let audience = Audience {
@@ -436,27 +483,30 @@ pub(super) async fn on_message(
         persons,
         thread: Some(&m.thread),
     };
-    webhook_event(tx, "message.created", audience, data, m.created_at).await
+    webhook_event(tx, cache, "message.created", audience, data, m.created_at).await
 }
 
 /// Hook of a new approval: `approval.pending` webhooks.
 pub(super) async fn on_approval_pending(
     tx: &mut AnyConnection,
+    cache: &WebhookCache,
     a: &super::NewApproval,
     m: &super::NewMessage,
-) -> Result<()> {
-    let data = json!({
-        "approval_id": a.id,
-        "thread_id": m.thread,
-        "message_id": m.id,
-        "channel": m.channel,
-        "impact": a.impact.as_str(),
-        "fingerprint": a.fingerprint,
-        "requested_by": m.author,
-        "approvers": a.approvers,
-        "expires_at": a.expires_at.0,
-        "body": m.body,
-    });
+) -> Result<bool> {
+    let data = || {
+        json!({
+            "approval_id": a.id,
+            "thread_id": m.thread,
+            "message_id": m.id,
+            "channel": m.channel,
+            "impact": a.impact.as_str(),
+            "fingerprint": a.fingerprint,
+            "requested_by": m.author,
+            "approvers": a.approvers,
+            "expires_at": a.expires_at.0,
+            "body": m.body,
+        })
+    };
     let mut persons: Vec<&PersonId> = a.approvers.iter().collect();
     persons.push(&m.author);
     let audience = Audience {
@@ -464,25 +514,28 @@ pub(super) async fn on_approval_pending(
         persons,
         thread: Some(&m.thread),
     };
-    webhook_event(tx, "approval.pending", audience, data, m.created_at).await
+    webhook_event(tx, cache, "approval.pending", audience, data, m.created_at).await
 }
 
 /// Hook of a settled approval: `approval.decided` webhooks (an expiry is a decision too).
 pub(super) async fn on_approval_decided(
     tx: &mut AnyConnection,
+    cache: &WebhookCache,
     a: &super::ApprovalRecord,
     now: Timestamp,
-) -> Result<()> {
-    let data = json!({
-        "approval_id": a.id,
-        "thread_id": a.thread,
-        "message_id": a.message,
-        "channel": a.channel,
-        "state": a.state.as_str(),
-        "decided_by": a.decided_by,
-        "via": a.decided_via.map(|v| v.as_str()),
-        "reason": a.reason,
-    });
+) -> Result<bool> {
+    let data = || {
+        json!({
+            "approval_id": a.id,
+            "thread_id": a.thread,
+            "message_id": a.message,
+            "channel": a.channel,
+            "state": a.state.as_str(),
+            "decided_by": a.decided_by,
+            "via": a.decided_via.map(|v| v.as_str()),
+            "reason": a.reason,
+        })
+    };
     let mut persons: Vec<&PersonId> = a.approvers.iter().collect();
     persons.push(&a.requested_by);
     let audience = Audience {
@@ -490,7 +543,7 @@ pub(super) async fn on_approval_decided(
         persons,
         thread: Some(&a.thread),
     };
-    webhook_event(tx, "approval.decided", audience, data, now).await
+    webhook_event(tx, cache, "approval.decided", audience, data, now).await
 }
 
 impl Store {
@@ -567,9 +620,13 @@ impl Store {
     /// `delivery.dead` / `endpoint.disabled` webhooks are enqueued.
     pub async fn finish_attempt(&self, f: FinishedAttempt) -> Result<Finished> {
         let lock = self.for_update();
+        let cache = self.webhooks.clone();
         let done = self
-            .write(move |tx| Box::pin(finish_in(tx, f, lock)))
+            .write(move |tx| Box::pin(async move { finish_in(tx, f, lock, &cache).await }))
             .await?;
+        if done.endpoint_disabled {
+            self.webhooks.forget();
+        }
         if done.applied {
             self.outbox_enqueued();
         }
@@ -619,6 +676,7 @@ impl Store {
     /// Sends a dead delivery again from now (a fresh schedule) and re-enables its endpoint.
     /// `None` when there is no such delivery; `Some(false)` when it is not dead.
     pub async fn retry_delivery(&self, id: i64, now: Timestamp) -> Result<Option<bool>> {
+        let cache = self.webhooks.clone();
         let done = self
             .write(move |tx| {
                 Box::pin(async move {
@@ -647,10 +705,14 @@ impl Store {
                     .bind(endpoint)
                     .execute(&mut *tx)
                     .await?;
+                    // Its endpoint may be a webhook enabled again.
+                    cache.forget();
                     Ok(Some(true))
                 })
             })
-            .await?;
+            .await;
+        self.webhooks.forget();
+        let done = done?;
         if done == Some(true) {
             self.outbox_enqueued();
         }
@@ -684,7 +746,8 @@ impl Store {
     }
 
     pub async fn insert_webhook(&self, w: WebhookRecord) -> Result<()> {
-        self.write(move |tx| {
+        let cache = self.webhooks.clone();
+        let done = self.write(move |tx| {
             Box::pin(async move {
                 let events = serde_json::to_string(&w.events)
                     .map_err(|e| StoreError::Corrupt(e.to_string()))?;
@@ -701,10 +764,13 @@ impl Store {
                 .bind(w.created_at.0)
                 .execute(&mut *tx)
                 .await?;
+                cache.forget();
                 Ok(())
             })
         })
-        .await
+        .await;
+        self.webhooks.forget();
+        done
     }
 
     /// Webhooks not removed, oldest first.
@@ -733,7 +799,8 @@ impl Store {
 
     /// Removes a webhook; its pending deliveries die. False when there was none.
     pub async fn remove_webhook(&self, id: String, now: Timestamp) -> Result<bool> {
-        self.write(move |tx| {
+        let cache = self.webhooks.clone();
+        let done = self.write(move |tx| {
             Box::pin(async move {
                 let done = sqlx::query(
                     "UPDATE webhooks SET removed_at = $1 WHERE id = $2 AND removed_at IS NULL",
@@ -753,10 +820,13 @@ impl Store {
                 .bind(webhook_endpoint(&id))
                 .execute(&mut *tx)
                 .await?;
+                cache.forget();
                 Ok(true)
             })
         })
-        .await
+        .await;
+        self.webhooks.forget();
+        done
     }
 
     /// Replaces a webhook's sealed secret; false when there is no such webhook.
@@ -858,6 +928,7 @@ async fn finish_in(
     tx: &mut AnyConnection,
     f: FinishedAttempt,
     lock: &'static str,
+    cache: &WebhookCache,
 ) -> Result<Finished> {
     let (state, next, finished) = match f.verdict {
         AttemptVerdict::Delivered => ("delivered", f.now, Some(f.now.0)),
@@ -917,7 +988,7 @@ async fn finish_in(
         AttemptVerdict::RetryAt(_) => {}
         AttemptVerdict::Dead => {
             if let Some(close) = f.on_dead.clone() {
-                super::remote_tasks::close_unless_closed(tx, close, lock).await?;
+                super::remote_tasks::close_unless_closed(tx, close, lock, cache).await?;
             }
             let streak: i64 = sqlx::query(
                 "INSERT INTO outbox_endpoints (endpoint, dead_streak) VALUES ($1, 1) ON CONFLICT (endpoint) \
@@ -930,17 +1001,21 @@ async fn finish_in(
             // Events about the outbox itself are not reported again when they die (no loops).
             let about_outbox = matches!(event_type.as_str(), "delivery.dead" | "endpoint.disabled");
             if !about_outbox {
-                let data = json!({
-                    "delivery_id": f.delivery,
-                    "endpoint": endpoint,
-                    "url": row.try_get::<String, _>("url")?,
-                    "event_type": event_type,
-                    "event_id": row.try_get::<String, _>("event_id")?,
-                    "attempts": f.attempt,
-                    "last_status": f.status,
-                    "error": f.error,
-                });
-                webhook_event(tx, "delivery.dead", Audience::default(), data, f.now).await?;
+                let url: String = row.try_get("url")?;
+                let event_id: String = row.try_get("event_id")?;
+                let data = || {
+                    json!({
+                        "delivery_id": f.delivery,
+                        "endpoint": endpoint,
+                        "url": url,
+                        "event_type": event_type,
+                        "event_id": event_id,
+                        "attempts": f.attempt,
+                        "last_status": f.status,
+                        "error": f.error,
+                    })
+                };
+                webhook_event(tx, cache, "delivery.dead", Audience::default(), data, f.now).await?;
             }
             if streak >= f.disable_after {
                 sqlx::query(
@@ -959,12 +1034,25 @@ async fn finish_in(
                 .execute(&mut *tx)
                 .await?;
                 done.endpoint_disabled = true;
-                let data = json!({
-                    "endpoint": endpoint,
-                    "url": row.try_get::<String, _>("url")?,
-                    "dead_deliveries": streak,
-                });
-                webhook_event(tx, "endpoint.disabled", Audience::default(), data, f.now).await?;
+                // A disabled webhook gets no more deliveries: later jobs read the list again.
+                cache.forget();
+                let url: String = row.try_get("url")?;
+                let data = || {
+                    json!({
+                        "endpoint": endpoint,
+                        "url": url,
+                        "dead_deliveries": streak,
+                    })
+                };
+                webhook_event(
+                    tx,
+                    cache,
+                    "endpoint.disabled",
+                    Audience::default(),
+                    data,
+                    f.now,
+                )
+                .await?;
             }
         }
     }

@@ -159,6 +159,7 @@ pub(super) async fn close_unless_closed(
     tx: &mut AnyConnection,
     close: NewMessage,
     lock: &'static str,
+    cache: &super::outbox::WebhookCache,
 ) -> Result<()> {
     let sql = format!("SELECT state FROM threads WHERE id = $1{lock}");
     let state: Option<String> = sqlx::query(sqlx::AssertSqlSafe(sql))
@@ -168,7 +169,7 @@ pub(super) async fn close_unless_closed(
         .map(|row| row.try_get("state"))
         .transpose()?;
     if state.is_some_and(|s| s != "closed") {
-        post_in(tx, close, lock).await?;
+        post_in(tx, close, lock, cache).await?;
     }
     Ok(())
 }

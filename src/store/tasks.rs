@@ -4,6 +4,7 @@ use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row as _};
 
 use super::messages::{THREAD_COLUMNS, thread};
+use super::outbox::WebhookCache;
 use super::{
     PartyRecord, PersonRecord, PushConfigRecord, Result, Store, StoreError, TaskEventRecord,
     ThreadRecord,
@@ -21,37 +22,51 @@ pub struct TaskFilter {
     pub offset: i64,
 }
 
+/// A task event to log, with what its hooks need to know about the task (handed over by the
+/// transaction, which has them, rather than read back).
+pub(super) struct LoggedEvent<'a> {
+    pub thread: &'a ThreadId,
+    pub seq: i64,
+    pub state: TaskState,
+    pub cause: &'a str,
+    pub message: Option<&'a MessageId>,
+    pub now: Timestamp,
+    pub channel: &'a str,
+    /// The party that opened the task.
+    pub party: &'a PersonId,
+    /// The task was created in this transaction.
+    pub new_task: bool,
+}
+
 /// Appends one event to a task's log (inside the transaction that caused it).
 pub(super) async fn append_event(
     tx: &mut AnyConnection,
-    thread: &ThreadId,
-    seq: i64,
-    state: TaskState,
-    cause: &str,
-    message: Option<&MessageId>,
-    now: Timestamp,
+    cache: &WebhookCache,
+    e: LoggedEvent<'_>,
 ) -> Result<()> {
     sqlx::query(
         "INSERT INTO task_events (thread_id, seq, state, cause, message_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
     )
-    .bind(thread.as_str().to_owned())
-    .bind(seq)
-    .bind(state.as_str())
-    .bind(cause.to_owned())
-    .bind(message.map(|m| m.as_str().to_owned()))
-    .bind(now.0)
+    .bind(e.thread.as_str().to_owned())
+    .bind(e.seq)
+    .bind(e.state.as_str())
+    .bind(e.cause.to_owned())
+    .bind(e.message.map(|m| m.as_str().to_owned()))
+    .bind(e.now.0)
     .execute(&mut *tx)
     .await?;
-    super::outbox::on_task_event(tx, thread, seq, state, cause, message, now).await
+    super::outbox::on_task_event(tx, cache, &e).await?;
+    Ok(())
 }
 
 /// Moves a submitted task to working when it is claimed, with its event.
 pub(super) async fn on_claim(
     tx: &mut AnyConnection,
+    cache: &WebhookCache,
     thread: &ThreadId,
     now: Timestamp,
 ) -> Result<()> {
-    log_event(tx, thread, now, "claim", |state| {
+    log_event(tx, cache, thread, now, "claim", |state| {
         let next = state.apply(crate::domain::TaskEvent::Claimed)?;
         Ok((next != state).then_some(next))
     })
@@ -62,25 +77,29 @@ pub(super) async fn on_claim(
 /// that streams and subscriptions show the new status message.
 pub(super) async fn on_approval(
     tx: &mut AnyConnection,
+    cache: &WebhookCache,
     thread: &ThreadId,
     now: Timestamp,
 ) -> Result<()> {
-    log_event(tx, thread, now, "approval", |state| Ok(Some(state))).await
+    log_event(tx, cache, thread, now, "approval", |state| Ok(Some(state))).await
 }
 
 /// Appends to a task's log an event that no message caused: `next` gives the state after it from
 /// the state before, or none when there is nothing to log. A thread that is no task logs nothing.
 async fn log_event(
     tx: &mut AnyConnection,
+    cache: &WebhookCache,
     thread: &ThreadId,
     now: Timestamp,
     cause: &str,
     next: impl FnOnce(TaskState) -> Result<Option<TaskState>>,
 ) -> Result<()> {
-    let row = sqlx::query("SELECT task_state, task_event_seq FROM threads WHERE id = $1")
-        .bind(thread.as_str().to_owned())
-        .fetch_one(&mut *tx)
-        .await?;
+    let row = sqlx::query(
+        "SELECT task_state, task_event_seq, channel, opened_by FROM threads WHERE id = $1",
+    )
+    .bind(thread.as_str().to_owned())
+    .fetch_one(&mut *tx)
+    .await?;
     let Some(state) = row.try_get::<Option<String>, _>("task_state")? else {
         return Ok(());
     };
@@ -88,6 +107,8 @@ async fn log_event(
         return Ok(());
     };
     let seq = row.try_get::<i64, _>("task_event_seq")? + 1;
+    let channel: String = row.try_get("channel")?;
+    let party = PersonId::parse(row.try_get::<String, _>("opened_by")?)?;
     sqlx::query(
         "UPDATE threads SET task_state = $1, task_event_seq = $2, updated_at = $3 WHERE id = $4",
     )
@@ -97,7 +118,18 @@ async fn log_event(
     .bind(thread.as_str().to_owned())
     .execute(&mut *tx)
     .await?;
-    append_event(tx, thread, seq, next, cause, None, now).await
+    let event = LoggedEvent {
+        thread,
+        seq,
+        state: next,
+        cause,
+        message: None,
+        now,
+        channel: &channel,
+        party: &party,
+        new_task: false,
+    };
+    append_event(tx, cache, event).await
 }
 
 fn event(row: &AnyRow) -> Result<TaskEventRecord> {
