@@ -578,28 +578,16 @@ impl Service {
             ApprovalKind::Outbound => self.cancel_hop(&a.thread).await?,
             ApprovalKind::Request => None,
         };
-        Ok(NewMessage {
-            id: MessageId::generate(),
-            thread: a.thread.clone(),
-            opens_thread: false,
-            channel: a.channel.clone(),
-            kind: Kind::Close,
-            author: PersonId::parse(SERVER_PERSON).expect("a valid slug"),
-            agent: None,
+        let mut close = self.server_close_message(
+            &a.thread,
+            &a.channel,
             recipients,
-            subject: None,
+            Outcome::Rejected,
             body,
-            attachments: Vec::new(),
-            impact: None,
-            outcome: Some(Outcome::Rejected),
-            refers_to: Some(a.message.clone()),
-            idempotency_key: None,
-            request_hash: String::new(),
-            created_at: self.now(),
-            task: None,
-            approval: None,
-            remote,
-        })
+            Some(a.message.clone()),
+        );
+        close.remote = remote;
+        Ok(close)
     }
 
     /// Wakes whoever a settled approval concerns: the notified inboxes, the thread's participants

@@ -631,12 +631,11 @@ impl Service {
             .names(std::slice::from_ref(&task.remote))
             .await?
             .join("");
-        let close = self.server_message(
+        let close = self.server_close_message(
             &task.thread,
             &t.channel,
             vec![t.opened_by.clone()],
-            Kind::Close,
-            Some(Outcome::Failed),
+            Outcome::Failed,
             format!(
                 "liaison stopped following the task of the remote agent {}: {reason}\nThe \
                  thread is closed.",
@@ -685,12 +684,11 @@ impl Service {
             Some(r) => self.names(std::slice::from_ref(r)).await?.join(""),
             None => "the remote agent".into(),
         };
-        Ok(Some(self.server_message(
+        Ok(Some(self.server_close_message(
             thread,
             &sent.channel,
             vec![sent.author.clone()],
-            Kind::Close,
-            Some(Outcome::Failed),
+            Outcome::Failed,
             format!(
                 "liaison could not deliver message {} to the remote agent {} after {} attempts: \
                  {reason}\nThe thread is closed; open a new one to try again.",
@@ -702,15 +700,14 @@ impl Service {
         )))
     }
 
-    /// A message in the server's own voice (person `liaison`).
-    #[allow(clippy::too_many_arguments)]
-    fn server_message(
+    /// A `close` in the server's own voice (person `liaison`), for every close the server posts
+    /// (a rejected or expired approval, a delegation that failed).
+    pub(super) fn server_close_message(
         &self,
         thread: &ThreadId,
         channel: &ChannelName,
         recipients: Vec<PersonId>,
-        kind: Kind,
-        outcome: Option<Outcome>,
+        outcome: Outcome,
         body: String,
         refers_to: Option<MessageId>,
     ) -> NewMessage {
@@ -719,7 +716,7 @@ impl Service {
             thread: thread.clone(),
             opens_thread: false,
             channel: channel.clone(),
-            kind,
+            kind: Kind::Close,
             author: PersonId::parse(super::approvals::SERVER_PERSON).expect("a valid slug"),
             agent: None,
             recipients,
@@ -727,7 +724,7 @@ impl Service {
             body,
             attachments: Vec::new(),
             impact: None,
-            outcome,
+            outcome: Some(outcome),
             refers_to,
             idempotency_key: None,
             request_hash: String::new(),
