@@ -18,6 +18,7 @@ mod messages;
 mod outbox;
 mod people;
 mod postgres;
+mod readers;
 mod records;
 mod remote_tasks;
 mod remotes;
@@ -30,7 +31,6 @@ use std::future::Future;
 use std::pin::Pin;
 
 use sqlx::AnyConnection;
-use sqlx::AnyPool;
 
 pub use approvals::{ApprovalRecord, AuditRecord, NewApproval, Settled, Settlement};
 pub use cache::TTL as DIRECTORY_TTL;
@@ -126,7 +126,7 @@ pub enum Backend {
 pub struct Store {
     backend: Backend,
     /// Reads.
-    pool: AnyPool,
+    pool: readers::Readers,
     /// Every write.
     writer: writer::BatchWriter,
     /// Called after a commit that may have enqueued outbox deliveries (wakes the workers).
@@ -219,7 +219,7 @@ impl Store {
 
     /// Connections of the read pool: open, and idle among them (for `/metrics`).
     pub fn pool_usage(&self) -> (u32, usize) {
-        (self.pool.size(), self.pool.num_idle())
+        self.pool.usage()
     }
 
     /// Approvals waiting for a decision (for `/metrics`).

@@ -4,9 +4,10 @@
 
 use std::time::Duration;
 
-use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
-use sqlx::{AnyConnection, AnyPool, ConnectOptions, Connection};
+use sqlx::any::AnyConnectOptions;
+use sqlx::{AnyConnection, ConnectOptions, Connection};
 
+use super::readers::{Readers, ReadersConfig};
 use super::writer::BatchWriter;
 use super::{Result, StoreError};
 
@@ -58,21 +59,25 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     ),
 ];
 
-pub(super) async fn open(url: &str) -> Result<(AnyPool, BatchWriter)> {
+pub(super) async fn open(url: &str) -> Result<(Readers, BatchWriter)> {
     let options: AnyConnectOptions = url
         .parse()
         .map_err(|e: sqlx::Error| StoreError::Database(e.to_string()))?;
-    let pool = AnyPoolOptions::new()
-        .max_connections(32)
-        .acquire_timeout(Duration::from_secs(30))
-        .connect_with(options.clone().disable_statement_logging())
-        .await?;
+    let pool = Readers::open(ReadersConfig {
+        options: options.clone().disable_statement_logging(),
+        max: 32,
+        acquire_timeout: Duration::from_secs(30),
+        setup: &[],
+        // The server, a proxy or a firewall may close an idle connection.
+        ping_after: Some(Duration::from_secs(10)),
+    })
+    .await?;
     // The migrator takes an advisory lock, so replicas starting together apply each migration once.
+    let mut writer = AnyConnection::connect_with(&options).await?;
     super::migrator(MIGRATIONS)
-        .run(&pool)
+        .run(&mut writer)
         .await
         .map_err(|e| StoreError::Database(e.to_string()))?;
-    let writer = AnyConnection::connect_with(&options).await?;
     Ok((
         pool,
         BatchWriter::start(writer, "BEGIN; SAVEPOINT job", Some(options)),

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use sqlx::AnyPool;
-use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::any::AnyConnectOptions;
 use sqlx::{AnyConnection, ConnectOptions, Connection, Executor};
 
+use super::readers::{Readers, ReadersConfig};
 use super::writer::BatchWriter;
 use super::{Result, StoreError};
 
@@ -54,7 +54,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     ),
 ];
 
-pub(super) async fn open(url: &str) -> Result<(AnyPool, BatchWriter)> {
+pub(super) async fn open(url: &str) -> Result<(Readers, BatchWriter)> {
     let url = if url.contains('?') {
         url.to_owned()
     } else {
@@ -79,20 +79,15 @@ pub(super) async fn open(url: &str) -> Result<(AnyPool, BatchWriter)> {
         .await
         .map_err(|e| StoreError::Database(e.to_string()))?;
 
-    // No ping before each acquire: a local file does not hang up, and each ping is one more
-    // hand-off to the connection's thread on every read (sqlx still pings on release).
-    let pool = AnyPoolOptions::new()
-        .max_connections(4)
-        .test_before_acquire(false)
-        .acquire_timeout(Duration::from_secs(30))
-        .after_connect(|conn, _| {
-            Box::pin(async move {
-                conn.execute("PRAGMA busy_timeout = 10000").await?;
-                Ok(())
-            })
-        })
-        .connect_with(options)
-        .await?;
+    // A local file does not hang up: its readers are never pinged.
+    let pool = Readers::open(ReadersConfig {
+        options,
+        max: 4,
+        acquire_timeout: Duration::from_secs(30),
+        setup: &["PRAGMA busy_timeout = 10000"],
+        ping_after: None,
+    })
+    .await?;
 
     Ok((
         pool,

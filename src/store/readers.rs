@@ -1,0 +1,239 @@
+//! The read connections: a small pool of our own rather than sqlx's, because sqlx's pool pings a
+//! connection every time it is given back (and, on PostgreSQL, again before lending it): one more
+//! hand-off to SQLite's connection thread, or one more round trip to PostgreSQL, for every read.
+//! Reads are most of the calls a request makes, so those pings were a large share of them.
+//!
+//! Here a connection goes back without a ping when the call it was lent for finished: with rows,
+//! or with an error the database reported (a constraint, a decode error), which leaves it usable.
+//! A connection whose call was cancelled half-way, or failed below the database (I/O, protocol,
+//! TLS), is closed instead, and a later read opens a new one. A PostgreSQL connection left idle
+//! longer than the `ping_after` it was opened with is pinged before it is lent (the server may have
+//! closed it meanwhile); a busy pool never pings.
+//!
+//! [`Readers`] implements sqlx's [`Executor`] for `&Readers`, so a read is written as with a pool:
+//! `sqlx::query(…).fetch_one(&self.pool)`. It knows no SQL of its own beyond what opening a
+//! connection needs.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::TryStreamExt;
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use sqlx::any::{AnyConnectOptions, AnyQueryResult, AnyRow, AnyStatement, AnyTypeInfo};
+use sqlx::{Any, AnyConnection, Connection, Either, Execute, Executor, SqlStr};
+use tokio::sync::{Semaphore, SemaphorePermit};
+
+/// How a pool of read connections is opened and bounded.
+pub(super) struct ReadersConfig {
+    pub options: AnyConnectOptions,
+    /// Most connections open at once; a read waits for one to be free.
+    pub max: u32,
+    /// How long a read waits for a connection before it fails.
+    pub acquire_timeout: Duration,
+    /// Statements run on every new connection (e.g. SQLite's `busy_timeout`).
+    pub setup: &'static [&'static str],
+    /// Ping a connection idle for longer than this before lending it (`None`: never).
+    pub ping_after: Option<Duration>,
+}
+
+pub(super) struct Readers {
+    config: ReadersConfig,
+    /// One per connection that may be open; a lease holds one.
+    permits: Semaphore,
+    /// Connections not lent, with when they were given back; the last given back is lent first.
+    idle: Mutex<Vec<(AnyConnection, Instant)>>,
+    /// Connections open (idle or lent).
+    open: AtomicU32,
+}
+
+impl std::fmt::Debug for Readers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Readers")
+            .field("max", &self.config.max)
+            .field("open", &self.open.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl Readers {
+    /// Opens one connection at once, so a wrong URL or an unreachable server fails at start-up.
+    pub(super) async fn open(config: ReadersConfig) -> Result<Readers, sqlx::Error> {
+        let readers = Readers {
+            permits: Semaphore::new(config.max as usize),
+            config,
+            idle: Mutex::new(Vec::new()),
+            open: AtomicU32::new(0),
+        };
+        let first = readers.connect().await?;
+        readers.idle().push((first, Instant::now()));
+        Ok(readers)
+    }
+
+    /// Connections open, and idle among them (for `/metrics`).
+    pub(super) fn usage(&self) -> (u32, usize) {
+        (self.open.load(Ordering::Relaxed), self.idle().len())
+    }
+
+    /// Refuses new reads, and closes the idle connections (lent ones close when given back).
+    pub(super) async fn close(&self) {
+        self.permits.close();
+        let idle: Vec<_> = self.idle().drain(..).collect();
+        for (conn, _) in idle {
+            self.open.fetch_sub(1, Ordering::Relaxed);
+            let _ = conn.close().await;
+        }
+    }
+
+    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<(AnyConnection, Instant)>> {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn connect(&self) -> Result<AnyConnection, sqlx::Error> {
+        let mut conn = AnyConnection::connect_with(&self.config.options).await?;
+        for statement in self.config.setup {
+            conn.execute(*statement).await?;
+        }
+        self.open.fetch_add(1, Ordering::Relaxed);
+        Ok(conn)
+    }
+
+    async fn lease(&self) -> Result<Lease<'_>, sqlx::Error> {
+        let permit = tokio::time::timeout(self.config.acquire_timeout, self.permits.acquire())
+            .await
+            .map_err(|_| sqlx::Error::PoolTimedOut)?
+            .map_err(|_| sqlx::Error::PoolClosed)?;
+        let reused = self.idle().pop();
+        let mut lease = Lease {
+            readers: self,
+            conn: None,
+            clean: false,
+            _permit: permit,
+        };
+        if let Some((mut conn, since)) = reused {
+            let stale = self
+                .config
+                .ping_after
+                .is_some_and(|after| since.elapsed() > after);
+            if !stale || conn.ping().await.is_ok() {
+                lease.conn = Some(conn);
+                return Ok(lease);
+            }
+            self.open.fetch_sub(1, Ordering::Relaxed);
+        }
+        lease.conn = Some(self.connect().await?);
+        Ok(lease)
+    }
+}
+
+/// A connection lent for one call. Given back on drop if [`Lease::settle`] found the call clean;
+/// closed otherwise (a cancelled call never settles).
+struct Lease<'a> {
+    readers: &'a Readers,
+    conn: Option<AnyConnection>,
+    clean: bool,
+    _permit: SemaphorePermit<'a>,
+}
+
+impl Lease<'_> {
+    fn conn(&mut self) -> &mut AnyConnection {
+        self.conn
+            .as_mut()
+            .expect("a lease holds its connection until dropped")
+    }
+
+    fn settle<T>(&mut self, outcome: &Result<T, sqlx::Error>) {
+        self.clean = match outcome {
+            Ok(_) => true,
+            Err(e) => reported_by_database(e),
+        };
+    }
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        let Some(conn) = self.conn.take() else { return };
+        if self.clean && !self.readers.permits.is_closed() {
+            self.readers.idle().push((conn, Instant::now()));
+        } else {
+            // Dropping the connection closes it without a goodbye: its call may be half-way.
+            self.readers.open.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Errors after which the connection is still in a known state: the statement ran, or was
+/// refused by the database, or its result did not decode.
+fn reported_by_database(e: &sqlx::Error) -> bool {
+    matches!(
+        e,
+        sqlx::Error::Database(_)
+            | sqlx::Error::RowNotFound
+            | sqlx::Error::TypeNotFound { .. }
+            | sqlx::Error::ColumnIndexOutOfBounds { .. }
+            | sqlx::Error::ColumnNotFound(_)
+            | sqlx::Error::ColumnDecode { .. }
+            | sqlx::Error::Decode(_)
+            | sqlx::Error::Encode(_)
+    )
+}
+
+impl<'c> Executor<'c> for &'c Readers {
+    type Database = Any;
+
+    /// Runs the query to its end on one lent connection, then streams what it returned (reads
+    /// here are bounded by their `LIMIT`s, and the callers collect them anyway).
+    fn fetch_many<'e, 'q: 'e, E>(
+        self,
+        query: E,
+    ) -> BoxStream<'e, Result<Either<AnyQueryResult, AnyRow>, sqlx::Error>>
+    where
+        'c: 'e,
+        E: 'q + Execute<'q, Any>,
+    {
+        let all = async move {
+            let mut lease = self.lease().await?;
+            let outcome: Result<Vec<_>, _> = lease.conn().fetch_many(query).try_collect().await;
+            lease.settle(&outcome);
+            outcome
+        };
+        Box::pin(
+            futures::stream::once(all)
+                .map_ok(|items| futures::stream::iter(items.into_iter().map(Ok)))
+                .try_flatten(),
+        )
+    }
+
+    fn fetch_optional<'e, 'q: 'e, E>(
+        self,
+        query: E,
+    ) -> BoxFuture<'e, Result<Option<AnyRow>, sqlx::Error>>
+    where
+        'c: 'e,
+        E: 'q + Execute<'q, Any>,
+    {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let outcome = lease.conn().fetch_optional(query).await;
+            lease.settle(&outcome);
+            outcome
+        })
+    }
+
+    fn prepare_with<'e>(
+        self,
+        sql: SqlStr,
+        parameters: &'e [AnyTypeInfo],
+    ) -> BoxFuture<'e, Result<AnyStatement, sqlx::Error>>
+    where
+        'c: 'e,
+    {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let outcome = lease.conn().prepare_with(sql, parameters).await;
+            lease.settle(&outcome);
+            outcome
+        })
+    }
+}
