@@ -338,6 +338,7 @@ pub(super) async fn post_in(
         return Ok((outcome, false));
     }
 
+    let mut merged_opening = None;
     let (thread_record, position) = if m.opens_thread {
         let state = ThreadState::start(m.kind, &m.author)?;
         let (name, asker, outcome) = state.parts();
@@ -352,35 +353,51 @@ pub(super) async fn post_in(
             Some(t) => Some(serde_json::to_string(&t.reference_task_ids).map_err(json_err)?),
             None => None,
         };
-        let created = sqlx::query(
-            "INSERT INTO threads (id, channel, subject, opener_kind, opened_by, state, asker, outcome, \
-             message_count, created_at, updated_at, task_state, context_id, skill, reference_task_ids, \
-             task_event_seq) SELECT $1, $2, $3, $4, $5, $6, $7, $8, 1, $9, $9, $10, $11, $12, $13, $14 \
-             WHERE NOT EXISTS (SELECT 1 FROM messages WHERE author = $5 AND idempotency_key = $15)",
-        )
-        .bind(m.thread.as_str().to_owned())
-        .bind(m.channel.as_str().to_owned())
-        .bind(m.subject.clone().unwrap_or_default())
-        .bind(m.kind.as_str())
-        .bind(m.author.as_str().to_owned())
-        .bind(name)
-        .bind(asker.map(|a| a.as_str().to_owned()))
-        .bind(outcome.map(Outcome::as_str))
-        .bind(m.created_at.0)
-        .bind(task.as_ref().map(|t| t.state.as_str()))
-        .bind(task.as_ref().map(|t| t.context_id.clone()))
-        .bind(task.as_ref().map(|t| t.skill.clone()))
-        .bind(references)
-        .bind(if task.is_some() { 1i64 } else { 0 })
-        .bind(m.idempotency_key.clone())
-        .execute(&mut *tx)
-        .await?;
-        if created.rows_affected() == 0 {
-            // The key was used before (the only reason nothing was inserted).
-            return replayed(tx, &m)
-                .await?
-                .map(|outcome| (outcome, false))
-                .ok_or(StoreError::NotFound("the message of an idempotency key"));
+        let opening = Opening {
+            subject: m.subject.clone().unwrap_or_default(),
+            state: name,
+            asker: asker.map(|a| a.as_str().to_owned()),
+            outcome: outcome.map(Outcome::as_str),
+            task_state: task.as_ref().map(|t| t.state.as_str()),
+            context_id: task.as_ref().map(|t| t.context_id.clone()),
+            skill: task.as_ref().map(|t| t.skill.clone()),
+            references,
+            event_seq: if task.is_some() { 1 } else { 0 },
+        };
+        if lock.is_empty() {
+            // SQLite: the thread's row goes with the message's rows, in one call (below).
+            merged_opening = Some(opening);
+        } else {
+            let created = sqlx::query(
+                "INSERT INTO threads (id, channel, subject, opener_kind, opened_by, state, asker, outcome, \
+                 message_count, created_at, updated_at, task_state, context_id, skill, reference_task_ids, \
+                 task_event_seq) SELECT $1, $2, $3, $4, $5, $6, $7, $8, 1, $9, $9, $10, $11, $12, $13, $14 \
+                 WHERE NOT EXISTS (SELECT 1 FROM messages WHERE author = $5 AND idempotency_key = $15)",
+            )
+            .bind(m.thread.as_str().to_owned())
+            .bind(m.channel.as_str().to_owned())
+            .bind(opening.subject)
+            .bind(m.kind.as_str())
+            .bind(m.author.as_str().to_owned())
+            .bind(opening.state)
+            .bind(opening.asker)
+            .bind(opening.outcome)
+            .bind(m.created_at.0)
+            .bind(opening.task_state)
+            .bind(opening.context_id)
+            .bind(opening.skill)
+            .bind(opening.references)
+            .bind(opening.event_seq)
+            .bind(m.idempotency_key.clone())
+            .execute(&mut *tx)
+            .await?;
+            if created.rows_affected() == 0 {
+                // The key was used before (the only reason nothing was inserted).
+                return replayed(tx, &m)
+                    .await?
+                    .map(|outcome| (outcome, false))
+                    .ok_or(StoreError::NotFound("the message of an idempotency key"));
+            }
         }
         let record = ThreadRecord {
             id: m.thread.clone(),
@@ -444,7 +461,23 @@ pub(super) async fn post_in(
     inboxes.sort();
     inboxes.dedup();
     let event = thread_record.task.as_ref().map(|t| (t.last_event, t.state));
-    insert_message_rows(tx, &m, position, event, &inboxes, lock).await?;
+    let merged = merged_opening.is_some();
+    if let Err(e) =
+        insert_message_rows(tx, &m, position, event, &inboxes, lock, merged_opening).await
+    {
+        // With the thread's row in the same call, a used key shows as the message's unique
+        // index refusing it (the thread's INSERT found the key and inserted nothing); SQLite
+        // undid the failed statement, so the earlier message can be read and answered. Any
+        // other failure is the post's own (the writer rolls the job back).
+        if merged
+            && matches!(e, StoreError::Conflict(_))
+            && let Some(outcome) = replayed(tx, &m).await?
+            && outcome.message.id != m.id
+        {
+            return Ok((outcome, false));
+        }
+        return Err(e);
+    }
 
     // Whether a delivery was enqueued: only then are the outbox's workers woken after the commit.
     let mut enqueued = super::outbox::on_message(tx, cache, &m, position).await?;
@@ -506,6 +539,19 @@ pub(super) async fn post_in(
     ))
 }
 
+/// The values of a new thread's row that its first message does not carry.
+struct Opening {
+    subject: String,
+    state: &'static str,
+    asker: Option<String>,
+    outcome: Option<&'static str>,
+    task_state: Option<&'static str>,
+    context_id: Option<String>,
+    skill: Option<String>,
+    references: Option<String>,
+    event_seq: i64,
+}
+
 /// The rows of a post that need no answer: the message, its task event (`event`: sequence number
 /// and state, for a task), and its entry in each inbox of `recipients` (sorted, distinct) with
 /// that person's next sequence number, in a constant number of statements whatever the number of
@@ -523,6 +569,7 @@ async fn insert_message_rows(
     event: Option<(i64, TaskState)>,
     recipients: &[PersonId],
     lock: &'static str,
+    opening: Option<Opening>,
 ) -> Result<()> {
     let message_sql = "INSERT INTO messages (id, thread_id, channel, position, kind, author, agent, recipients, \
          subject, body, attachments, impact, outcome, refers_to, idempotency_key, request_hash, created_at) \
@@ -586,8 +633,45 @@ async fn insert_message_rows(
             sql = format!("{sql}; {update}; {insert}");
             expected += 2 * n as u64;
         }
-        let done = bind(sql, event.is_some(), n > 0).execute(&mut *tx).await?;
-        if done.rows_affected() != expected {
+        let Some(o) = opening else {
+            let done = bind(sql, event.is_some(), n > 0).execute(&mut *tx).await?;
+            if done.rows_affected() != expected {
+                return Err(StoreError::NotFound("recipient"));
+            }
+            return Ok(());
+        };
+        // A new thread: its row first, unless the author's idempotency key was used before (then
+        // nothing is inserted, and the message's unique index refuses the message). Its own
+        // values are numbered after the recipients'; the others are the message's.
+        let b = first + n;
+        let sql = format!(
+            "INSERT INTO threads (id, channel, subject, opener_kind, opened_by, state, asker, outcome, \
+             message_count, created_at, updated_at, task_state, context_id, skill, reference_task_ids, \
+             task_event_seq) SELECT $2, $3, ${}, $5, $6, ${}, ${}, ${}, 1, $17, $17, ${}, ${}, ${}, ${}, ${} \
+             WHERE NOT EXISTS (SELECT 1 FROM messages WHERE author = $6 AND idempotency_key = $15); {sql}",
+            b,
+            b + 1,
+            b + 2,
+            b + 3,
+            b + 4,
+            b + 5,
+            b + 6,
+            b + 7,
+            b + 8,
+        );
+        let done = bind(sql, true, true)
+            .bind(o.subject)
+            .bind(o.state)
+            .bind(o.asker)
+            .bind(o.outcome)
+            .bind(o.task_state)
+            .bind(o.context_id)
+            .bind(o.skill)
+            .bind(o.references)
+            .bind(o.event_seq)
+            .execute(&mut *tx)
+            .await?;
+        if done.rows_affected() != expected + 1 {
             return Err(StoreError::NotFound("recipient"));
         }
         return Ok(());

@@ -80,6 +80,6 @@ pub(super) async fn open(url: &str) -> Result<(Readers, BatchWriter)> {
         .map_err(|e| StoreError::Database(e.to_string()))?;
     Ok((
         pool,
-        BatchWriter::start(writer, "BEGIN; SAVEPOINT job", Some(options)),
+        BatchWriter::start(writer, "BEGIN; SAVEPOINT job", false, Some(options)),
     ))
 }

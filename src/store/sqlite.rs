@@ -91,6 +91,6 @@ pub(super) async fn open(url: &str) -> Result<(Readers, BatchWriter)> {
 
     Ok((
         pool,
-        BatchWriter::start(writer, "BEGIN IMMEDIATE; SAVEPOINT job", None),
+        BatchWriter::start(writer, "BEGIN IMMEDIATE; SAVEPOINT job", true, None),
     ))
 }

@@ -69,16 +69,19 @@ pub(super) struct BatchWriter {
 impl BatchWriter {
     /// Starts the writer task on `conn`. `begin` opens a write transaction (`BEGIN IMMEDIATE` on
     /// SQLite, `BEGIN` on PostgreSQL) and in it the savepoint `job` of the batch's first job;
-    /// `reconnect` says how to replace a broken connection.
+    /// `reconnect` says how to replace a broken connection. With `prepared`, the bookkeeping
+    /// statements are prepared once and reused (SQLite, where one prepared call may hold several
+    /// statements); without, each is sent as text (PostgreSQL, where only text may).
     pub(super) fn start(
         conn: AnyConnection,
         begin: &'static str,
+        prepared: bool,
         reconnect: Option<AnyConnectOptions>,
     ) -> BatchWriter {
         let (tx, rx) = mpsc::channel(4096);
         let (done_tx, done_rx) = oneshot::channel();
         tokio::spawn(async move {
-            run_writer(conn, begin, reconnect, rx).await;
+            run_writer(conn, begin, prepared, reconnect, rx).await;
             let _ = done_tx.send(());
         });
         BatchWriter {
@@ -116,6 +119,7 @@ impl BatchWriter {
 async fn run_writer(
     mut conn: AnyConnection,
     begin: &'static str,
+    prepared: bool,
     reconnect: Option<AnyConnectOptions>,
     mut rx: mpsc::Receiver<Box<dyn Job>>,
 ) {
@@ -125,10 +129,8 @@ async fn run_writer(
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
         let mut completions = Vec::with_capacity(batch.len());
-        let mut began = conn
-            .execute(begin)
+        let mut began = bookkeeping(&mut conn, begin, prepared)
             .await
-            .map(|_| ())
             .map_err(StoreError::from);
         if began.is_err()
             && let Some(options) = &reconnect
@@ -137,10 +139,8 @@ async fn run_writer(
             match AnyConnection::connect_with(options).await {
                 Ok(fresh) => {
                     conn = fresh;
-                    began = conn
-                        .execute(begin)
+                    began = bookkeeping(&mut conn, begin, prepared)
                         .await
-                        .map(|_| ())
                         .map_err(StoreError::from);
                 }
                 Err(e) => tracing::warn!(error = %e, "Could not reconnect the writer."),
@@ -149,7 +149,7 @@ async fn run_writer(
         if let Err(e) = began {
             tracing::error!(error = %e, "Could not begin a write transaction.");
             // A failed multi-statement start may have left a transaction open.
-            let _ = conn.execute("ROLLBACK").await;
+            let _ = bookkeeping(&mut conn, "ROLLBACK", prepared).await;
             for job in batch.drain(..) {
                 job.fail(e.clone());
             }
@@ -167,7 +167,7 @@ async fn run_writer(
                     (false, false) => Some("ROLLBACK TO job; RELEASE job; SAVEPOINT job"),
                 };
                 if let Some(sql) = next {
-                    conn.execute(sql).await?;
+                    bookkeeping(&mut conn, sql, prepared).await?;
                 }
                 Ok::<_, sqlx::Error>((ok, done))
             };
@@ -176,7 +176,7 @@ async fn run_writer(
                 Err(e) => {
                     // The savepoint machinery itself failed: give up the whole batch.
                     tracing::error!(error = %e, "A write savepoint failed; rolling back the batch.");
-                    let _ = conn.execute("ROLLBACK").await;
+                    let _ = bookkeeping(&mut conn, "ROLLBACK", prepared).await;
                     let e = StoreError::from(e);
                     for (_, done) in completions.drain(..) {
                         done(Err(e.clone()));
@@ -192,15 +192,13 @@ async fn run_writer(
             continue;
         }
         let started = std::time::Instant::now();
-        let commit = conn
-            .execute("COMMIT")
+        let commit = bookkeeping(&mut conn, "COMMIT", prepared)
             .await
-            .map(|_| ())
             .map_err(StoreError::from);
         crate::metrics::get().group_commit(completions.len(), started.elapsed(), commit.is_ok());
         if let Err(e) = &commit {
             tracing::error!(error = %e, "A group commit failed.");
-            let _ = conn.execute("ROLLBACK").await;
+            let _ = bookkeeping(&mut conn, "ROLLBACK", prepared).await;
         }
         for (ok, done) in completions {
             // A failed job carries its own error; a successful one learns how the commit went.
@@ -208,4 +206,18 @@ async fn run_writer(
         }
     }
     let _ = conn.close().await;
+}
+
+/// Runs one of the writer's own statements (they take no parameters).
+async fn bookkeeping(
+    conn: &mut AnyConnection,
+    sql: &'static str,
+    prepared: bool,
+) -> std::result::Result<(), sqlx::Error> {
+    if prepared {
+        sqlx::query(sql).execute(&mut *conn).await?;
+    } else {
+        conn.execute(sql).await?;
+    }
+    Ok(())
 }

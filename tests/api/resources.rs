@@ -157,3 +157,56 @@ async fn a_party_holds_at_most_its_share_of_open_streams() {
     let _three = env.service.open_stream(&partner).unwrap();
     drop(two);
 }
+
+/// The store lends its read connections without pinging them on return: a read cancelled half-way
+/// (a client gone, a timeout) must not hand a connection in an unknown state to the next read, and
+/// the connections stay within the pool's bound.
+#[tokio::test]
+async fn reads_cancelled_half_way_leave_every_later_read_answering() {
+    let env = TestEnv::new().await;
+    let alice = env.member("alice", "claude@a:1").await;
+    env.member("bob", "codex@b:1").await;
+    env.channel("demo", &["alice", "bob"]).await;
+    let s = &env.service;
+    let mut threads = Vec::new();
+    for i in 0..5 {
+        let body = format!("note {i}");
+        threads.push(
+            s.post(&alice, post("announce", Some("demo"), None, &body))
+                .await
+                .unwrap()
+                .thread,
+        );
+    }
+    let store = s.store();
+    let mut cancelled = 0;
+    for i in 0..300u64 {
+        let id = &threads[(i % 5) as usize];
+        let read = tokio::time::timeout(
+            std::time::Duration::from_micros(i % 60),
+            store.thread_messages(id, 0, 100),
+        );
+        if read.await.is_err() {
+            cancelled += 1;
+        }
+    }
+    assert!(
+        cancelled > 0,
+        "no read was cancelled; the test proves nothing"
+    );
+    // Every later read, many at once, answers what was written.
+    let reads: Vec<_> = (0..64)
+        .map(|i| {
+            let (store, id) = (store.clone(), threads[i % 5].clone());
+            tokio::spawn(async move { store.thread_messages(&id, 0, 100).await })
+        })
+        .collect();
+    for (i, r) in reads.into_iter().enumerate() {
+        let messages = r.await.unwrap().unwrap();
+        assert_eq!(messages.len(), 1);
+        assert_eq!(messages[0].body, format!("note {}", i % 5));
+    }
+    let (open, idle) = store.pool_usage();
+    assert!((1..=32).contains(&open), "{open} read connections open");
+    assert!(idle as u32 <= open);
+}
