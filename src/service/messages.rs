@@ -12,7 +12,8 @@ use crate::domain::{
     MAX_SUBJECT_CHARS, MessageId, Outcome, PersonId, Right, ThreadId,
 };
 use crate::store::{
-    ChannelRecord, ClaimRecord, MessageRecord, NewMessage, NewTask, StoreError, ThreadRecord,
+    ChannelRecord, ClaimRecord, MessageRecord, NewMessage, NewTask, PostOutcome, StoreError,
+    ThreadRecord,
 };
 
 /// Most characters of body one read returns, and most characters of body any one result holds in
@@ -152,6 +153,17 @@ impl Service {
         req: PostRequest,
         task: Option<NewTask>,
     ) -> Result<PostReceipt> {
+        Ok(self.post_recorded(caller, req, task).await?.0)
+    }
+
+    /// [`Service::post_as`], also returning the rows as the post wrote them (or found them, for a
+    /// replay): the message and its thread right after the commit.
+    pub(super) async fn post_recorded(
+        &self,
+        caller: &Caller,
+        req: PostRequest,
+        task: Option<NewTask>,
+    ) -> Result<(PostReceipt, PostOutcome)> {
         input::storable("post", &req)?;
         let kind = req.kind.ok_or_else(|| {
             ServiceError::invalid(
@@ -320,16 +332,17 @@ impl Service {
             }
             tracing::debug!(message = %outcome.message.id, thread = %outcome.thread.id, kind = %kind, "Message posted.");
         }
-        Ok(PostReceipt {
-            message: outcome.message.id,
-            thread: outcome.thread.id,
-            channel: outcome.message.channel,
+        let receipt = PostReceipt {
+            message: outcome.message.id.clone(),
+            thread: outcome.thread.id.clone(),
+            channel: outcome.message.channel.clone(),
             thread_state: outcome.thread.state.name(),
-            recipients: outcome.message.recipients,
+            recipients: outcome.message.recipients.clone(),
             approval: approval_id.filter(|_| !outcome.replayed),
             remote: remote.filter(|_| !outcome.replayed),
             replayed: outcome.replayed,
-        })
+        };
+        Ok((receipt, outcome))
     }
 
     /// One thread with a page of its messages (positions after `after`, at most `limit`, 1–100).

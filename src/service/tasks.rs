@@ -206,7 +206,21 @@ impl Service {
                     skill: route.id.clone(),
                     reference_task_ids: msg.reference_task_ids,
                 };
-                self.post_as(caller, req, Some(task)).await?.thread
+                let (receipt, posted) = self.post_recorded(caller, req, Some(task)).await?;
+                if receipt.replayed || receipt.approval.is_some() {
+                    receipt.thread
+                } else {
+                    // The task as the commit left it: its first message, no artifact and no
+                    // approval. Reading it back would cost three reads on every intake; an agent
+                    // that has answered since shows in the task's events, which blocking and
+                    // streaming sends read from this view's last event on.
+                    return Ok(TaskView {
+                        thread: posted.thread,
+                        history: vec![posted.message],
+                        artifacts: Vec::new(),
+                        approval: None,
+                    });
+                }
             }
         };
         self.task(caller, &thread, None).await

@@ -66,6 +66,13 @@ async fn a_delegated_task_goes_through_every_state_and_logs_each_event() {
     assert_eq!(t.state(), TaskState::Submitted);
     let id = t.thread.id.clone();
     assert_eq!(t.thread.task.as_ref().unwrap().skill, "ask");
+    // The new task's view is built from what the post wrote, not read back: it must be exactly
+    // what reading it gives.
+    let read = s.task(&partner, &id, None).await.unwrap();
+    assert_eq!(
+        serde_json::to_value(&t).unwrap(),
+        serde_json::to_value(&read).unwrap()
+    );
 
     s.post(&alice, post("announce", None, Some(&id), "Looking into it"))
         .await
