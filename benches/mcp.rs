@@ -1,0 +1,1379 @@
+//! MCP front benchmark (not a test): what agents feel through `/mcp`, measured with rmcp's own
+//! client (legacy `initialize` sessions, protocol 2025-11-25, as Claude Code and Codex connect)
+//! against the real server process: the `liaison` binary runs `serve --demo` on a fresh data
+//! directory with SQLite and, when `LIAISON_BENCH_PG_URL` is set, again on a fresh PostgreSQL
+//! database (created on that server and dropped afterwards).
+//!
+//! Run: `cargo bench --bench mcp` (add `LIAISON_BENCH_PG_URL=postgres://postgres@127.0.0.1:5432/postgres`;
+//! `LIAISON_BENCH_MCP_SECTIONS=1,3` runs only those sections, each on a fresh server). The
+//! server's log (warnings and errors) goes to a file; each section ends with a summary of it.
+//! The flood holds about 10,600 connections open on each side: the bench raises its own
+//! `RLIMIT_NOFILE` soft limit to the hard one at start (the server inherits it) and says so when
+//! the hard limit is too low; then raise it first (`ulimit -Hn 30000`, as root) or expect the
+//! flood to stop short and say where.
+//!
+//! Sections, each with its own table, every response checked (failures are counted in the table
+//! and their messages printed below it):
+//!
+//! 1. **`post` throughput.** Demo agents post `announce`s in the demo channel (alice's to bob,
+//!    bob's to alice; a fresh idempotency key each), with 1 and with 64 tool calls in flight,
+//!    spread over [`POST_SESSIONS`] sessions (alice and bob alternately). Each cell starts with a
+//!    short unmeasured warm-up at the same concurrency. Checked: a receipt with a message id,
+//!    not replayed, addressed to the other member. posts/s, p50/p99 of the call, and the server's
+//!    CPU per post.
+//! 2. **Long-poll wake-up.** bob waits in `inbox` (`wait_s` 30), 50 ms later alice posts to bob;
+//!    the figure is alice's `post` call returned → bob's `inbox` call returned (negative when the
+//!    wake-up reached bob before the post's answer reached alice), over [`WAKE_SAMPLES`] samples,
+//!    with the post call itself and post start → wake-up beside it. On one node (each backend),
+//!    and on PostgreSQL across two replicas: a second `liaison serve` on the same database with
+//!    the same `LIAISON_MASTER_KEY`, bob waiting on replica 2 while alice posts on replica 1 (the
+//!    wake-up crosses through `LISTEN/NOTIFY`). Checked: bob's page holds exactly alice's message.
+//! 3. **Delegated round trip.** The demo party `partner` sends a *blocking* A2A `SendMessage`
+//!    (JSON-RPC, no `returnImmediately`; the card's default skill `ask` opens a task in channel
+//!    `partners`) while claimer sessions of alice (MCP, [`TRIP_CELLS`]) wait in `inbox`; every
+//!    new task wakes them all, and each then takes tasks with `claim` `thread="next"` until none
+//!    is left, answering each at once with a `reply` (`answer to <task id>`), so the A2A call
+//!    returns the task COMPLETED. tasks/s, p50/p99 of the A2A call and the server's CPU per task
+//!    (the claimers' MCP calls included) at 1, 8 and 32 concurrent A2A clients; below each row,
+//!    the claimers' calls by kind with their mean latency. Checked: every answer is a
+//!    `TASK_STATE_COMPLETED` task whose artifacts hold the reply text naming that task.
+//! 4. **Long-poll flood.** [`FLOOD_PEOPLE`] people (created through the admin API), one MCP
+//!    session each, each session holding [`FLOOD_POLLS_PER_SESSION`] `inbox` long-polls
+//!    (`wait_s` 50, re-issued when one ends): 10,000 in all, over as many HTTP/1.1 connections
+//!    (plus one GET stream per session). The server's `liaison_inbox_waiters` gauge (`/metrics`)
+//!    says when they all wait; then the server's RSS (`VmRSS`) is read and alice posts
+//!    [`FLOOD_POSTS`] times to bob, one at a time, beside the same posts just before the flood.
+//!    The flood stays under the default per-person limits (32 waiters per person, 16 sessions per
+//!    token); the bench config lifts the connection cap and the rate limits (below). Then the
+//!    flood is released (each call dropped, which sends `notifications/cancelled`, and each
+//!    session ended with DELETE), and the bench waits (at most 70 s) for the gauge to reach 0.
+//! 5. **RSS.** The server's `VmRSS` after startup, after each section, after the flood's release
+//!    and once no long-poll is left waiting, and its peak (`VmHWM`).
+//!
+//! The bench config file (in the data directory) lifts what a single load generator would hit
+//! and a real deployment would not: the per-token rate limits (`[limits] agent`, `human`,
+//! `admin`, `external`: `per_s = 0`, unlimited; 64 posts in flight from four sessions of two
+//! people exceed the agent's 200/s) and `[server] max_connections` (512 by default; set to the
+//! file-descriptor limit minus 200 for the flood). `[inbox] max_waiters_per_person` (32) and
+//! `[mcp] sessions_per_token` (16) keep their defaults. The server has no per-address
+//! connection limit.
+//!
+//! `srv CPU µs` is the CPU time (user + system, from `/proc/<pid>/stat`) the liaison process
+//! spent during the cell, divided by its operations; PostgreSQL's own CPU is not counted. Client
+//! and server share the machine's cores, so on a small machine the rates are lower bounds.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt as _;
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
+};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt as _};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio_util::sync::CancellationToken;
+
+#[path = "support/mod.rs"]
+mod support;
+
+/// Section 1: posts measured per cell, by tool calls in flight.
+const POST_CELLS: [(usize, usize); 2] = [(1, 300), (64, 3_000)];
+/// Section 1: MCP sessions the posts are spread over (alice and bob alternately).
+const POST_SESSIONS: usize = 4;
+/// Section 2: wake-ups measured (after [`WAKE_WARMUP`] unmeasured ones).
+const WAKE_SAMPLES: usize = 200;
+const WAKE_WARMUP: usize = 10;
+/// Section 2: time for bob's long-poll to reach the server before alice posts.
+const WAKE_HEAD_START: Duration = Duration::from_millis(50);
+/// Section 3: (concurrent A2A clients, tasks measured, alice's MCP sessions claiming them).
+const TRIP_CELLS: [(usize, usize, usize); 4] =
+    [(1, 100, 1), (8, 400, 4), (32, 640, 4), (32, 640, 8)];
+/// Section 4: people, one MCP session each, each session holding this many long-polls.
+const FLOOD_PEOPLE: usize = 400;
+const FLOOD_POLLS_PER_SESSION: usize = 25;
+/// Section 4: long-polls started per second while the flood builds up.
+const FLOOD_RAMP_PER_S: usize = 1_000;
+/// Section 4: posts measured before and during the flood, one at a time.
+const FLOOD_POSTS: usize = 200;
+/// Longest one ordinary tool call or A2A request may take before it counts as failed.
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// The server's stderr, in its data directory.
+const SERVER_LOG: &str = "server.log";
+/// Error messages kept per cell (the count covers all of them).
+const ERROR_SAMPLES: usize = 5;
+/// The unit of the CPU times in `/proc/<pid>/stat` (`getconf CLK_TCK`, 100 on Linux in practice).
+static CLOCK_TICKS: LazyLock<f64> = LazyLock::new(|| {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok()?.trim().parse().ok())
+        .unwrap_or(100.0)
+});
+
+#[tokio::main]
+async fn main() {
+    liaison::tls::install_crypto_provider();
+    let files = raise_file_limit();
+    println!("open files: soft limit {files} (the server inherits it)");
+    run("sqlite", None, files).await;
+    support::with_postgres(|url| async move { run("postgres", Some(&url), files).await }).await;
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit; returns the soft limit in force.
+fn raise_file_limit() -> u64 {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current != limit.maximum
+        && setrlimit(
+            Resource::Nofile,
+            rustix::process::Rlimit {
+                current: limit.maximum,
+                maximum: limit.maximum,
+            },
+        )
+        .is_err()
+    {
+        println!("could not raise the open-file limit to its hard limit");
+    }
+    getrlimit(Resource::Nofile).current.unwrap_or(1 << 20)
+}
+
+/// The sections to run: `LIAISON_BENCH_MCP_SECTIONS` (e.g. `1,3`), by default 1 to 4 (the
+/// memory table, 5, is always printed).
+fn sections() -> Vec<u32> {
+    std::env::var("LIAISON_BENCH_MCP_SECTIONS").map_or_else(
+        |_| vec![1, 2, 3, 4],
+        |list| {
+            list.split(',')
+                .filter_map(|s| s.trim().parse().ok())
+                .collect()
+        },
+    )
+}
+
+async fn run(backend: &str, database_url: Option<&str>, files: u64) {
+    println!("\n=== {backend} ===");
+    let master_key = random_hex(32);
+    let server = Server::start(database_url, &master_key, true, files).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut rss = vec![("after startup", server.memory())];
+    let sections = sections();
+
+    if sections.contains(&1) {
+        post_throughput(&server, backend).await;
+        server.log_summary();
+        rss.push(("after section 1", server.memory()));
+    }
+    if sections.contains(&2) {
+        wake_ups(&server, backend, database_url, &master_key, files).await;
+        server.log_summary();
+        rss.push(("after section 2", server.memory()));
+    }
+    if sections.contains(&3) {
+        round_trip(&server, backend).await;
+        server.log_summary();
+        rss.push(("after section 3", server.memory()));
+    }
+    if sections.contains(&4) {
+        flood(&server, backend, &mut rss).await;
+        server.log_summary();
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    rss.push(("end (2 s later)", server.memory()));
+
+    println!("\n[5] Server memory");
+    println!(
+        "{:8} {:28} {:>9} {:>13}",
+        "backend", "when", "RSS MiB", "peak RSS MiB"
+    );
+    for (when, memory) in &rss {
+        let (now, peak) = memory.map_or(("-".into(), "-".into()), |(rss, hwm)| {
+            (
+                format!("{:.1}", rss / 1024.0),
+                format!("{:.1}", hwm / 1024.0),
+            )
+        });
+        println!("{backend:8} {when:28} {now:>9} {peak:>13}");
+    }
+    server.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Section 1
+
+async fn post_throughput(server: &Server, backend: &str) {
+    println!("\n[1] MCP post throughput ({POST_SESSIONS} sessions, alice and bob alternately)");
+    println!(
+        "{:8} {:>4} {:>6} {:>8} {:>8} {:>8} {:>6} {:>11}",
+        "backend", "conc", "posts", "posts/s", "p50 ms", "p99 ms", "errors", "srv CPU µs"
+    );
+    let http = mcp_http();
+    let demo = server.demo();
+    let mut agents = Vec::new();
+    for i in 0..POST_SESSIONS {
+        let (token, to) = if i % 2 == 0 {
+            (&demo.alice.agent_token, "bob")
+        } else {
+            (&demo.bob.agent_token, "alice")
+        };
+        agents.push((Agent::connect(&http, &server.mcp_url(), token).await, to));
+    }
+    let agents = Arc::new(agents);
+    for (concurrency, posts) in POST_CELLS {
+        let job = {
+            let agents = agents.clone();
+            move |worker: usize, n: usize| {
+                let agents = agents.clone();
+                async move {
+                    let (agent, to) = &agents[worker % agents.len()];
+                    post_announce(agent, to, n).await.map(|_| ())
+                }
+            }
+        };
+        let warmup = measure(concurrency, (2 * concurrency).max(30), job.clone()).await;
+        let cpu_before = server.cpu_time();
+        let cell = measure(concurrency, posts, job).await;
+        let cpu = cpu_per(server, cpu_before, posts);
+        let ms = cell.latencies_ms();
+        println!(
+            "{backend:8} {concurrency:>4} {posts:>6} {:>8.0} {:>8.2} {:>8.2} {:>6} {cpu:>11}",
+            ms.len() as f64 / cell.elapsed.as_secs_f64(),
+            percentile(&ms, 0.50),
+            percentile(&ms, 0.99),
+            cell.failed,
+        );
+        warmup.report("warm-up");
+        cell.report("measured");
+    }
+    close_all(agents).await;
+}
+
+/// alice or bob posts an announce in the demo channel to the other; returns the message id.
+async fn post_announce(agent: &Agent, to: &str, n: usize) -> Result<String, String> {
+    let receipt = agent
+        .call(
+            "post",
+            json!({
+                "kind": "announce",
+                "channel": "demo",
+                "to": [to],
+                "body": format!("bench post {n}"),
+                "idempotency_key": uuid::Uuid::now_v7().to_string(),
+            }),
+            CALL_TIMEOUT,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let message = receipt["message"].as_str().unwrap_or_default();
+    if !message.starts_with("msg_")
+        || receipt["replayed"] != json!(false)
+        || receipt["recipients"] != json!([to])
+    {
+        return Err(format!("not a fresh post to {to}: {}", clip(&receipt)));
+    }
+    Ok(message.to_owned())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Section 2
+
+async fn wake_ups(
+    server: &Server,
+    backend: &str,
+    database_url: Option<&str>,
+    master_key: &str,
+    files: u64,
+) {
+    println!("\n[2] Long-poll wake-up: alice's post returned -> bob's waiting inbox returned");
+    println!(
+        "{:8} {:10} {:>7} {:>12} {:>12} {:>13} {:>13} {:>12} {:>12} {:>6}",
+        "backend",
+        "topology",
+        "samples",
+        "wake p50 ms",
+        "wake p99 ms",
+        "start p50 ms",
+        "start p99 ms",
+        "post p50 ms",
+        "post p99 ms",
+        "errors"
+    );
+    wake_up(backend, "one node", server, server).await;
+    if let Some(url) = database_url {
+        let replica = Server::start(Some(url), master_key, false, files).await;
+        wake_up(backend, "2 replicas", server, &replica).await;
+        replica.log_summary();
+        replica.stop().await;
+    }
+}
+
+async fn wake_up(backend: &str, topology: &str, alice_at: &Server, bob_at: &Server) {
+    let http = mcp_http();
+    let demo = alice_at.demo();
+    let alice = Agent::connect(&http, &alice_at.mcp_url(), &demo.alice.agent_token).await;
+    let bob = Arc::new(Agent::connect(&http, &bob_at.mcp_url(), &demo.bob.agent_token).await);
+    let consumer = format!("wake-{}", topology.replace(' ', "-"));
+    // Skip what bob's inbox already holds: the first wait acknowledges up to `last`.
+    let mut cursor = match bob
+        .call(
+            "inbox",
+            json!({"consumer": consumer, "limit": 1}),
+            CALL_TIMEOUT,
+        )
+        .await
+    {
+        Ok(page) => page["last"].as_i64().unwrap_or(0),
+        Err(e) => {
+            println!("{backend:8} {topology:10} bob's first inbox call failed: {e}");
+            return;
+        }
+    };
+    let (mut wake, mut start, mut post) = (Vec::new(), Vec::new(), Vec::new());
+    let mut errors = Outcome::default();
+    for i in 0..WAKE_WARMUP + WAKE_SAMPLES {
+        let waiting = {
+            let (bob, consumer) = (bob.clone(), consumer.clone());
+            tokio::spawn(async move {
+                let page = bob
+                    .call(
+                        "inbox",
+                        json!({"consumer": consumer, "after": cursor, "wait_s": 30}),
+                        CALL_TIMEOUT + Duration::from_secs(30),
+                    )
+                    .await;
+                (page, Instant::now())
+            })
+        };
+        tokio::time::sleep(WAKE_HEAD_START).await;
+        let started = Instant::now();
+        let posted = post_announce(&alice, "bob", i).await;
+        let returned = Instant::now();
+        let (page, woke) = waiting.await.expect("the long-poll task panicked");
+        let result = match (posted, page) {
+            (Err(e), _) => Err(format!("alice's post: {e}")),
+            (_, Err(e)) => Err(format!("bob's inbox: {e}")),
+            (Ok(message), Ok(page)) => {
+                if let Some(next) = page["cursor"].as_i64() {
+                    cursor = next;
+                }
+                let entries = page["entries"].as_array().cloned().unwrap_or_default();
+                if entries.len() == 1 && entries[0]["id"] == json!(message) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "bob's page is not alice's one message: {}",
+                        clip(&page)
+                    ))
+                }
+            }
+        };
+        match result {
+            Ok(()) if i >= WAKE_WARMUP => {
+                wake.push(signed_ms(woke, returned));
+                start.push(signed_ms(woke, started));
+                post.push(signed_ms(returned, started));
+            }
+            Ok(()) => {}
+            Err(e) => errors.record(Err(e)),
+        }
+    }
+    for v in [&mut wake, &mut start, &mut post] {
+        v.sort_by(f64::total_cmp);
+    }
+    println!(
+        "{backend:8} {topology:10} {:>7} {:>12.2} {:>12.2} {:>13.2} {:>13.2} {:>12.2} {:>12.2} {:>6}",
+        wake.len(),
+        percentile(&wake, 0.50),
+        percentile(&wake, 0.99),
+        percentile(&start, 0.50),
+        percentile(&start, 0.99),
+        percentile(&post, 0.50),
+        percentile(&post, 0.99),
+        errors.failed
+    );
+    errors.report("samples");
+    alice.close().await;
+    if let Some(bob) = Arc::into_inner(bob) {
+        bob.close().await;
+    }
+}
+
+/// `later - earlier` in milliseconds, negative when `later` came first.
+fn signed_ms(later: Instant, earlier: Instant) -> f64 {
+    match later.checked_duration_since(earlier) {
+        Some(d) => d.as_secs_f64() * 1e3,
+        None => -(earlier.duration_since(later).as_secs_f64() * 1e3),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Section 3
+
+/// What the claimers did, shared by them: per kind of call, how many and their total time.
+#[derive(Default)]
+struct ClaimerLog {
+    calls: Mutex<BTreeMap<&'static str, (usize, Duration)>>,
+    errors: Mutex<Outcome>,
+}
+
+impl ClaimerLog {
+    fn count(&self, what: &'static str, took: Duration) {
+        let mut calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = calls.entry(what).or_default();
+        entry.0 += 1;
+        entry.1 += took;
+    }
+
+    /// Forgets the calls counted so far (the warm-up's).
+    fn forget_calls(&self) {
+        self.calls.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
+    fn fail(&self, message: String) {
+        self.errors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .record(Err(message));
+    }
+
+    /// One line per kind of call, then the errors; forgets them.
+    fn report(&self) {
+        let calls = std::mem::take(&mut *self.calls.lock().unwrap_or_else(|e| e.into_inner()));
+        let line: Vec<String> = calls
+            .iter()
+            .map(|(what, (n, took))| {
+                format!(
+                    "{n} {what} (mean {:.2} ms)",
+                    took.as_secs_f64() * 1e3 / *n as f64
+                )
+            })
+            .collect();
+        println!("    claimers' calls: {}", line.join(", "));
+        let errors = std::mem::take(&mut *self.errors.lock().unwrap_or_else(|e| e.into_inner()));
+        errors.report("claimers");
+    }
+}
+
+async fn round_trip(server: &Server, backend: &str) {
+    println!(
+        "\n[3] Delegated round trip: blocking A2A SendMessage (JSON-RPC) answered over MCP by claimer sessions of alice"
+    );
+    println!(
+        "{:8} {:>4} {:>8} {:>6} {:>8} {:>8} {:>8} {:>6} {:>11}",
+        "backend",
+        "conc",
+        "claimers",
+        "tasks",
+        "tasks/s",
+        "p50 ms",
+        "p99 ms",
+        "errors",
+        "srv CPU µs"
+    );
+    let http = mcp_http();
+    let demo = server.demo();
+    let a2a = Arc::new(
+        reqwest::Client::builder()
+            .timeout(CALL_TIMEOUT + Duration::from_secs(30))
+            .build()
+            .expect("an HTTP client"),
+    );
+    let url: Arc<str> = format!("{}/a2a/jsonrpc", server.url).into();
+    let token: Arc<str> = demo.partner.agent_token.as_str().into();
+    for (concurrency, tasks, claimer_count) in TRIP_CELLS {
+        let stop = CancellationToken::new();
+        let log = Arc::new(ClaimerLog::default());
+        let mut claimers = Vec::new();
+        for i in 0..claimer_count {
+            let agent = Agent::connect(&http, &server.mcp_url(), &demo.alice.agent_token).await;
+            claimers.push(tokio::spawn(claim_and_answer(
+                agent,
+                format!("claimer-{i}"),
+                stop.clone(),
+                log.clone(),
+            )));
+        }
+        let job = {
+            let (a2a, url, token) = (a2a.clone(), url.clone(), token.clone());
+            move |_worker: usize, n: usize| {
+                let (a2a, url, token) = (a2a.clone(), url.clone(), token.clone());
+                async move { delegate(&a2a, &url, &token, n).await }
+            }
+        };
+        let warmup = measure(concurrency, (2 * concurrency).max(10), job.clone()).await;
+        log.forget_calls();
+        let cpu_before = server.cpu_time();
+        let cell = measure(concurrency, tasks, job).await;
+        let cpu = cpu_per(server, cpu_before, tasks);
+        let ms = cell.latencies_ms();
+        println!(
+            "{backend:8} {concurrency:>4} {claimer_count:>8} {tasks:>6} {:>8.0} {:>8.2} {:>8.2} {:>6} {cpu:>11}",
+            ms.len() as f64 / cell.elapsed.as_secs_f64(),
+            percentile(&ms, 0.50),
+            percentile(&ms, 0.99),
+            cell.failed,
+        );
+        warmup.report("warm-up");
+        cell.report("measured");
+        stop.cancel();
+        for claimer in claimers {
+            if let Ok(agent) = claimer.await {
+                agent.close().await;
+            }
+        }
+        log.report();
+    }
+}
+
+/// One claimer: waits in its inbox; when woken, claims the oldest waiting task until none is
+/// left, answering each at once. Returns its session when `stop` fires.
+async fn claim_and_answer(
+    agent: Agent,
+    consumer: String,
+    stop: CancellationToken,
+    log: Arc<ClaimerLog>,
+) -> Agent {
+    // Start after what alice's inbox already holds (section 1's posts from bob); a task that
+    // arrives meanwhile is taken by the first round of claims below.
+    let mut cursor = match agent
+        .call(
+            "inbox",
+            json!({"consumer": consumer, "limit": 1}),
+            CALL_TIMEOUT,
+        )
+        .await
+    {
+        Ok(page) => page["last"].as_i64(),
+        Err(e) => {
+            log.fail(format!("first inbox: {e}"));
+            None
+        }
+    };
+    loop {
+        // Take waiting tasks until none is left, answering each at once.
+        loop {
+            let started = Instant::now();
+            let claim = agent
+                .call("claim", json!({"thread": "next"}), CALL_TIMEOUT)
+                .await;
+            let claim = match claim {
+                Ok(claim) => {
+                    log.count("claims taken", started.elapsed());
+                    claim
+                }
+                Err(CallError::Tool { code, .. }) if code == "not_found" => {
+                    log.count("claims finding none", started.elapsed());
+                    break;
+                }
+                // The candidate `next` picked was answered by another claimer meanwhile (the
+                // server does not skip it, unlike one claimed meanwhile): take the next one.
+                Err(CallError::Tool { code, .. }) if code == "task_terminal" => {
+                    log.count("claims losing a race (task_terminal)", started.elapsed());
+                    continue;
+                }
+                Err(e) => {
+                    log.count("claims failed", started.elapsed());
+                    log.fail(format!("claim: {e}"));
+                    break;
+                }
+            };
+            let Some(thread) = claim["claim"]["thread"].as_str() else {
+                log.fail(format!("a claim without a thread: {}", clip(&claim)));
+                break;
+            };
+            let started = Instant::now();
+            let reply = agent
+                .call(
+                    "post",
+                    json!({"kind": "reply", "thread": thread, "body": format!("answer to {thread}")}),
+                    CALL_TIMEOUT,
+                )
+                .await;
+            log.count("replies", started.elapsed());
+            if let Err(e) = reply {
+                log.fail(format!("reply: {e}"));
+            }
+        }
+        // Then wait for the next entry (or 20 s).
+        let started = Instant::now();
+        let poll = agent.call(
+            "inbox",
+            json!({"consumer": consumer, "after": cursor, "wait_s": 20, "limit": 100}),
+            CALL_TIMEOUT + Duration::from_secs(20),
+        );
+        let page = tokio::select! {
+            () = stop.cancelled() => None,
+            page = poll => Some(page),
+        };
+        let Some(page) = page else {
+            return agent;
+        };
+        log.count("inbox waits", started.elapsed());
+        match page {
+            Ok(page) => cursor = page["cursor"].as_i64().or(cursor),
+            Err(e) => {
+                log.fail(format!("inbox: {e}"));
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// The partner's blocking `SendMessage`; checks the task came back COMPLETED with its answer.
+async fn delegate(http: &reqwest::Client, url: &str, token: &str, n: usize) -> Result<(), String> {
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": n,
+        "method": "SendMessage",
+        "params": {"message": {
+            "messageId": uuid::Uuid::now_v7().to_string(),
+            "role": "ROLE_USER",
+            "parts": [{"text": format!("bench question {n}")}],
+        }},
+    });
+    let response = http
+        .post(url)
+        .bearer_auth(token)
+        .header(liaison::a2a::params::VERSION_HEADER, "1.0")
+        .json(&body)
+        .send()
+        .await
+        .map_err(|e| format!("HTTP request failed: {e}"))?;
+    let status = response.status();
+    let value: Value = response
+        .json()
+        .await
+        .map_err(|e| format!("HTTP {status}, body not JSON: {e}"))?;
+    if let Some(error) = value.get("error") {
+        return Err(format!("HTTP {status}, JSON-RPC error: {}", clip(error)));
+    }
+    let task = &value["result"]["task"];
+    let id = task["id"].as_str().unwrap_or_default();
+    let state = task["status"]["state"].as_str().unwrap_or_default();
+    if state != "TASK_STATE_COMPLETED" {
+        // The task id differs per request: keep the message comparable across failures.
+        return Err(format!("HTTP {status}, task in state {state:?}"));
+    }
+    let answer = format!("answer to {id}");
+    let answered = task["artifacts"].as_array().is_some_and(|artifacts| {
+        artifacts.iter().any(|a| {
+            a["parts"]
+                .as_array()
+                .is_some_and(|parts| parts.iter().any(|p| p["text"] == json!(answer)))
+        })
+    });
+    if id.is_empty() || !answered {
+        return Err(format!(
+            "a COMPLETED task without its answer: {}",
+            clip(task)
+        ));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Section 4
+
+/// What the flood's long-polls saw, shared by them.
+#[derive(Default)]
+struct FloodLog {
+    /// Long-polls that ended (empty, after `wait_s`) and were issued again.
+    returned: AtomicUsize,
+    errors: Mutex<Outcome>,
+}
+
+type Memory = Option<(f64, f64)>;
+
+async fn flood(server: &Server, backend: &str, rss: &mut Vec<(&'static str, Memory)>) {
+    let total = FLOOD_PEOPLE * FLOOD_POLLS_PER_SESSION;
+    println!(
+        "\n[4] Long-poll flood: {total} inbox long-polls from {FLOOD_PEOPLE} people (one session each, {FLOOD_POLLS_PER_SESSION} polls per session)"
+    );
+    let http = mcp_http();
+    let admin = reqwest::Client::new();
+    let setup = Instant::now();
+    // People are never removed nor their ids reused: each flood has its own.
+    static ROUND: AtomicUsize = AtomicUsize::new(0);
+    let round = ROUND.fetch_add(1, Ordering::Relaxed);
+    let tokens: Vec<Result<String, String>> = futures::stream::iter(0..FLOOD_PEOPLE)
+        .map(|i| flood_person(&admin, server, round, i))
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    let tokens: Vec<String> = match tokens.into_iter().collect() {
+        Ok(tokens) => tokens,
+        Err(e) => {
+            println!("    could not create the flood's people: {e}");
+            return;
+        }
+    };
+    let demo = server.demo();
+    let alice = Agent::connect(&http, &server.mcp_url(), &demo.alice.agent_token).await;
+    let mcp_url = server.mcp_url();
+    let sessions: Vec<Result<Agent, String>> = futures::stream::iter(&tokens)
+        .map(|token| Agent::try_connect(&http, &mcp_url, token))
+        .buffer_unordered(32)
+        .collect()
+        .await;
+    let mut agents = Vec::new();
+    let mut refused = Outcome::default();
+    for session in sessions {
+        match session {
+            Ok(agent) => agents.push(Arc::new(agent)),
+            Err(e) => refused.record(Err(e)),
+        }
+    }
+    println!(
+        "    setup: {} people with tokens, {} sessions in {:.1} s",
+        tokens.len(),
+        agents.len(),
+        setup.elapsed().as_secs_f64()
+    );
+    refused.report("sessions");
+
+    println!(
+        "{:8} {:16} {:>8} {:>9} {:>6} {:>8} {:>8} {:>6}",
+        "backend", "phase", "waiters", "RSS MiB", "posts", "p50 ms", "p99 ms", "errors"
+    );
+    let before = server.memory();
+    let baseline = posts_one_at_a_time(&alice).await;
+    flood_row(backend, "before the flood", server, before, &baseline).await;
+
+    // The flood, built up at FLOOD_RAMP_PER_S long-polls per second.
+    let stop = CancellationToken::new();
+    let log = Arc::new(FloodLog::default());
+    let mut polls = Vec::with_capacity(total);
+    let ramp = Instant::now();
+    let pause = Duration::from_secs_f64(FLOOD_POLLS_PER_SESSION as f64 / FLOOD_RAMP_PER_S as f64);
+    for agent in &agents {
+        for _ in 0..FLOOD_POLLS_PER_SESSION {
+            polls.push(tokio::spawn(hold_long_poll(
+                agent.clone(),
+                stop.clone(),
+                log.clone(),
+            )));
+        }
+        tokio::time::sleep(pause).await;
+    }
+    let target = (agents.len() * FLOOD_POLLS_PER_SESSION) as f64;
+    let mut best = 0.0;
+    let mut best_at = Instant::now();
+    loop {
+        let waiting = server.metric("liaison_inbox_waiters").await.unwrap_or(0.0);
+        if waiting > best {
+            (best, best_at) = (waiting, Instant::now());
+        }
+        if waiting >= target || best_at.elapsed() > Duration::from_secs(15) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    println!(
+        "    {best} long-polls waiting (server gauge) {:.1} s after the first was started",
+        ramp.elapsed().as_secs_f64()
+    );
+    let held = server.memory();
+    rss.push(("flood held", held));
+    let during = posts_one_at_a_time(&alice).await;
+    flood_row(
+        backend,
+        "during the flood",
+        server,
+        server.memory(),
+        &during,
+    )
+    .await;
+    println!(
+        "    {} long-polls had ended and been issued again by then",
+        log.returned.load(Ordering::Relaxed)
+    );
+    log.errors
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .report("long-polls");
+
+    // Release: cancelled calls (`notifications/cancelled`) end the waits; then the sessions close.
+    stop.cancel();
+    for poll in polls {
+        let _ = poll.await;
+    }
+    let closing = futures::stream::iter(agents)
+        .map(|agent| async move {
+            if let Some(agent) = Arc::into_inner(agent) {
+                agent.close().await;
+            }
+        })
+        .buffer_unordered(64)
+        .collect::<Vec<()>>();
+    closing.await;
+    alice.close().await;
+    drop(http);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    rss.push(("flood released", server.memory()));
+    println!(
+        "    released: the server counts {} long-polls waiting, {} MCP sessions",
+        server
+            .metric("liaison_inbox_waiters")
+            .await
+            .map_or("-".into(), |v| v.to_string()),
+        server
+            .metric("liaison_mcp_sessions")
+            .await
+            .map_or("-".into(), |v| v.to_string()),
+    );
+    // Long-polls whose session is gone may still wait on the server until their `wait_s` ends.
+    let released = Instant::now();
+    while server.metric("liaison_inbox_waiters").await.unwrap_or(0.0) > 0.0
+        && released.elapsed() < Duration::from_secs(70)
+    {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    println!(
+        "    {} long-polls still waiting on the server {:.1} s after the release",
+        server
+            .metric("liaison_inbox_waiters")
+            .await
+            .map_or("-".into(), |v| v.to_string()),
+        released.elapsed().as_secs_f64()
+    );
+    rss.push(("no long-poll left waiting", server.memory()));
+}
+
+/// Creates person `floodR-NNNN` and an agent token for it; returns the token.
+async fn flood_person(
+    admin: &reqwest::Client,
+    server: &Server,
+    round: usize,
+    i: usize,
+) -> Result<String, String> {
+    let id = format!("flood{round}-{i:04}");
+    let call = |path: &'static str, body: Value| {
+        let request = admin
+            .post(format!("{}{path}", server.url))
+            .bearer_auth(&server.admin_token)
+            .json(&body);
+        async move {
+            let response = request.send().await.map_err(|e| e.to_string())?;
+            let status = response.status();
+            let value: Value = response.json().await.map_err(|e| e.to_string())?;
+            if status.is_success() {
+                Ok(value)
+            } else {
+                Err(format!("{path}: HTTP {status}: {}", clip(&value)))
+            }
+        }
+    };
+    call(
+        "/admin/v1/persons",
+        json!({"id": id, "display_name": format!("Flood {i}")}),
+    )
+    .await?;
+    let token = call(
+        "/admin/v1/tokens",
+        json!({"person": id, "scopes": ["agent"]}),
+    )
+    .await?;
+    token["token"]["secret"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("no token secret: {}", clip(&token)))
+}
+
+/// One flood long-poll, issued again whenever it ends, until `stop`.
+async fn hold_long_poll(agent: Arc<Agent>, stop: CancellationToken, log: Arc<FloodLog>) {
+    loop {
+        let poll = agent.call(
+            "inbox",
+            json!({"consumer": "flood", "wait_s": 50}),
+            Duration::from_secs(80),
+        );
+        let page = tokio::select! {
+            () = stop.cancelled() => return,
+            page = poll => page,
+        };
+        let error = match page {
+            Ok(page) if page["entries"].as_array().is_some_and(Vec::is_empty) => {
+                log.returned.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            Ok(page) => format!("a flood inbox held entries: {}", clip(&page)),
+            Err(e) => e.to_string(),
+        };
+        log.errors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .record(Err(error));
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+}
+
+/// [`FLOOD_POSTS`] posts from alice to bob, one at a time.
+async fn posts_one_at_a_time(alice: &Agent) -> Outcome {
+    let mut outcome = Outcome::default();
+    let start = Instant::now();
+    for n in 0..FLOOD_POSTS {
+        let started = Instant::now();
+        let result = post_announce(alice, "bob", n).await;
+        outcome.record(result.map(|_| started.elapsed()));
+    }
+    outcome.elapsed = start.elapsed();
+    outcome
+}
+
+async fn flood_row(backend: &str, phase: &str, server: &Server, memory: Memory, posts: &Outcome) {
+    let waiting = server
+        .metric("liaison_inbox_waiters")
+        .await
+        .map_or("-".into(), |w| format!("{w}"));
+    let ms = posts.latencies_ms();
+    println!(
+        "{backend:8} {phase:16} {waiting:>8} {:>9} {:>6} {:>8.2} {:>8.2} {:>6}",
+        memory.map_or("-".into(), |(rss, _)| format!("{:.1}", rss / 1024.0)),
+        ms.len(),
+        percentile(&ms, 0.50),
+        percentile(&ms, 0.99),
+        posts.failed
+    );
+    posts.report(phase);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Measuring
+
+/// What one run of operations gave: the successful ones' latencies and the failures.
+#[derive(Default)]
+struct Outcome {
+    latencies: Vec<Duration>,
+    /// Up to [`ERROR_SAMPLES`] distinct messages with their counts.
+    errors: BTreeMap<String, usize>,
+    failed: usize,
+    elapsed: Duration,
+}
+
+impl Outcome {
+    fn record(&mut self, result: Result<Duration, String>) {
+        match result {
+            Ok(latency) => self.latencies.push(latency),
+            Err(message) => {
+                self.failed += 1;
+                if self.errors.len() < ERROR_SAMPLES || self.errors.contains_key(&message) {
+                    *self.errors.entry(message).or_default() += 1;
+                }
+            }
+        }
+    }
+
+    fn merge(&mut self, other: Outcome) {
+        self.latencies.extend(other.latencies);
+        self.failed += other.failed;
+        for (message, count) in other.errors {
+            if self.errors.len() < ERROR_SAMPLES || self.errors.contains_key(&message) {
+                *self.errors.entry(message).or_default() += count;
+            }
+        }
+    }
+
+    /// The successful latencies in milliseconds, sorted.
+    fn latencies_ms(&self) -> Vec<f64> {
+        let mut ms: Vec<f64> = self
+            .latencies
+            .iter()
+            .map(|d| d.as_secs_f64() * 1e3)
+            .collect();
+        ms.sort_by(f64::total_cmp);
+        ms
+    }
+
+    fn report(&self, phase: &str) {
+        for (message, count) in &self.errors {
+            println!("    {phase}: {count} × {message}");
+        }
+        let shown: usize = self.errors.values().sum();
+        if shown < self.failed {
+            println!(
+                "    {phase}: {} more errors with other messages",
+                self.failed - shown
+            );
+        }
+    }
+}
+
+/// Runs `count` operations from `concurrency` workers, each taking the next operation number.
+async fn measure<F, Fut>(concurrency: usize, count: usize, job: F) -> Outcome
+where
+    F: Fn(usize, usize) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = Result<(), String>> + Send + 'static,
+{
+    let next = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let workers: Vec<_> = (0..concurrency)
+        .map(|worker| {
+            let (job, next) = (job.clone(), next.clone());
+            tokio::spawn(async move {
+                let mut outcome = Outcome::default();
+                loop {
+                    let n = next.fetch_add(1, Ordering::Relaxed);
+                    if n >= count {
+                        return outcome;
+                    }
+                    let started = Instant::now();
+                    let result = job(worker, n).await;
+                    outcome.record(result.map(|()| started.elapsed()));
+                }
+            })
+        })
+        .collect();
+    let mut total = Outcome::default();
+    for worker in workers {
+        total.merge(worker.await.expect("a worker panicked"));
+    }
+    total.elapsed = start.elapsed();
+    total
+}
+
+/// The value at quantile `q` of sorted `values`; NaN when there is none.
+fn percentile(values: &[f64], q: f64) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values[((values.len() as f64 * q) as usize).min(values.len() - 1)]
+}
+
+/// The server's CPU time since `before`, in µs per operation (`-` without `/proc`).
+fn cpu_per(server: &Server, before: Option<Duration>, operations: usize) -> String {
+    server
+        .cpu_time()
+        .zip(before)
+        .map_or("-".into(), |(after, before)| {
+            format!(
+                "{:.0}",
+                (after - before).as_secs_f64() * 1e6 / operations as f64
+            )
+        })
+}
+
+fn clip(value: &Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(300) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text,
+    }
+}
+
+fn random_hex(bytes: usize) -> String {
+    use ring::rand::SecureRandom as _;
+    let mut key = vec![0u8; bytes];
+    ring::rand::SystemRandom::new()
+        .fill(&mut key)
+        .expect("system randomness");
+    key.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The MCP client
+
+/// The HTTP client under the MCP sessions: no overall timeout (long-polls), keep-alive pooling
+/// (HTTP/1.1: one connection per call in flight, as an agent's HTTP stack does).
+fn mcp_http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .pool_idle_timeout(Duration::from_secs(30))
+        .build()
+        .expect("an HTTP client")
+}
+
+/// One agent session: an rmcp client on a legacy MCP session (`initialize`, `Mcp-Session-Id`).
+struct Agent {
+    session: RunningService<RoleClient, ClientConfig>,
+}
+
+/// Why a tool call failed.
+enum CallError {
+    /// The tool answered `isError: true` with liaison's error code.
+    Tool { code: String, message: String },
+    /// Transport, protocol or timeout.
+    Other(String),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Tool { code, message } => write!(f, "tool error {code}: {message}"),
+            CallError::Other(message) => f.write_str(message),
+        }
+    }
+}
+
+impl Agent {
+    /// Opens a session; panics when the server refuses it (the bench cannot go on).
+    async fn connect(http: &reqwest::Client, mcp_url: &str, token: &str) -> Agent {
+        Agent::try_connect(http, mcp_url, token)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    async fn try_connect(
+        http: &reqwest::Client,
+        mcp_url: &str,
+        token: &str,
+    ) -> Result<Agent, String> {
+        let config = StreamableHttpClientTransportConfig::with_uri(mcp_url.to_owned())
+            .auth_header(token.to_owned())
+            // Tool calls in flight on this session (each its own POST).
+            .max_concurrent_requests(256);
+        let transport = StreamableHttpClientTransport::with_client(http.clone(), config);
+        let info = ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("liaison-bench", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
+        let session = tokio::time::timeout(CALL_TIMEOUT, info.serve(transport))
+            .await
+            .map_err(|_| format!("MCP initialize: no answer within {CALL_TIMEOUT:?}"))?
+            .map_err(|e| format!("MCP initialize failed: {e}"))?;
+        Ok(Agent { session })
+    }
+
+    /// Calls `tool`; a result is its structured content (an object), checked not to be an error.
+    async fn call(
+        &self,
+        tool: &'static str,
+        args: Value,
+        timeout: Duration,
+    ) -> Result<Value, CallError> {
+        let Value::Object(args) = args else {
+            panic!("tool arguments are an object");
+        };
+        let params = CallToolRequestParams::new(tool).with_arguments(args);
+        let result = tokio::time::timeout(timeout, self.session.peer().call_tool(params))
+            .await
+            .map_err(|_| CallError::Other(format!("{tool}: no answer within {timeout:?}")))?
+            .map_err(|e| CallError::Other(format!("{tool}: {e}")))?;
+        let value = result.structured_content.unwrap_or(Value::Null);
+        if result.is_error == Some(true) {
+            return Err(CallError::Tool {
+                code: value["error"]["code"].as_str().unwrap_or("?").to_owned(),
+                message: value["error"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            });
+        }
+        if !value.is_object() {
+            return Err(CallError::Other(format!(
+                "{tool}: no structured content in the result"
+            )));
+        }
+        Ok(value)
+    }
+
+    /// Ends the session (HTTP DELETE).
+    async fn close(self) {
+        let _ = self.session.cancel().await;
+    }
+}
+
+async fn close_all<T>(agents: Arc<Vec<(Agent, T)>>) {
+    if let Some(agents) = Arc::into_inner(agents) {
+        for (agent, _) in agents {
+            agent.close().await;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The server process
+
+/// A `liaison serve` process on its own data directory and what the bench needs from it.
+struct Server {
+    child: tokio::process::Child,
+    /// The public base URL it printed (`http://127.0.0.1:PORT`).
+    url: String,
+    /// The demo's people and tokens (the replica reads them from the first server).
+    demo: Option<liaison::demo::Demo>,
+    /// The bootstrap admin token (written by the first server to start on a database).
+    admin_token: String,
+    /// Scrapes `/metrics`.
+    http: reqwest::Client,
+    /// How far [`Server::log_summary`] has read the server's log.
+    log_read: Mutex<usize>,
+    dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// Starts `serve` (with `--demo` when `demo`) with the bench config on a fresh data
+    /// directory, SQLite there or `database_url`; every process of one database gets the same
+    /// `master_key`.
+    async fn start(database_url: Option<&str>, master_key: &str, demo: bool, files: u64) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("bench.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[limits]\n\
+                 agent = {{ per_s = 0, burst = 0 }}\n\
+                 human = {{ per_s = 0, burst = 0 }}\n\
+                 admin = {{ per_s = 0, burst = 0 }}\n\
+                 external = {{ per_s = 0, burst = 0 }}\n\
+                 [server]\n\
+                 max_connections = {}\n",
+                files.saturating_sub(200).max(512)
+            ),
+        )
+        .unwrap();
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_liaison"));
+        command
+            .arg("serve")
+            .arg("--config")
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(dir.path())
+            .args(["--listen", "127.0.0.1:0"]);
+        if demo {
+            command.arg("--demo");
+        }
+        if let Some(url) = database_url {
+            command.args(["--database-url", url]);
+        }
+        command
+            .env("RUST_LOG", "warn")
+            .env("LIAISON_MASTER_KEY", master_key)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(
+                std::fs::File::create(dir.path().join(SERVER_LOG)).unwrap(),
+            ))
+            .kill_on_drop(true);
+        let mut child = command.spawn().expect("the liaison binary starts");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let url = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                // "liaison is serving at http://127.0.0.1:PORT (listening on 127.0.0.1:PORT)"
+                if let Some((_, rest)) = line.split_once("serving at ") {
+                    return rest.split_once(' ').map_or(rest, |(url, _)| url).to_owned();
+                }
+            }
+            panic!("liaison exited before serving");
+        })
+        .await
+        .expect("liaison serves within 60 s");
+        // Keep reading stdout so the server never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).ok();
+        let demo = read(liaison::demo::DEMO_FILE)
+            .map(|text| serde_json::from_str::<liaison::demo::Demo>(&text).unwrap());
+        let admin_token = read(liaison::app::ADMIN_TOKEN_FILE)
+            .map(|t| t.trim().to_owned())
+            .unwrap_or_default();
+        Server {
+            child,
+            url,
+            demo,
+            admin_token,
+            http: reqwest::Client::new(),
+            log_read: Mutex::new(0),
+            dir,
+        }
+    }
+
+    /// Prints how many lines the server logged (`RUST_LOG=warn`: warnings and errors) since the
+    /// last call, with a few distinct ones (timestamps cut).
+    fn log_summary(&self) {
+        let text = std::fs::read_to_string(self.dir.path().join(SERVER_LOG)).unwrap_or_default();
+        let mut read = self.log_read.lock().unwrap_or_else(|e| e.into_inner());
+        let new = text.get(*read..).unwrap_or_default();
+        *read = text.len();
+        let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+        for line in new.lines() {
+            let line = line.split_once(' ').map_or(line, |(_, rest)| rest).trim();
+            let line = line.get(..line.len().min(160)).unwrap_or(line);
+            *kinds.entry(line).or_default() += 1;
+        }
+        if kinds.is_empty() {
+            return;
+        }
+        println!(
+            "    server log: {} lines, {} distinct (timestamps cut), e.g.:",
+            new.lines().count(),
+            kinds.len()
+        );
+        let mut common: Vec<_> = kinds.into_iter().collect();
+        common.sort_by_key(|line| std::cmp::Reverse(line.1));
+        for (line, count) in common.into_iter().take(3) {
+            println!("      {count} × {line}");
+        }
+    }
+
+    fn demo(&self) -> &liaison::demo::Demo {
+        self.demo.as_ref().expect("a server started with --demo")
+    }
+
+    fn mcp_url(&self) -> String {
+        format!("{}/mcp", self.url)
+    }
+
+    /// The CPU time (user + system) the server process has used so far, on Linux.
+    fn cpu_time(&self) -> Option<Duration> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()?)).ok()?;
+        // After "pid (comm) ", the fields from `state` on; utime and stime are fields 14 and 15.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let ticks: u64 =
+            fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+        Some(Duration::from_secs_f64(ticks as f64 / *CLOCK_TICKS))
+    }
+
+    /// `VmRSS` and `VmHWM` (peak) of the server process in KiB, on Linux.
+    fn memory(&self) -> Memory {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()?)).ok()?;
+        let field = |name: &str| -> Option<f64> {
+            let line = status.lines().find(|l| l.starts_with(name))?;
+            line.split_whitespace().nth(1)?.parse().ok()
+        };
+        Some((field("VmRSS:")?, field("VmHWM:")?))
+    }
+
+    /// One unlabelled gauge or counter from `/metrics`.
+    async fn metric(&self, name: &str) -> Option<f64> {
+        let text = self
+            .http
+            .get(format!("{}/metrics", self.url))
+            .send()
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        text.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+    }
+
+    /// SIGTERM (a graceful stop that closes the store), SIGKILL after 15 s.
+    async fn stop(mut self) {
+        if let Some(pid) = self.child.id() {
+            let _ = tokio::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status()
+                .await;
+        }
+        if tokio::time::timeout(Duration::from_secs(15), self.child.wait())
+            .await
+            .is_err()
+        {
+            println!("    liaison did not stop within 15 s after SIGTERM; killing it");
+            let _ = self.child.kill().await;
+        }
+    }
+}
