@@ -105,6 +105,9 @@ impl Service {
                                 ErrorCode::AlreadyClaimed
                                     | ErrorCode::NotClaimable
                                     | ErrorCode::ApprovalPending
+                                    // Answered or closed since the candidates were read.
+                                    | ErrorCode::TaskTerminal
+                                    | ErrorCode::ThreadClosed
                             ) =>
                         {
                             continue;

@@ -52,6 +52,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "channel removal",
         include_str!("migrations/sqlite/0009_channel_removal.sql"),
     ),
+    (
+        10,
+        "claim candidates",
+        include_str!("migrations/sqlite/0010_claim_candidates.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str) -> Result<(Readers, BatchWriter)> {
