@@ -364,41 +364,8 @@ pub(super) async fn post_in(
             references,
             event_seq: if task.is_some() { 1 } else { 0 },
         };
-        if lock.is_empty() {
-            // SQLite: the thread's row goes with the message's rows, in one call (below).
-            merged_opening = Some(opening);
-        } else {
-            let created = sqlx::query(
-                "INSERT INTO threads (id, channel, subject, opener_kind, opened_by, state, asker, outcome, \
-                 message_count, created_at, updated_at, task_state, context_id, skill, reference_task_ids, \
-                 task_event_seq) SELECT $1, $2, $3, $4, $5, $6, $7, $8, 1, $9, $9, $10, $11, $12, $13, $14 \
-                 WHERE NOT EXISTS (SELECT 1 FROM messages WHERE author = $5 AND idempotency_key = $15)",
-            )
-            .bind(m.thread.as_str().to_owned())
-            .bind(m.channel.as_str().to_owned())
-            .bind(opening.subject)
-            .bind(m.kind.as_str())
-            .bind(m.author.as_str().to_owned())
-            .bind(opening.state)
-            .bind(opening.asker)
-            .bind(opening.outcome)
-            .bind(m.created_at.0)
-            .bind(opening.task_state)
-            .bind(opening.context_id)
-            .bind(opening.skill)
-            .bind(opening.references)
-            .bind(opening.event_seq)
-            .bind(m.idempotency_key.clone())
-            .execute(&mut *tx)
-            .await?;
-            if created.rows_affected() == 0 {
-                // The key was used before (the only reason nothing was inserted).
-                return replayed(tx, &m)
-                    .await?
-                    .map(|outcome| (outcome, false))
-                    .ok_or(StoreError::NotFound("the message of an idempotency key"));
-            }
-        }
+        // The thread's row goes with the message's rows, in one call (below).
+        merged_opening = Some(opening);
         let record = ThreadRecord {
             id: m.thread.clone(),
             channel: m.channel.clone(),
@@ -462,21 +429,29 @@ pub(super) async fn post_in(
     inboxes.dedup();
     let event = thread_record.task.as_ref().map(|t| (t.last_event, t.state));
     let merged = merged_opening.is_some();
-    if let Err(e) =
-        insert_message_rows(tx, &m, position, event, &inboxes, lock, merged_opening).await
-    {
-        // With the thread's row in the same call, a used key shows as the message's unique
-        // index refusing it (the thread's INSERT found the key and inserted nothing); SQLite
-        // undid the failed statement, so the earlier message can be read and answered. Any
-        // other failure is the post's own (the writer rolls the job back).
-        if merged
-            && matches!(e, StoreError::Conflict(_))
-            && let Some(outcome) = replayed(tx, &m).await?
-            && outcome.message.id != m.id
-        {
-            return Ok((outcome, false));
-        }
-        return Err(e);
+    let inserted =
+        match insert_message_rows(tx, &m, position, event, &inboxes, lock, merged_opening).await {
+            Ok(inserted) => inserted,
+            // SQLite: with the thread's row in the same call, a used key shows as the message's
+            // unique index refusing it (the thread's INSERT found the key and inserted nothing).
+            // SQLite undid the failed statement, so the earlier message can be read (on
+            // PostgreSQL a failed statement aborts the transaction: it never gets here, see below).
+            Err(e @ StoreError::Conflict(_)) if merged && lock.is_empty() => {
+                return match replayed(tx, &m).await? {
+                    Some(outcome) if outcome.message.id != m.id => Ok((outcome, false)),
+                    _ => Err(e),
+                };
+            }
+            Err(e) => return Err(e),
+        };
+    if !inserted {
+        // PostgreSQL: the statement's rows all hang on the thread's INSERT, which found the key
+        // used and inserted nothing (or, with no recipient row written, a recipient is missing:
+        // then the message found is this post's own and the job fails).
+        return match replayed(tx, &m).await? {
+            Some(outcome) if outcome.message.id != m.id => Ok((outcome, false)),
+            _ => Err(StoreError::NotFound("recipient")),
+        };
     }
 
     // Whether a delivery was enqueued: only then are the outbox's workers woken after the commit.
@@ -570,7 +545,7 @@ async fn insert_message_rows(
     recipients: &[PersonId],
     lock: &'static str,
     opening: Option<Opening>,
-) -> Result<()> {
+) -> Result<bool> {
     let message_sql = "INSERT INTO messages (id, thread_id, channel, position, kind, author, agent, recipients, \
          subject, body, attachments, impact, outcome, refers_to, idempotency_key, request_hash, created_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)";
@@ -638,7 +613,7 @@ async fn insert_message_rows(
             if done.rows_affected() != expected {
                 return Err(StoreError::NotFound("recipient"));
             }
-            return Ok(());
+            return Ok(true);
         };
         // A new thread: its row first, unless the author's idempotency key was used before (then
         // nothing is inserted, and the message's unique index refuses the message). Its own
@@ -674,47 +649,105 @@ async fn insert_message_rows(
         if done.rows_affected() != expected + 1 {
             return Err(StoreError::NotFound("recipient"));
         }
-        return Ok(());
+        return Ok(true);
     }
     // PostgreSQL takes one statement per call, so the rows are written by one statement with
-    // data-modifying CTEs; its parameters are numbered without gaps (each must have a use).
-    let mut sql = format!("WITH msg AS ({message_sql} RETURNING id)");
+    // data-modifying CTEs; its parameters are numbered without gaps (each must have a use). For a
+    // new thread, its row leads (`th`), and every other row hangs on it: when the author's
+    // idempotency key was used before, nothing at all is written and the caller answers the
+    // earlier message. (Foreign keys are checked at the statement's end, after `th`.)
+    let mut sql = String::from("WITH ");
     let mut next = 18;
     if event.is_some() {
-        sql.push_str(", ev AS (");
-        sql.push_str(event_sql);
-        sql.push_str(" RETURNING seq)");
         next = 20;
+    }
+    let opening_base = next + n;
+    let message_values =
+        "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17";
+    let event_values = "$2, $18, $19, 'message', $1, $17";
+    if opening.is_some() {
+        let b = opening_base;
+        sql.push_str(&format!(
+            "th AS (INSERT INTO threads (id, channel, subject, opener_kind, opened_by, state, asker, \
+             outcome, message_count, created_at, updated_at, task_state, context_id, skill, \
+             reference_task_ids, task_event_seq) SELECT $2, $3, ${}, $5, $6, ${}, ${}, ${}, 1, $17, \
+             $17, ${}, ${}, ${}, ${}, ${} WHERE NOT EXISTS (SELECT 1 FROM messages WHERE author = $6 \
+             AND idempotency_key = $15) RETURNING id), \
+             msg AS ({} SELECT {message_values} FROM th RETURNING id)",
+            b,
+            b + 1,
+            b + 2,
+            b + 3,
+            b + 4,
+            b + 5,
+            b + 6,
+            b + 7,
+            b + 8,
+            message_sql.split(" VALUES ").next().expect("an INSERT with VALUES"),
+        ));
+        if event.is_some() {
+            sql.push_str(&format!(
+                ", ev AS ({} SELECT {event_values} FROM msg RETURNING seq)",
+                event_sql
+                    .split(" VALUES ")
+                    .next()
+                    .expect("an INSERT with VALUES"),
+            ));
+        }
+    } else {
+        sql.push_str(&format!("msg AS ({message_sql} RETURNING id)"));
+        if event.is_some() {
+            sql.push_str(&format!(", ev AS ({event_sql} RETURNING seq)"));
+        }
     }
     let expected = if n > 0 {
         let ids = (next..next + n)
             .map(|i| format!("${i}"))
             .collect::<Vec<_>>()
             .join(", ");
-        // The counters are locked in id order by the inner SELECT before the UPDATE takes them.
+        // The counters are locked in id order by the inner SELECT before the UPDATE takes them;
+        // they move only if the message was written.
         sql.push_str(&format!(
             ", upd AS (UPDATE persons SET inbox_seq = inbox_seq + 1 WHERE id IN \
-             (SELECT id FROM persons WHERE id IN ({ids}) ORDER BY id{lock}) RETURNING id, inbox_seq) \
+             (SELECT id FROM persons WHERE id IN ({ids}) ORDER BY id{lock}) \
+             AND EXISTS (SELECT 1 FROM msg) RETURNING id, inbox_seq) \
              INSERT INTO inbox_entries (person_id, seq, entry_kind, message_id, thread_id, channel, notice, \
              created_at) SELECT id, inbox_seq, 'message', $1, $2, $3, NULL, $17 FROM upd"
         ));
         n as u64
     } else {
         sql.push_str(" SELECT id FROM msg");
-        0
+        1
     };
     let q = bind(sql, event.is_some(), false);
-    let q = recipients
+    let mut q = recipients
         .iter()
         .fold(q, |q, p| q.bind(p.as_str().to_owned()));
-    if n > 0 {
-        if q.execute(&mut *tx).await?.rows_affected() != expected {
-            return Err(StoreError::NotFound("recipient"));
-        }
-    } else {
-        q.fetch_one(&mut *tx).await?;
+    let opened = opening.is_some();
+    if let Some(o) = opening {
+        q = q
+            .bind(o.subject)
+            .bind(o.state)
+            .bind(o.asker)
+            .bind(o.outcome)
+            .bind(o.task_state)
+            .bind(o.context_id)
+            .bind(o.skill)
+            .bind(o.references)
+            .bind(o.event_seq);
     }
-    Ok(())
+    // Inbox entries written, or (without recipients) whether the message was.
+    let written = if n > 0 {
+        q.execute(&mut *tx).await?.rows_affected()
+    } else {
+        u64::from(q.fetch_optional(&mut *tx).await?.is_some())
+    };
+    match written {
+        // Nothing hung on the thread's row: the key was used (the caller checks).
+        0 if opened => Ok(false),
+        w if w == expected => Ok(true),
+        _ => Err(StoreError::NotFound("recipient")),
+    }
 }
 
 /// Appends one entry to a person's inbox with the next sequence number; returns it.
