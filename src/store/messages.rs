@@ -514,6 +514,19 @@ pub(super) async fn post_in(
     ))
 }
 
+const MESSAGE_INTO: &str = "INSERT INTO messages (id, thread_id, channel, position, kind, author, \
+     agent, recipients, subject, body, attachments, impact, outcome, refers_to, idempotency_key, \
+     request_hash, created_at)";
+const MESSAGE_VALUES: &str =
+    "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17";
+const EVENT_INTO: &str =
+    "INSERT INTO task_events (thread_id, seq, state, cause, message_id, created_at)";
+/// $1 (message), $2 (thread), $3 (channel) and $17 (time) of the message serve the event too; its
+/// seq and state are $18 and $19.
+const EVENT_VALUES: &str = "$2, $18, $19, 'message', $1, $17";
+
+type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>;
+
 /// The values of a new thread's row that its first message does not carry.
 struct Opening {
     subject: String,
@@ -525,6 +538,35 @@ struct Opening {
     skill: Option<String>,
     references: Option<String>,
     event_seq: i64,
+}
+
+impl Opening {
+    /// The thread's INSERT, which inserts nothing when the author's idempotency key was used
+    /// before. Its own values are numbered from `$first` (bound by [`Opening::bind`]); the
+    /// others are the message's (id $2, channel $3, kind $5, author $6, key $15, time $17).
+    fn insert_sql(first: usize) -> String {
+        let own: Vec<String> = (first..first + 9).map(|i| format!("${i}")).collect();
+        format!(
+            "INSERT INTO threads (id, channel, subject, opener_kind, opened_by, state, asker, outcome, \
+             message_count, created_at, updated_at, task_state, context_id, skill, reference_task_ids, \
+             task_event_seq) SELECT $2, $3, {}, $5, $6, {}, {}, {}, 1, $17, $17, {}, {}, {}, {}, {} \
+             WHERE NOT EXISTS (SELECT 1 FROM messages WHERE author = $6 AND idempotency_key = $15)",
+            own[0], own[1], own[2], own[3], own[4], own[5], own[6], own[7], own[8],
+        )
+    }
+
+    /// Binds the values [`Opening::insert_sql`] numbered, in order.
+    fn bind(self, q: AnyQuery<'_>) -> AnyQuery<'_> {
+        q.bind(self.subject)
+            .bind(self.state)
+            .bind(self.asker)
+            .bind(self.outcome)
+            .bind(self.task_state)
+            .bind(self.context_id)
+            .bind(self.skill)
+            .bind(self.references)
+            .bind(self.event_seq)
+    }
 }
 
 /// The rows of a post that need no answer: the message, its task event (`event`: sequence number
@@ -546,13 +588,10 @@ async fn insert_message_rows(
     lock: &'static str,
     opening: Option<Opening>,
 ) -> Result<bool> {
-    let message_sql = "INSERT INTO messages (id, thread_id, channel, position, kind, author, agent, recipients, \
-         subject, body, attachments, impact, outcome, refers_to, idempotency_key, request_hash, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)";
-    // $1 (message), $2 (thread), $3 (channel) and $17 (time) serve the other statements too; the
-    // task event's seq and state are $18 and $19, the recipients follow.
-    let event_sql = "INSERT INTO task_events (thread_id, seq, state, cause, message_id, created_at) \
-                     VALUES ($2, $18, $19, 'message', $1, $17)";
+    let message_sql = format!("{MESSAGE_INTO} VALUES ({MESSAGE_VALUES})");
+    // The message's $1 (id), $2 (thread), $3 (channel) and $17 (time) serve the other statements
+    // too; the task event's seq and state are $18 and $19, the recipients follow.
+    let event_sql = format!("{EVENT_INTO} VALUES ({EVENT_VALUES})");
     let n = recipients.len();
     let first = 20;
     let ids = (first..first + n)
@@ -601,7 +640,7 @@ async fn insert_message_rows(
         let mut expected = 1;
         if event.is_some() {
             sql.push_str("; ");
-            sql.push_str(event_sql);
+            sql.push_str(&event_sql);
             expected += 1;
         }
         if n > 0 {
@@ -617,35 +656,9 @@ async fn insert_message_rows(
         };
         // A new thread: its row first, unless the author's idempotency key was used before (then
         // nothing is inserted, and the message's unique index refuses the message). Its own
-        // values are numbered after the recipients'; the others are the message's.
-        let b = first + n;
-        let sql = format!(
-            "INSERT INTO threads (id, channel, subject, opener_kind, opened_by, state, asker, outcome, \
-             message_count, created_at, updated_at, task_state, context_id, skill, reference_task_ids, \
-             task_event_seq) SELECT $2, $3, ${}, $5, $6, ${}, ${}, ${}, 1, $17, $17, ${}, ${}, ${}, ${}, ${} \
-             WHERE NOT EXISTS (SELECT 1 FROM messages WHERE author = $6 AND idempotency_key = $15); {sql}",
-            b,
-            b + 1,
-            b + 2,
-            b + 3,
-            b + 4,
-            b + 5,
-            b + 6,
-            b + 7,
-            b + 8,
-        );
-        let done = bind(sql, true, true)
-            .bind(o.subject)
-            .bind(o.state)
-            .bind(o.asker)
-            .bind(o.outcome)
-            .bind(o.task_state)
-            .bind(o.context_id)
-            .bind(o.skill)
-            .bind(o.references)
-            .bind(o.event_seq)
-            .execute(&mut *tx)
-            .await?;
+        // values are numbered after the recipients'.
+        let sql = format!("{}; {sql}", Opening::insert_sql(first + n));
+        let done = o.bind(bind(sql, true, true)).execute(&mut *tx).await?;
         if done.rows_affected() != expected + 1 {
             return Err(StoreError::NotFound("recipient"));
         }
@@ -657,41 +670,15 @@ async fn insert_message_rows(
     // idempotency key was used before, nothing at all is written and the caller answers the
     // earlier message. (Foreign keys are checked at the statement's end, after `th`.)
     let mut sql = String::from("WITH ");
-    let mut next = 18;
-    if event.is_some() {
-        next = 20;
-    }
-    let opening_base = next + n;
-    let message_values =
-        "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17";
-    let event_values = "$2, $18, $19, 'message', $1, $17";
+    let next = if event.is_some() { 20 } else { 18 };
     if opening.is_some() {
-        let b = opening_base;
         sql.push_str(&format!(
-            "th AS (INSERT INTO threads (id, channel, subject, opener_kind, opened_by, state, asker, \
-             outcome, message_count, created_at, updated_at, task_state, context_id, skill, \
-             reference_task_ids, task_event_seq) SELECT $2, $3, ${}, $5, $6, ${}, ${}, ${}, 1, $17, \
-             $17, ${}, ${}, ${}, ${}, ${} WHERE NOT EXISTS (SELECT 1 FROM messages WHERE author = $6 \
-             AND idempotency_key = $15) RETURNING id), \
-             msg AS ({} SELECT {message_values} FROM th RETURNING id)",
-            b,
-            b + 1,
-            b + 2,
-            b + 3,
-            b + 4,
-            b + 5,
-            b + 6,
-            b + 7,
-            b + 8,
-            message_sql.split(" VALUES ").next().expect("an INSERT with VALUES"),
+            "th AS ({} RETURNING id), msg AS ({MESSAGE_INTO} SELECT {MESSAGE_VALUES} FROM th RETURNING id)",
+            Opening::insert_sql(next + n),
         ));
         if event.is_some() {
             sql.push_str(&format!(
-                ", ev AS ({} SELECT {event_values} FROM msg RETURNING seq)",
-                event_sql
-                    .split(" VALUES ")
-                    .next()
-                    .expect("an INSERT with VALUES"),
+                ", ev AS ({EVENT_INTO} SELECT {EVENT_VALUES} FROM msg RETURNING seq)"
             ));
         }
     } else {
@@ -725,16 +712,7 @@ async fn insert_message_rows(
         .fold(q, |q, p| q.bind(p.as_str().to_owned()));
     let opened = opening.is_some();
     if let Some(o) = opening {
-        q = q
-            .bind(o.subject)
-            .bind(o.state)
-            .bind(o.asker)
-            .bind(o.outcome)
-            .bind(o.task_state)
-            .bind(o.context_id)
-            .bind(o.skill)
-            .bind(o.references)
-            .bind(o.event_seq);
+        q = o.bind(q);
     }
     // Inbox entries written, or (without recipients) whether the message was.
     let written = if n > 0 {
