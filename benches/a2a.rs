@@ -38,12 +38,10 @@
 //! Client and server share the machine's cores, so on a small machine the figures are lower
 //! bounds for the server.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;
@@ -65,20 +63,9 @@ const SUBMITTED: &str = "TASK_STATE_SUBMITTED";
 /// `TaskState.TASK_STATE_SUBMITTED` and `Role.ROLE_USER` in the proto.
 const SUBMITTED_PB: i32 = 1;
 const ROLE_USER_PB: i32 = 1;
-/// Error messages kept per cell (the count covers all of them).
-const ERROR_SAMPLES: usize = 5;
-/// The unit of the CPU times in `/proc/<pid>/stat` (`getconf CLK_TCK`, 100 on Linux in practice).
-static CLOCK_TICKS: LazyLock<f64> = LazyLock::new(|| {
-    std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok()?.trim().parse().ok())
-        .unwrap_or(100.0)
-});
-
 #[path = "support/mod.rs"]
 mod support;
+use support::Outcome;
 
 #[tokio::main]
 async fn main() {
@@ -130,111 +117,38 @@ async fn run(backend: &str, database_url: Option<&str>) {
                 .cpu_time()
                 .zip(cpu_before)
                 .map(|(after, before)| after - before);
-            let mut ok = cell.latencies.clone();
-            ok.sort();
-            let p = |q: f64| {
-                ok.get(((ok.len() as f64 * q) as usize).min(ok.len().saturating_sub(1)))
-                    .map_or(f64::NAN, |d| d.as_secs_f64() * 1e3)
-            };
+            let ms = cell.latencies_ms();
             println!(
                 "{backend:8} {:9} {concurrency:>4} {requests:>6} {:>10.0} {:>8.2} {:>8.2} {:>6} {:>12}",
                 binding.name(),
-                ok.len() as f64 / cell.elapsed.as_secs_f64(),
-                p(0.50),
-                p(0.99),
-                cell.error_count(),
+                ms.len() as f64 / cell.elapsed.as_secs_f64(),
+                support::percentile(&ms, 0.50),
+                support::percentile(&ms, 0.99),
+                cell.failed,
                 cpu.map_or("-".into(), |cpu| format!(
                     "{:.2}",
                     cpu.as_secs_f64() * 1e3 / requests as f64
                 )),
             );
-            report_errors("warm-up", &warmup);
-            report_errors("measured", &cell);
+            warmup.report("warm-up");
+            cell.report("measured");
         }
     }
     server.stop().await;
 }
 
-fn report_errors(phase: &str, outcome: &Outcome) {
-    for (message, count) in &outcome.errors {
-        println!("    {phase}: {count} × {message}");
-    }
-    let shown: usize = outcome.errors.values().sum();
-    if shown < outcome.error_count() {
-        println!(
-            "    {phase}: {} more errors with other messages",
-            outcome.error_count() - shown
-        );
-    }
-}
-
-/// What one run of requests gave: the successful requests' latencies and the failures.
-#[derive(Default)]
-struct Outcome {
-    latencies: Vec<Duration>,
-    /// Up to [`ERROR_SAMPLES`] distinct messages with their counts.
-    errors: BTreeMap<String, usize>,
-    failed: usize,
-    elapsed: Duration,
-}
-
-impl Outcome {
-    fn error_count(&self) -> usize {
-        self.failed
-    }
-
-    fn record(&mut self, result: Result<Duration, String>) {
-        match result {
-            Ok(latency) => self.latencies.push(latency),
-            Err(message) => {
-                self.failed += 1;
-                if self.errors.len() < ERROR_SAMPLES || self.errors.contains_key(&message) {
-                    *self.errors.entry(message).or_default() += 1;
-                }
-            }
-        }
-    }
-
-    fn merge(&mut self, other: Outcome) {
-        self.latencies.extend(other.latencies);
-        self.failed += other.failed;
-        for (message, count) in other.errors {
-            if self.errors.len() < ERROR_SAMPLES || self.errors.contains_key(&message) {
-                *self.errors.entry(message).or_default() += count;
-            }
-        }
-    }
-}
-
 /// Sends `requests` requests from `concurrency` workers, each taking the next request number.
 async fn measure(client: &Arc<Client>, concurrency: usize, requests: usize) -> Outcome {
-    let next = Arc::new(AtomicUsize::new(0));
-    let start = Instant::now();
-    let workers: Vec<_> = (0..concurrency)
-        .map(|worker| {
-            let (client, next) = (client.clone(), next.clone());
-            tokio::spawn(async move {
-                let mut outcome = Outcome::default();
-                loop {
-                    let n = next.fetch_add(1, Ordering::Relaxed);
-                    if n >= requests {
-                        return outcome;
-                    }
-                    let started = Instant::now();
-                    let result = tokio::time::timeout(REQUEST_TIMEOUT, client.send(worker, n))
-                        .await
-                        .unwrap_or_else(|_| Err(format!("no answer within {REQUEST_TIMEOUT:?}")));
-                    outcome.record(result.map(|()| started.elapsed()));
-                }
-            })
-        })
-        .collect();
-    let mut total = Outcome::default();
-    for worker in workers {
-        total.merge(worker.await.expect("a worker panicked"));
-    }
-    total.elapsed = start.elapsed();
-    total
+    let client = client.clone();
+    support::measure(concurrency, requests, move |worker, n| {
+        let client = client.clone();
+        async move {
+            tokio::time::timeout(REQUEST_TIMEOUT, client.send(worker, n))
+                .await
+                .unwrap_or_else(|_| Err(format!("no answer within {REQUEST_TIMEOUT:?}")))
+        }
+    })
+    .await
 }
 
 /// A client of one binding, shared by the workers of a cell.
@@ -547,12 +461,7 @@ impl Server {
 
     /// The CPU time (user + system) the server process has used so far, on Linux.
     fn cpu_time(&self) -> Option<Duration> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()?)).ok()?;
-        // After "pid (comm) ", the fields from `state` on; utime and stime are fields 14 and 15.
-        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-        let ticks: u64 =
-            fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-        Some(Duration::from_secs_f64(ticks as f64 / *CLOCK_TICKS))
+        support::cpu_time(self.child.id()?)
     }
 
     /// SIGTERM (a graceful stop that closes the store), SIGKILL after 15 s.

@@ -63,10 +63,9 @@
 //! and server share the machine's cores, so on a small machine the rates are lower bounds.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
@@ -83,6 +82,7 @@ use tokio_util::sync::CancellationToken;
 
 #[path = "support/mod.rs"]
 mod support;
+use support::{Outcome, measure, percentile};
 
 /// Section 1: posts measured per cell, by tool calls in flight.
 const POST_CELLS: [(usize, usize); 2] = [(1, 300), (64, 3_000)];
@@ -107,18 +107,6 @@ const FLOOD_POSTS: usize = 200;
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// The server's stderr, in its data directory.
 const SERVER_LOG: &str = "server.log";
-/// Error messages kept per cell (the count covers all of them).
-const ERROR_SAMPLES: usize = 5;
-/// The unit of the CPU times in `/proc/<pid>/stat` (`getconf CLK_TCK`, 100 on Linux in practice).
-static CLOCK_TICKS: LazyLock<f64> = LazyLock::new(|| {
-    std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok()?.trim().parse().ok())
-        .unwrap_or(100.0)
-});
-
 #[tokio::main]
 async fn main() {
     liaison::tls::install_crypto_provider();
@@ -952,105 +940,6 @@ async fn flood_row(backend: &str, phase: &str, server: &Server, memory: Memory, 
 // ---------------------------------------------------------------------------------------------
 // Measuring
 
-/// What one run of operations gave: the successful ones' latencies and the failures.
-#[derive(Default)]
-struct Outcome {
-    latencies: Vec<Duration>,
-    /// Up to [`ERROR_SAMPLES`] distinct messages with their counts.
-    errors: BTreeMap<String, usize>,
-    failed: usize,
-    elapsed: Duration,
-}
-
-impl Outcome {
-    fn record(&mut self, result: Result<Duration, String>) {
-        match result {
-            Ok(latency) => self.latencies.push(latency),
-            Err(message) => {
-                self.failed += 1;
-                if self.errors.len() < ERROR_SAMPLES || self.errors.contains_key(&message) {
-                    *self.errors.entry(message).or_default() += 1;
-                }
-            }
-        }
-    }
-
-    fn merge(&mut self, other: Outcome) {
-        self.latencies.extend(other.latencies);
-        self.failed += other.failed;
-        for (message, count) in other.errors {
-            if self.errors.len() < ERROR_SAMPLES || self.errors.contains_key(&message) {
-                *self.errors.entry(message).or_default() += count;
-            }
-        }
-    }
-
-    /// The successful latencies in milliseconds, sorted.
-    fn latencies_ms(&self) -> Vec<f64> {
-        let mut ms: Vec<f64> = self
-            .latencies
-            .iter()
-            .map(|d| d.as_secs_f64() * 1e3)
-            .collect();
-        ms.sort_by(f64::total_cmp);
-        ms
-    }
-
-    fn report(&self, phase: &str) {
-        for (message, count) in &self.errors {
-            println!("    {phase}: {count} × {message}");
-        }
-        let shown: usize = self.errors.values().sum();
-        if shown < self.failed {
-            println!(
-                "    {phase}: {} more errors with other messages",
-                self.failed - shown
-            );
-        }
-    }
-}
-
-/// Runs `count` operations from `concurrency` workers, each taking the next operation number.
-async fn measure<F, Fut>(concurrency: usize, count: usize, job: F) -> Outcome
-where
-    F: Fn(usize, usize) -> Fut + Clone + Send + 'static,
-    Fut: Future<Output = Result<(), String>> + Send + 'static,
-{
-    let next = Arc::new(AtomicUsize::new(0));
-    let start = Instant::now();
-    let workers: Vec<_> = (0..concurrency)
-        .map(|worker| {
-            let (job, next) = (job.clone(), next.clone());
-            tokio::spawn(async move {
-                let mut outcome = Outcome::default();
-                loop {
-                    let n = next.fetch_add(1, Ordering::Relaxed);
-                    if n >= count {
-                        return outcome;
-                    }
-                    let started = Instant::now();
-                    let result = job(worker, n).await;
-                    outcome.record(result.map(|()| started.elapsed()));
-                }
-            })
-        })
-        .collect();
-    let mut total = Outcome::default();
-    for worker in workers {
-        total.merge(worker.await.expect("a worker panicked"));
-    }
-    total.elapsed = start.elapsed();
-    total
-}
-
-/// The value at quantile `q` of sorted `values`; NaN when there is none.
-fn percentile(values: &[f64], q: f64) -> f64 {
-    if values.is_empty() {
-        return f64::NAN;
-    }
-    values[((values.len() as f64 * q) as usize).min(values.len() - 1)]
-}
-
 /// The server's CPU time since `before`, in µs per operation (`-` without `/proc`).
 fn cpu_per(server: &Server, before: Option<Duration>, operations: usize) -> String {
     server
@@ -1326,12 +1215,7 @@ impl Server {
 
     /// The CPU time (user + system) the server process has used so far, on Linux.
     fn cpu_time(&self) -> Option<Duration> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()?)).ok()?;
-        // After "pid (comm) ", the fields from `state` on; utime and stime are fields 14 and 15.
-        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-        let ticks: u64 =
-            fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-        Some(Duration::from_secs_f64(ticks as f64 / *CLOCK_TICKS))
+        support::cpu_time(self.child.id()?)
     }
 
     /// `VmRSS` and `VmHWM` (peak) of the server process in KiB, on Linux.
