@@ -3,9 +3,7 @@
 //! pure state machine of `domain::approval` under the row's lock, and appends its audit entry in
 //! the same transaction, so the log never misses or invents a step.
 
-use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Row as _};
-
+use super::db::{Conn, Row, query};
 use super::messages::{NewMessage, append_entry, post_in};
 use super::remote_tasks::RemoteHop;
 use super::{EntryContent, Result, Store, StoreError};
@@ -114,14 +112,14 @@ const APPROVAL_COLUMNS: &str = "id, kind, thread_id, message_id, channel, impact
      approvers, state, reason, decided_by, decided_via, decided_at, consumed_by, consumed_session, \
      consumed_at, created_at, expires_at";
 
-fn opt_person(row: &AnyRow, column: &str) -> Result<Option<PersonId>> {
+fn opt_person(row: &Row, column: &str) -> Result<Option<PersonId>> {
     Ok(row
         .try_get::<Option<String>, _>(column)?
         .map(PersonId::parse)
         .transpose()?)
 }
 
-fn approval(row: &AnyRow) -> Result<ApprovalRecord> {
+fn approval(row: &Row) -> Result<ApprovalRecord> {
     Ok(ApprovalRecord {
         id: ApprovalId::parse(row.try_get::<String, _>("id")?)?,
         kind: row.try_get::<String, _>("kind")?.parse()?,
@@ -152,7 +150,7 @@ fn approval(row: &AnyRow) -> Result<ApprovalRecord> {
     })
 }
 
-fn audit(row: &AnyRow) -> Result<AuditRecord> {
+fn audit(row: &Row) -> Result<AuditRecord> {
     Ok(AuditRecord {
         seq: row.try_get("seq")?,
         at: Timestamp(row.try_get("at")?),
@@ -191,8 +189,8 @@ pub(super) struct AuditEntry<'a> {
     pub at: Timestamp,
 }
 
-pub(super) async fn append_audit(tx: &mut AnyConnection, e: AuditEntry<'_>) -> Result<()> {
-    sqlx::query(
+pub(super) async fn append_audit(tx: &mut Conn, e: AuditEntry<'_>) -> Result<()> {
+    query(
         "INSERT INTO audit_log (at, event, approval_id, thread_id, fingerprint, actor, via, decision, \
          session, detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     )
@@ -212,10 +210,10 @@ pub(super) async fn append_audit(tx: &mut AnyConnection, e: AuditEntry<'_>) -> R
 }
 
 /// Stores the approval a new request needs, with its `created` audit entry.
-pub(super) async fn insert(tx: &mut AnyConnection, a: &NewApproval, m: &NewMessage) -> Result<()> {
+pub(super) async fn insert(tx: &mut Conn, a: &NewApproval, m: &NewMessage) -> Result<()> {
     let approvers =
         serde_json::to_string(&a.approvers).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    sqlx::query(
+    query(
         "INSERT INTO approvals (id, thread_id, message_id, channel, impact, fingerprint, requested_by, \
          approvers, state, created_at, expires_at, kind) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $11)",
     )
@@ -253,7 +251,7 @@ pub(super) async fn insert(tx: &mut AnyConnection, a: &NewApproval, m: &NewMessa
 /// The approval that governs work on `thread` now: the newest request approval (outbound ones
 /// govern sends, not claims). `lock` makes it `FOR UPDATE`.
 pub(super) async fn latest_in(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     thread: &ThreadId,
     lock: &str,
 ) -> Result<Option<ApprovalRecord>> {
@@ -261,7 +259,7 @@ pub(super) async fn latest_in(
         "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE thread_id = $1 AND kind = 'request' \
          ORDER BY created_at DESC, id DESC LIMIT 1{lock}"
     );
-    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+    let row = query(sql)
         .bind(thread.as_str().to_owned())
         .fetch_optional(&mut *tx)
         .await?;
@@ -270,7 +268,7 @@ pub(super) async fn latest_in(
 
 /// Marks an approved approval consumed by the claim of `session`, with its audit entry.
 pub(super) async fn consume(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     a: &ApprovalRecord,
     person: &PersonId,
     session: &AgentIdentity,
@@ -279,7 +277,7 @@ pub(super) async fn consume(
     a.state
         .apply(ApprovalEvent::Consumed)
         .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    sqlx::query(
+    query(
         "UPDATE approvals SET state = 'consumed', consumed_by = $1, consumed_session = $2, consumed_at = $3 \
          WHERE id = $4 AND state = 'approved'",
     )
@@ -308,16 +306,12 @@ pub(super) async fn consume(
 }
 
 /// Marks an outbound approval consumed by the send its allow enqueued, with its audit entry.
-async fn consume_by_send(
-    tx: &mut AnyConnection,
-    a: &mut ApprovalRecord,
-    now: Timestamp,
-) -> Result<()> {
+async fn consume_by_send(tx: &mut Conn, a: &mut ApprovalRecord, now: Timestamp) -> Result<()> {
     a.state = a
         .state
         .apply(ApprovalEvent::Consumed)
         .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    sqlx::query(
+    query(
         "UPDATE approvals SET state = 'consumed', consumed_by = decided_by, consumed_at = $1 \
          WHERE id = $2 AND state = 'approved'",
     )
@@ -348,7 +342,7 @@ async fn consume_by_send(
 impl Store {
     pub async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>> {
         let sql = format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = $1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let row = query(sql)
             .bind(id.as_str().to_owned())
             .fetch_optional(&self.pool)
             .await?;
@@ -358,7 +352,7 @@ impl Store {
     /// The approval of one request message, if it needed one.
     pub async fn approval_of_message(&self, id: &MessageId) -> Result<Option<ApprovalRecord>> {
         let sql = format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE message_id = $1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let row = query(sql)
             .bind(id.as_str().to_owned())
             .fetch_optional(&self.pool)
             .await?;
@@ -370,7 +364,7 @@ impl Store {
         let sql = format!(
             "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE thread_id = $1 ORDER BY created_at, id"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let rows = query(sql)
             .bind(thread.as_str().to_owned())
             .fetch_all(&self.pool)
             .await?;
@@ -397,7 +391,7 @@ impl Store {
             "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE approvers LIKE $1 AND id < $2{state} \
              ORDER BY id DESC LIMIT $3"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let rows = query(sql)
             .bind(format!("%\"{}\"%", approver.as_str()))
             .bind(before.map_or_else(|| "apr_g".to_owned(), |b| b.as_str().to_owned()))
             .bind(limit)
@@ -412,7 +406,7 @@ impl Store {
             "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE state = 'pending' AND expires_at <= $1 \
              ORDER BY expires_at LIMIT $2"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let rows = query(sql)
             .bind(now.0)
             .bind(limit)
             .fetch_all(&self.pool)
@@ -429,7 +423,7 @@ impl Store {
         self.write(move |tx| {
             Box::pin(async move {
                 let sql = format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = $1{lock}");
-                let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+                let row = query(sql)
                     .bind(s.approval.as_str().to_owned())
                     .fetch_optional(&mut *tx)
                     .await?
@@ -442,7 +436,7 @@ impl Store {
                     ApprovalEvent::Decided(d) => Some(d),
                     _ => None,
                 };
-                sqlx::query(
+                query(
                     "UPDATE approvals SET state = $1, reason = $2, decided_by = $3, decided_via = $4, \
                      decided_at = $5 WHERE id = $6",
                 )
@@ -527,7 +521,7 @@ impl Store {
         since: Option<Timestamp>,
         limit: i64,
     ) -> Result<Vec<AuditRecord>> {
-        let rows = sqlx::query(
+        let rows = query(
             "SELECT seq, at, event, approval_id, thread_id, fingerprint, actor, via, decision, session, \
              detail FROM audit_log WHERE seq > $1 AND at >= $2 ORDER BY seq LIMIT $3",
         )

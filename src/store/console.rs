@@ -4,9 +4,7 @@
 //! replica) cannot both succeed. Also the one read the console needs that no other front does:
 //! the threads of a channel.
 
-use sqlx::Row as _;
-use sqlx::any::AnyRow;
-
+use super::db::{Row, query};
 use super::messages::{THREAD_COLUMNS, thread};
 use super::{Result, Store, ThreadRecord};
 use crate::domain::{ApprovalId, ChannelName, PersonId, Timestamp};
@@ -74,7 +72,7 @@ pub struct SessionRecord {
     pub ended_at: Option<Timestamp>,
 }
 
-fn link(kind: LinkKind, row: &AnyRow) -> Result<LinkRecord> {
+fn link(kind: LinkKind, row: &Row) -> Result<LinkRecord> {
     Ok(LinkRecord {
         id: row.try_get("id")?,
         person: PersonId::parse(row.try_get::<String, _>("person")?)?,
@@ -92,7 +90,7 @@ fn link(kind: LinkKind, row: &AnyRow) -> Result<LinkRecord> {
 
 const SESSION_COLUMNS: &str = "id, person, created_at, expires_at, ended_at";
 
-fn session(row: &AnyRow) -> Result<SessionRecord> {
+fn session(row: &Row) -> Result<SessionRecord> {
     Ok(SessionRecord {
         id: row.try_get("id")?,
         person: PersonId::parse(row.try_get::<String, _>("person")?)?,
@@ -108,7 +106,7 @@ impl Store {
             Box::pin(async move {
                 match l.kind {
                     LinkKind::Login => {
-                        sqlx::query(
+                        query(
                             "INSERT INTO login_links (id, secret_hash, person, created_by, created_at, \
                              expires_at) VALUES ($1, $2, $3, $4, $5, $6)",
                         )
@@ -122,7 +120,7 @@ impl Store {
                         .await?;
                     }
                     LinkKind::Approval => {
-                        sqlx::query(
+                        query(
                             "INSERT INTO approval_links (id, secret_hash, person, approval_id, created_by, \
                              created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
                         )
@@ -154,7 +152,7 @@ impl Store {
             kind.columns(),
             kind.table()
         );
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let row = query(sql)
             .bind(secret_hash.to_owned())
             .fetch_optional(&self.pool)
             .await?;
@@ -176,7 +174,7 @@ impl Store {
         );
         self.write(move |tx| {
             Box::pin(async move {
-                let done = sqlx::query(sqlx::AssertSqlSafe(sql))
+                let done = query(sql)
                     .bind(csrf_hash)
                     .bind(secret_hash)
                     .bind(now.0)
@@ -205,7 +203,7 @@ impl Store {
         );
         self.write(move |tx| {
             Box::pin(async move {
-                let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+                let row = query(sql)
                     .bind(now.0)
                     .bind(secret_hash)
                     .bind(csrf_hash)
@@ -220,7 +218,7 @@ impl Store {
     pub async fn insert_session(&self, s: SessionRecord, secret_hash: String) -> Result<()> {
         self.write(move |tx| {
             Box::pin(async move {
-                sqlx::query(
+                query(
                     "INSERT INTO console_sessions (id, secret_hash, person, created_at, expires_at) \
                      VALUES ($1, $2, $3, $4, $5)",
                 )
@@ -240,7 +238,7 @@ impl Store {
     /// The session with this secret hash, whatever its state.
     pub async fn session_by_hash(&self, secret_hash: &str) -> Result<Option<SessionRecord>> {
         let sql = format!("SELECT {SESSION_COLUMNS} FROM console_sessions WHERE secret_hash = $1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let row = query(sql)
             .bind(secret_hash.to_owned())
             .fetch_optional(&self.pool)
             .await?;
@@ -251,7 +249,7 @@ impl Store {
     pub async fn end_session(&self, secret_hash: String, now: Timestamp) -> Result<bool> {
         self.write(move |tx| {
             Box::pin(async move {
-                let done = sqlx::query(
+                let done = query(
                     "UPDATE console_sessions SET ended_at = $1 WHERE secret_hash = $2 AND ended_at IS NULL",
                 )
                 .bind(now.0)
@@ -273,7 +271,7 @@ impl Store {
         let sql = format!(
             "SELECT {THREAD_COLUMNS} FROM threads WHERE channel = $1 ORDER BY updated_at DESC, id DESC LIMIT $2"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let rows = query(sql)
             .bind(channel.as_str().to_owned())
             .bind(limit)
             .fetch_all(&self.pool)

@@ -1,9 +1,7 @@
 //! Claims on threads, presence and advisory leases: the coordination between agent sessions.
 //! Expiry is always "expires_at <= now" at read time, so nothing needs a cleanup job to be correct.
 
-use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Row as _};
-
+use super::db::{Conn, Row, query};
 use super::messages::append_entry;
 use super::{Backend, ClaimRecord, EntryContent, LeaseRecord, PresenceRecord, Result, Store};
 use crate::domain::{
@@ -35,7 +33,7 @@ pub enum LeaseAttempt {
     Held(Vec<LeaseRecord>),
 }
 
-fn claim(row: &AnyRow) -> Result<ClaimRecord> {
+fn claim(row: &Row) -> Result<ClaimRecord> {
     Ok(ClaimRecord {
         thread: ThreadId::parse(row.try_get::<String, _>("thread_id")?)?,
         person: PersonId::parse(row.try_get::<String, _>("person_id")?)?,
@@ -45,7 +43,7 @@ fn claim(row: &AnyRow) -> Result<ClaimRecord> {
     })
 }
 
-fn presence(row: &AnyRow) -> Result<PresenceRecord> {
+fn presence(row: &Row) -> Result<PresenceRecord> {
     Ok(PresenceRecord {
         person: PersonId::parse(row.try_get::<String, _>("person_id")?)?,
         agent: AgentIdentity::parse(row.try_get::<String, _>("agent")?)?,
@@ -58,7 +56,7 @@ fn presence(row: &AnyRow) -> Result<PresenceRecord> {
     })
 }
 
-fn lease(row: &AnyRow) -> Result<LeaseRecord> {
+fn lease(row: &Row) -> Result<LeaseRecord> {
     Ok(LeaseRecord {
         resource: row.try_get("resource")?,
         person: PersonId::parse(row.try_get::<String, _>("person_id")?)?,
@@ -92,7 +90,7 @@ impl Store {
         self.write(move |tx| {
             Box::pin(async move {
                 let sql = format!("SELECT state FROM threads WHERE id = $1{lock}");
-                let state: Option<String> = sqlx::query(sqlx::AssertSqlSafe(sql))
+                let state: Option<String> = query(sql)
                     .bind(thread.as_str().to_owned())
                     .fetch_optional(&mut *tx)
                     .await?
@@ -107,7 +105,7 @@ impl Store {
                 {
                     return Ok(ClaimAttempt::AwaitingApproval(Box::new(a.clone())));
                 }
-                let won = sqlx::query(
+                let won = query(
                     "INSERT INTO claims (thread_id, person_id, session, claimed_at, expires_at) \
                      VALUES ($1, $2, $3, $4, $5) \
                      ON CONFLICT (thread_id) DO UPDATE SET \
@@ -131,7 +129,7 @@ impl Store {
                     super::tasks::on_claim(tx, &cache, &thread, now).await?;
                     return Ok(ClaimAttempt::Claimed(claim(&row)?));
                 }
-                let row = sqlx::query(
+                let row = query(
                     "SELECT thread_id, person_id, session, claimed_at, expires_at FROM claims WHERE thread_id = $1",
                 )
                 .bind(thread.as_str().to_owned())
@@ -157,7 +155,7 @@ impl Store {
     ) -> Result<bool> {
         self.write(move |tx| {
             Box::pin(async move {
-                let done = sqlx::query(
+                let done = query(
                     "DELETE FROM claims WHERE thread_id = $1 AND person_id = $2 AND session = $3",
                 )
                 .bind(thread.as_str().to_owned())
@@ -177,7 +175,7 @@ impl Store {
         thread: &ThreadId,
         now: Timestamp,
     ) -> Result<Option<ClaimRecord>> {
-        let row = sqlx::query(
+        let row = query(
             "SELECT thread_id, person_id, session, claimed_at, expires_at FROM claims \
              WHERE thread_id = $1 AND expires_at > $2",
         )
@@ -195,7 +193,7 @@ impl Store {
         now: Timestamp,
         limit: i64,
     ) -> Result<Vec<ThreadId>> {
-        let rows = sqlx::query(
+        let rows = query(
             "SELECT t.id FROM threads t WHERE t.state = 'open' AND (t.opener_kind IN ('request', 'handoff') OR t.task_state IS NOT NULL) \
              AND t.opened_by <> $1 \
              AND EXISTS (SELECT 1 FROM inbox_entries e WHERE e.person_id = $1 AND e.thread_id = t.id) \
@@ -215,7 +213,7 @@ impl Store {
     pub async fn set_presence(&self, p: PresenceRecord) -> Result<()> {
         self.write(move |tx| {
             Box::pin(async move {
-                sqlx::query(
+                query(
                     "INSERT INTO presence (person_id, agent, transition, task, updated_at, expires_at) \
                      VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (person_id, agent) DO UPDATE SET \
                      transition = excluded.transition, task = excluded.task, \
@@ -241,7 +239,7 @@ impl Store {
             "SELECT person_id, agent, transition, task, updated_at, expires_at FROM presence \
              WHERE expires_at > $2 AND person_id IN {FLEET_SCOPE} ORDER BY person_id, agent"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let rows = query(sql)
             .bind(person.as_str().to_owned())
             .bind(now.0)
             .fetch_all(&self.pool)
@@ -272,7 +270,7 @@ impl Store {
     ) -> Result<bool> {
         self.write(move |tx| {
             Box::pin(async move {
-                let done = sqlx::query(
+                let done = query(
                     "DELETE FROM leases WHERE resource = $1 AND person_id = $2 AND agent = $3 AND expires_at > $4",
                 )
                 .bind(resource)
@@ -293,7 +291,7 @@ impl Store {
             "SELECT resource, person_id, agent, mode, acquired_at, expires_at FROM leases \
              WHERE expires_at > $2 AND person_id IN {FLEET_SCOPE} ORDER BY resource, acquired_at"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let rows = query(sql)
             .bind(person.as_str().to_owned())
             .bind(now.0)
             .fetch_all(&self.pool)
@@ -303,7 +301,7 @@ impl Store {
 }
 
 async fn acquire_in(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     backend: Backend,
     want: LeaseRecord,
     force: bool,
@@ -311,17 +309,17 @@ async fn acquire_in(
 ) -> Result<LeaseAttempt> {
     if backend == Backend::Postgres {
         // Serialises acquirers of one resource, including when no row exists yet.
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))::text AS locked")
+        query("SELECT pg_advisory_xact_lock(hashtext($1))::text AS locked")
             .bind(want.resource.clone())
             .fetch_one(&mut *tx)
             .await?;
     }
-    sqlx::query("DELETE FROM leases WHERE resource = $1 AND expires_at <= $2")
+    query("DELETE FROM leases WHERE resource = $1 AND expires_at <= $2")
         .bind(want.resource.clone())
         .bind(now.0)
         .execute(&mut *tx)
         .await?;
-    let rows = sqlx::query(
+    let rows = query(
         "SELECT resource, person_id, agent, mode, acquired_at, expires_at FROM leases WHERE resource = $1",
     )
     .bind(want.resource.clone())
@@ -338,7 +336,7 @@ async fn acquire_in(
         return Ok(LeaseAttempt::Held(conflicts));
     }
     for old in &conflicts {
-        sqlx::query("DELETE FROM leases WHERE resource = $1 AND person_id = $2 AND agent = $3")
+        query("DELETE FROM leases WHERE resource = $1 AND person_id = $2 AND agent = $3")
             .bind(old.resource.clone())
             .bind(old.person.as_str().to_owned())
             .bind(old.agent.as_str().to_owned())
@@ -358,7 +356,7 @@ async fn acquire_in(
         .iter()
         .find(|l| mine(l))
         .map_or(now, |l| l.acquired_at);
-    sqlx::query(
+    query(
         "INSERT INTO leases (resource, person_id, agent, mode, acquired_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6) \
          ON CONFLICT (resource, person_id, agent) DO UPDATE SET mode = excluded.mode, expires_at = excluded.expires_at",
     )

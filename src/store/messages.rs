@@ -1,8 +1,6 @@
 //! Threads, messages and inboxes: the posting transaction and the exactly-once drain.
 
-use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Row as _};
-
+use super::db::{Conn, Query, Row, query};
 use super::{
     EntryContent, InboxEntry, InboxPosition, MessageRecord, Result, Store, StoreError, TaskInfo,
     ThreadRecord,
@@ -74,7 +72,7 @@ fn opt_parse<T: std::str::FromStr<Err = crate::domain::ParseError>>(
     Ok(v.map(|s| s.parse()).transpose()?)
 }
 
-fn message(row: &AnyRow) -> Result<MessageRecord> {
+fn message(row: &Row) -> Result<MessageRecord> {
     let recipients: Vec<PersonId> =
         serde_json::from_str(&row.try_get::<String, _>("recipients")?).map_err(json_err)?;
     Ok(MessageRecord {
@@ -104,7 +102,7 @@ fn message(row: &AnyRow) -> Result<MessageRecord> {
     })
 }
 
-pub(super) fn thread(row: &AnyRow) -> Result<ThreadRecord> {
+pub(super) fn thread(row: &Row) -> Result<ThreadRecord> {
     let name: String = row.try_get("state")?;
     let asker = row
         .try_get::<Option<String>, _>("asker")?
@@ -144,7 +142,7 @@ pub(super) fn thread(row: &AnyRow) -> Result<ThreadRecord> {
     })
 }
 
-fn entry(row: &AnyRow) -> Result<InboxEntry> {
+fn entry(row: &Row) -> Result<InboxEntry> {
     let kind: String = row.try_get("entry_kind")?;
     let content = match kind.as_str() {
         "message" => EntryContent::Message {
@@ -181,7 +179,7 @@ impl Store {
 
     pub async fn message(&self, id: &MessageId) -> Result<Option<MessageRecord>> {
         let sql = format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = $1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let row = query(sql)
             .bind(id.as_str().to_owned())
             .fetch_optional(&self.pool)
             .await?;
@@ -190,7 +188,7 @@ impl Store {
 
     pub async fn thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
         let sql = format!("SELECT {THREAD_COLUMNS} FROM threads WHERE id = $1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let row = query(sql)
             .bind(id.as_str().to_owned())
             .fetch_optional(&self.pool)
             .await?;
@@ -207,7 +205,7 @@ impl Store {
         let sql = format!(
             "SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = $1 AND position > $2 ORDER BY position LIMIT $3"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let rows = query(sql)
             .bind(id.as_str().to_owned())
             .bind(after)
             .bind(limit)
@@ -218,7 +216,7 @@ impl Store {
 
     /// Where `consumer` stands in `person`'s inbox (a consumer never seen has acknowledged nothing).
     pub async fn inbox_position(&self, person: &PersonId, consumer: &str) -> Result<InboxPosition> {
-        let row = sqlx::query(
+        let row = query(
             "SELECT p.inbox_seq AS last, COALESCE((SELECT c.acked FROM consumers c \
              WHERE c.person_id = p.id AND c.name = $2), 0) AS acked FROM persons p WHERE p.id = $1",
         )
@@ -244,7 +242,7 @@ impl Store {
     ) -> Result<InboxPosition> {
         self.write(move |tx| {
             Box::pin(async move {
-                let last: i64 = sqlx::query("SELECT inbox_seq FROM persons WHERE id = $1")
+                let last: i64 = query("SELECT inbox_seq FROM persons WHERE id = $1")
                     .bind(person.as_str().to_owned())
                     .fetch_optional(&mut *tx)
                     .await?
@@ -253,7 +251,7 @@ impl Store {
                 if after > last {
                     return Err(StoreError::CursorAhead { after, last });
                 }
-                let row = sqlx::query(
+                let row = query(
                     "INSERT INTO consumers (person_id, name, acked, updated_at) VALUES ($1, $2, $3, $4) \
                      ON CONFLICT (person_id, name) DO UPDATE SET \
                      acked = CASE WHEN excluded.acked > consumers.acked THEN excluded.acked ELSE consumers.acked END, \
@@ -278,7 +276,7 @@ impl Store {
         after: i64,
         limit: i64,
     ) -> Result<Vec<InboxEntry>> {
-        let rows = sqlx::query(
+        let rows = query(
             "SELECT seq, entry_kind, message_id, thread_id, channel, notice, created_at FROM inbox_entries \
              WHERE person_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
         )
@@ -293,14 +291,14 @@ impl Store {
 
 /// The outcome of a post whose idempotency key `author` used before: the earlier message and its
 /// thread, or a refusal when the earlier request was a different one. `None` when the key is unused.
-async fn replayed(tx: &mut AnyConnection, m: &NewMessage) -> Result<Option<PostOutcome>> {
+async fn replayed(tx: &mut Conn, m: &NewMessage) -> Result<Option<PostOutcome>> {
     let Some(key) = &m.idempotency_key else {
         return Ok(None);
     };
     let sql = format!(
         "SELECT {MESSAGE_COLUMNS}, request_hash FROM messages WHERE author = $1 AND idempotency_key = $2"
     );
-    let earlier = sqlx::query(sqlx::AssertSqlSafe(sql))
+    let earlier = query(sql)
         .bind(m.author.as_str().to_owned())
         .bind(key.clone())
         .fetch_optional(&mut *tx)
@@ -313,7 +311,7 @@ async fn replayed(tx: &mut AnyConnection, m: &NewMessage) -> Result<Option<PostO
     }
     let message = message(&row)?;
     let sql = format!("SELECT {THREAD_COLUMNS} FROM threads WHERE id = $1");
-    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+    let row = query(sql)
         .bind(message.thread.as_str().to_owned())
         .fetch_one(&mut *tx)
         .await?;
@@ -325,7 +323,7 @@ async fn replayed(tx: &mut AnyConnection, m: &NewMessage) -> Result<Option<PostO
 }
 
 pub(super) async fn post_in(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     m: NewMessage,
     lock: &'static str,
     cache: &super::outbox::WebhookCache,
@@ -381,7 +379,7 @@ pub(super) async fn post_in(
         (record, 1)
     } else {
         let sql = format!("SELECT {THREAD_COLUMNS} FROM threads WHERE id = $1{lock}");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let row = query(sql)
             .bind(m.thread.as_str().to_owned())
             .fetch_optional(&mut *tx)
             .await?
@@ -400,7 +398,7 @@ pub(super) async fn post_in(
         record.message_count += 1;
         record.updated_at = m.created_at;
         let (name, asker, outcome) = record.state.parts();
-        sqlx::query(
+        query(
             "UPDATE threads SET state = $1, asker = $2, outcome = $3, message_count = $4, updated_at = $5, \
              task_state = $6, task_event_seq = $7 WHERE id = $8",
         )
@@ -480,7 +478,7 @@ pub(super) async fn post_in(
     }
 
     if matches!(m.kind, Kind::Reply | Kind::Close) {
-        sqlx::query("DELETE FROM claims WHERE thread_id = $1")
+        query("DELETE FROM claims WHERE thread_id = $1")
             .bind(m.thread.as_str().to_owned())
             .execute(&mut *tx)
             .await?;
@@ -525,8 +523,6 @@ const EVENT_INTO: &str =
 /// seq and state are $18 and $19.
 const EVENT_VALUES: &str = "$2, $18, $19, 'message', $1, $17";
 
-type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>;
-
 /// The values of a new thread's row that its first message does not carry.
 struct Opening {
     subject: String,
@@ -556,7 +552,7 @@ impl Opening {
     }
 
     /// Binds the values [`Opening::insert_sql`] numbered, in order.
-    fn bind(self, q: AnyQuery<'_>) -> AnyQuery<'_> {
+    fn bind(self, q: Query) -> Query {
         q.bind(self.subject)
             .bind(self.state)
             .bind(self.asker)
@@ -580,7 +576,7 @@ impl Opening {
 /// first locked in id order (`lock` is ` FOR UPDATE`), so that concurrent posts on several
 /// replicas cannot deadlock on them.
 async fn insert_message_rows(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     m: &NewMessage,
     position: i64,
     event: Option<(i64, TaskState)>,
@@ -606,7 +602,7 @@ async fn insert_message_rows(
     let recipients_json = serde_json::to_string(&m.recipients).map_err(json_err)?;
     let attachments = serde_json::to_string(&m.attachments).map_err(json_err)?;
     let bind = |sql: String, with_event: bool, with_recipients: bool| {
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let mut q = query(sql)
             .bind(m.id.as_str().to_owned())
             .bind(m.thread.as_str().to_owned())
             .bind(m.channel.as_str().to_owned())
@@ -730,19 +726,18 @@ async fn insert_message_rows(
 
 /// Appends one entry to a person's inbox with the next sequence number; returns it.
 pub(super) async fn append_entry(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     person: &PersonId,
     content: &EntryContent,
     now: Timestamp,
 ) -> Result<i64> {
-    let seq: i64 = sqlx::query(
-        "UPDATE persons SET inbox_seq = inbox_seq + 1 WHERE id = $1 RETURNING inbox_seq",
-    )
-    .bind(person.as_str().to_owned())
-    .fetch_optional(&mut *tx)
-    .await?
-    .ok_or(StoreError::NotFound("recipient"))?
-    .try_get("inbox_seq")?;
+    let seq: i64 =
+        query("UPDATE persons SET inbox_seq = inbox_seq + 1 WHERE id = $1 RETURNING inbox_seq")
+            .bind(person.as_str().to_owned())
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or(StoreError::NotFound("recipient"))?
+            .try_get("inbox_seq")?;
     let (kind, message, thread, channel, notice) = match content {
         EntryContent::Message {
             message,
@@ -757,7 +752,7 @@ pub(super) async fn append_entry(
         ),
         EntryContent::Notice { notice } => ("notice", None, None, None, Some(notice.to_string())),
     };
-    sqlx::query(
+    query(
         "INSERT INTO inbox_entries (person_id, seq, entry_kind, message_id, thread_id, channel, notice, created_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
     )

@@ -1,7 +1,7 @@
-//! Storage: one `Store` over sqlx's `Any` driver, for SQLite (default) and PostgreSQL.
+//! Storage: one `Store` for SQLite (default, through rusqlite) and PostgreSQL (through sqlx).
 //!
-//! The SQL is written once (`$1` placeholders work on both backends); what differs per backend lives
-//! in [`sqlite`] (file, pragmas) and [`postgres`] (pool, locks). Every write runs through
+//! The SQL is written once (`$1` placeholders work on both backends) and run through [`db`];
+//! what differs per backend lives in [`sqlite`] (file, pragmas) and [`postgres`] (pool, locks). Every write runs through
 //! [`Store::write`] and the group-commit writer ([`writer`]): one task per process commits many
 //! concurrent operations together, each in its own savepoint, one durable flush per batch. A write
 //! is acknowledged only after its commit is durable.
@@ -14,6 +14,7 @@ mod approvals;
 mod cache;
 mod console;
 mod coordination;
+mod db;
 mod messages;
 mod outbox;
 mod people;
@@ -30,7 +31,7 @@ mod writer;
 use std::future::Future;
 use std::pin::Pin;
 
-use sqlx::AnyConnection;
+use db::Conn;
 
 pub use approvals::{ApprovalRecord, AuditRecord, NewApproval, Settled, Settlement};
 pub use cache::TTL as DIRECTORY_TTL;
@@ -126,7 +127,7 @@ pub enum Backend {
 pub struct Store {
     backend: Backend,
     /// Reads.
-    pool: readers::Readers,
+    pool: db::Pool,
     /// Every write.
     writer: writer::BatchWriter,
     /// Called after a commit that may have enqueued outbox deliveries (wakes the workers).
@@ -178,7 +179,7 @@ impl Store {
     pub(crate) async fn write<T, F>(&self, op: F) -> Result<T>
     where
         T: Send + 'static,
-        F: for<'c> FnOnce(&'c mut AnyConnection) -> BoxFut<'c, Result<T>> + Send + 'static,
+        F: for<'c> FnOnce(&'c mut Conn) -> BoxFut<'c, Result<T>> + Send + 'static,
     {
         self.writer.run(op).await
     }
@@ -188,7 +189,7 @@ impl Store {
     pub(crate) async fn write_directory<T, F>(&self, op: F) -> Result<T>
     where
         T: Send + 'static,
-        F: for<'c> FnOnce(&'c mut AnyConnection) -> BoxFut<'c, Result<T>> + Send + 'static,
+        F: for<'c> FnOnce(&'c mut Conn) -> BoxFut<'c, Result<T>> + Send + 'static,
     {
         let done = self.writer.run(op).await;
         self.directory.forget();
@@ -213,7 +214,7 @@ impl Store {
 
     /// Checks the database answers; for `/readyz`.
     pub async fn ping(&self) -> Result<()> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        db::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
     }
 
@@ -224,10 +225,10 @@ impl Store {
 
     /// Approvals waiting for a decision (for `/metrics`).
     pub async fn pending_approvals(&self) -> Result<i64> {
-        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM approvals WHERE state = 'pending'")
+        db::query("SELECT COUNT(*) AS n FROM approvals WHERE state = 'pending'")
             .fetch_one(&self.pool)
-            .await?;
-        Ok(n)
+            .await?
+            .try_get("n")
     }
 
     /// Closes connections after in-flight writes finish.

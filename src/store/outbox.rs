@@ -4,11 +4,10 @@
 //! webhooks they go to. Retry rules (when, how often, what is permanent) are the service's; the
 //! store only applies the outcome it is given.
 
+use super::db::{Conn, Row, query};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Row as _};
 
 use super::{Result, Store, StoreError};
 use crate::domain::{PersonId, ThreadId, Timestamp};
@@ -162,7 +161,7 @@ pub const PUSH_EVENT: &str = "task.event";
 const DELIVERY_COLUMNS: &str = "id, endpoint, url, event_type, event_id, thread_id, event_seq, payload, state, \
      attempts, next_attempt_at, last_status, last_error, created_at, finished_at";
 
-fn delivery(row: &AnyRow) -> Result<DeliveryRecord> {
+fn delivery(row: &Row) -> Result<DeliveryRecord> {
     Ok(DeliveryRecord {
         id: row.try_get("id")?,
         endpoint: row.try_get("endpoint")?,
@@ -185,7 +184,7 @@ fn delivery(row: &AnyRow) -> Result<DeliveryRecord> {
     })
 }
 
-fn attempt(row: &AnyRow) -> Result<AttemptRecord> {
+fn attempt(row: &Row) -> Result<AttemptRecord> {
     Ok(AttemptRecord {
         attempt: row.try_get("attempt")?,
         worker: row.try_get("worker")?,
@@ -202,7 +201,7 @@ const WEBHOOK_COLUMNS: &str = "w.id, w.url, w.events, w.person, w.channel, w.sea
 const WEBHOOK_FROM: &str =
     "webhooks w LEFT JOIN outbox_endpoints e ON e.endpoint = 'webhook:' || w.id";
 
-fn webhook(row: &AnyRow) -> Result<WebhookRecord> {
+fn webhook(row: &Row) -> Result<WebhookRecord> {
     Ok(WebhookRecord {
         id: row.try_get("id")?,
         url: row.try_get("url")?,
@@ -232,8 +231,8 @@ pub(super) struct NewDelivery<'a> {
     pub(super) now: Timestamp,
 }
 
-pub(super) async fn insert(tx: &mut AnyConnection, d: NewDelivery<'_>) -> Result<()> {
-    sqlx::query(
+pub(super) async fn insert(tx: &mut Conn, d: NewDelivery<'_>) -> Result<()> {
+    query(
         "INSERT INTO deliveries (endpoint, order_key, url, event_type, event_id, thread_id, event_seq, payload, \
          state, attempts, next_attempt_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', 0, $9, $9)",
     )
@@ -263,13 +262,13 @@ pub fn webhook_endpoint(id: &str) -> String {
 
 /// Push deliveries of one task event, one per push config of the task whose endpoint is enabled.
 async fn push_event(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     thread: &ThreadId,
     seq: i64,
     only_config: Option<&str>,
     now: Timestamp,
 ) -> Result<bool> {
-    let rows = sqlx::query(
+    let rows = query(
         "SELECT c.id, c.url FROM push_configs c LEFT JOIN outbox_endpoints e \
          ON e.endpoint = 'push:' || c.thread_id || '/' || c.id \
          WHERE c.thread_id = $1 AND e.disabled_at IS NULL AND ($2 IS NULL OR c.id = $2) ORDER BY c.created_at, c.id",
@@ -331,12 +330,12 @@ pub(super) type WebhookCache = super::cache::Slot<Arc<[LiveWebhook]>>;
 
 /// The live webhooks, from memory or read in the writer's transaction (which sees the batch's
 /// own earlier changes; a failed commit is followed by the changing call's own forget).
-async fn live_webhooks(tx: &mut AnyConnection, cache: &WebhookCache) -> Result<Arc<[LiveWebhook]>> {
+async fn live_webhooks(tx: &mut Conn, cache: &WebhookCache) -> Result<Arc<[LiveWebhook]>> {
     if let Some(live) = cache.get() {
         return Ok(live);
     }
     let since = cache.epoch();
-    let rows = sqlx::query(
+    let rows = query(
         "SELECT w.id, w.url, w.events, w.person, w.channel FROM webhooks w \
          LEFT JOIN outbox_endpoints e ON e.endpoint = 'webhook:' || w.id \
          WHERE w.removed_at IS NULL AND e.disabled_at IS NULL ORDER BY w.id",
@@ -368,7 +367,7 @@ async fn live_webhooks(tx: &mut AnyConnection, cache: &WebhookCache) -> Result<A
 /// all with the same event id and a Standard Webhooks body `{type, timestamp, data}` (built only
 /// when some webhook wants it).
 pub(super) async fn webhook_event(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     cache: &WebhookCache,
     event_type: &str,
     audience: Audience<'_>,
@@ -426,7 +425,7 @@ pub(super) async fn webhook_event(
 /// Hook of the task event log: the event's push deliveries and `task.updated` webhooks. Says
 /// whether it enqueued any (these hooks all do).
 pub(super) async fn on_task_event(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     cache: &WebhookCache,
     e: &super::tasks::LoggedEvent<'_>,
 ) -> Result<bool> {
@@ -454,7 +453,7 @@ pub(super) async fn on_task_event(
 
 /// Hook of the posting transaction: `message.created` webhooks.
 pub(super) async fn on_message(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     cache: &WebhookCache,
     m: &super::NewMessage,
     position: i64,
@@ -488,7 +487,7 @@ pub(super) async fn on_message(
 
 /// Hook of a new approval: `approval.pending` webhooks.
 pub(super) async fn on_approval_pending(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     cache: &WebhookCache,
     a: &super::NewApproval,
     m: &super::NewMessage,
@@ -519,7 +518,7 @@ pub(super) async fn on_approval_pending(
 
 /// Hook of a settled approval: `approval.decided` webhooks (an expiry is a decision too).
 pub(super) async fn on_approval_decided(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     cache: &WebhookCache,
     a: &super::ApprovalRecord,
     now: Timestamp,
@@ -587,7 +586,7 @@ impl Store {
         let mut claimed = self
             .write(move |tx| {
                 Box::pin(async move {
-                    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                    let rows = query(sql)
                         .bind(worker)
                         .bind(lease_until.0)
                         .bind(now.0)
@@ -605,7 +604,7 @@ impl Store {
     /// Whether a delivery is due at `now` (a cheap read before claiming), and else when the
     /// next one is.
     pub async fn next_delivery_due(&self) -> Result<Option<Timestamp>> {
-        let row = sqlx::query(
+        let row = query(
             "SELECT MIN(CASE WHEN lease_until IS NOT NULL AND lease_until > next_attempt_at \
              THEN lease_until ELSE next_attempt_at END) AS due FROM deliveries WHERE state = 'pending'",
         )
@@ -639,7 +638,7 @@ impl Store {
              AND ($2 = 0 OR (state = 'pending' AND last_error IS NOT NULL)) AND ($3 IS NULL OR endpoint = $3) \
              AND ($4 IS NULL OR id < $4) ORDER BY id DESC LIMIT $5"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let rows = query(sql)
             .bind(filter.state.map(DeliveryState::as_str))
             .bind(i64::from(filter.failed))
             .bind(filter.endpoint.clone())
@@ -653,14 +652,10 @@ impl Store {
     /// A delivery and its attempts, oldest first.
     pub async fn delivery(&self, id: i64) -> Result<Option<(DeliveryRecord, Vec<AttemptRecord>)>> {
         let sql = format!("SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE id = $1");
-        let Some(row) = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?
-        else {
+        let Some(row) = query(sql).bind(id).fetch_optional(&self.pool).await? else {
             return Ok(None);
         };
-        let attempts = sqlx::query(
+        let attempts = query(
             "SELECT attempt, worker, started_at, latency_ms, status, error_class, error FROM delivery_attempts \
              WHERE delivery_id = $1 ORDER BY attempt",
         )
@@ -680,7 +675,7 @@ impl Store {
         let done = self
             .write(move |tx| {
                 Box::pin(async move {
-                    let Some(row) = sqlx::query("SELECT state, endpoint FROM deliveries WHERE id = $1")
+                    let Some(row) = query("SELECT state, endpoint FROM deliveries WHERE id = $1")
                         .bind(id)
                         .fetch_optional(&mut *tx)
                         .await?
@@ -691,7 +686,7 @@ impl Store {
                         return Ok(Some(false));
                     }
                     let endpoint: String = row.try_get("endpoint")?;
-                    sqlx::query(
+                    query(
                         "UPDATE deliveries SET state = 'pending', next_attempt_at = $1, lease_owner = NULL, \
                          lease_until = NULL, finished_at = NULL WHERE id = $2",
                     )
@@ -699,7 +694,7 @@ impl Store {
                     .bind(id)
                     .execute(&mut *tx)
                     .await?;
-                    sqlx::query(
+                    query(
                         "UPDATE outbox_endpoints SET disabled_at = NULL, dead_streak = 0 WHERE endpoint = $1",
                     )
                     .bind(endpoint)
@@ -751,7 +746,7 @@ impl Store {
             Box::pin(async move {
                 let events = serde_json::to_string(&w.events)
                     .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                sqlx::query(
+                query(
                     "INSERT INTO webhooks (id, url, events, person, channel, sealed_secret, created_at) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7)",
                 )
@@ -778,9 +773,7 @@ impl Store {
         let sql = format!(
             "SELECT {WEBHOOK_COLUMNS} FROM {WEBHOOK_FROM} WHERE w.removed_at IS NULL ORDER BY w.created_at, w.id"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = query(sql).fetch_all(&self.pool).await?;
         rows.iter().map(webhook).collect()
     }
 
@@ -788,7 +781,7 @@ impl Store {
         let sql = format!(
             "SELECT {WEBHOOK_COLUMNS} FROM {WEBHOOK_FROM} WHERE w.removed_at IS NULL AND w.id = $1"
         );
-        sqlx::query(sqlx::AssertSqlSafe(sql))
+        query(sql)
             .bind(id.to_owned())
             .fetch_optional(&self.pool)
             .await?
@@ -802,7 +795,7 @@ impl Store {
         let cache = self.webhooks.clone();
         let done = self.write(move |tx| {
             Box::pin(async move {
-                let done = sqlx::query(
+                let done = query(
                     "UPDATE webhooks SET removed_at = $1 WHERE id = $2 AND removed_at IS NULL",
                 )
                 .bind(now.0)
@@ -812,7 +805,7 @@ impl Store {
                 if done.rows_affected() == 0 {
                     return Ok(false);
                 }
-                sqlx::query(
+                query(
                     "UPDATE deliveries SET state = 'dead', last_error = 'webhook removed', finished_at = $1, \
                      lease_owner = NULL, lease_until = NULL WHERE endpoint = $2 AND state = 'pending'",
                 )
@@ -833,7 +826,7 @@ impl Store {
     pub async fn set_webhook_secret(&self, id: String, sealed: String) -> Result<bool> {
         self.write(move |tx| {
             Box::pin(async move {
-                let done = sqlx::query(
+                let done = query(
                     "UPDATE webhooks SET sealed_secret = $1 WHERE id = $2 AND removed_at IS NULL",
                 )
                 .bind(sealed)
@@ -857,12 +850,11 @@ impl Store {
         let id_out = self
             .write(move |tx| {
                 Box::pin(async move {
-                    let Some(row) = sqlx::query(
-                        "SELECT url FROM webhooks WHERE id = $1 AND removed_at IS NULL",
-                    )
-                    .bind(id.clone())
-                    .fetch_optional(&mut *tx)
-                    .await?
+                    let Some(row) =
+                        query("SELECT url FROM webhooks WHERE id = $1 AND removed_at IS NULL")
+                            .bind(id.clone())
+                            .fetch_optional(&mut *tx)
+                            .await?
                     else {
                         return Ok(None);
                     };
@@ -890,11 +882,10 @@ impl Store {
                         },
                     )
                     .await?;
-                    let row =
-                        sqlx::query("SELECT MAX(id) AS id FROM deliveries WHERE event_id = $1")
-                            .bind(event_id)
-                            .fetch_one(&mut *tx)
-                            .await?;
+                    let row = query("SELECT MAX(id) AS id FROM deliveries WHERE event_id = $1")
+                        .bind(event_id)
+                        .fetch_one(&mut *tx)
+                        .await?;
                     Ok(Some(row.try_get::<i64, _>("id")?))
                 })
             })
@@ -909,12 +900,12 @@ impl Store {
 /// Push deliveries of every event a task has logged so far, for a config just created (so that
 /// a config given inline with SendMessage sees the task from its first event).
 pub(super) async fn replay_push(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     thread: &ThreadId,
     config: &str,
     now: Timestamp,
 ) -> Result<()> {
-    let seqs = sqlx::query("SELECT seq FROM task_events WHERE thread_id = $1 ORDER BY seq")
+    let seqs = query("SELECT seq FROM task_events WHERE thread_id = $1 ORDER BY seq")
         .bind(thread.as_str().to_owned())
         .fetch_all(&mut *tx)
         .await?;
@@ -925,7 +916,7 @@ pub(super) async fn replay_push(
 }
 
 async fn finish_in(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     f: FinishedAttempt,
     lock: &'static str,
     cache: &WebhookCache,
@@ -935,7 +926,7 @@ async fn finish_in(
         AttemptVerdict::RetryAt(at) => ("pending", at, None),
         AttemptVerdict::Dead => ("dead", f.now, Some(f.now.0)),
     };
-    let row = sqlx::query(
+    let row = query(
         "UPDATE deliveries SET state = $1, next_attempt_at = $2, finished_at = $3, last_status = $4, \
          last_error = $5, lease_owner = NULL, lease_until = NULL \
          WHERE id = $6 AND lease_owner = $7 AND attempts = $8 AND state = 'pending' \
@@ -958,7 +949,7 @@ async fn finish_in(
     let Some(row) = row else {
         return Ok(Finished::default());
     };
-    sqlx::query(
+    query(
         "INSERT INTO delivery_attempts (delivery_id, attempt, worker, started_at, latency_ms, status, error_class, error) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
     )
@@ -980,7 +971,7 @@ async fn finish_in(
     };
     match f.verdict {
         AttemptVerdict::Delivered => {
-            sqlx::query("UPDATE outbox_endpoints SET dead_streak = 0 WHERE endpoint = $1")
+            query("UPDATE outbox_endpoints SET dead_streak = 0 WHERE endpoint = $1")
                 .bind(endpoint)
                 .execute(&mut *tx)
                 .await?;
@@ -990,7 +981,7 @@ async fn finish_in(
             if let Some(close) = f.on_dead.clone() {
                 super::remote_tasks::close_unless_closed(tx, close, lock, cache).await?;
             }
-            let streak: i64 = sqlx::query(
+            let streak: i64 = query(
                 "INSERT INTO outbox_endpoints (endpoint, dead_streak) VALUES ($1, 1) ON CONFLICT (endpoint) \
                  DO UPDATE SET dead_streak = outbox_endpoints.dead_streak + 1 RETURNING dead_streak",
             )
@@ -1018,14 +1009,14 @@ async fn finish_in(
                 webhook_event(tx, cache, "delivery.dead", Audience::default(), data, f.now).await?;
             }
             if streak >= f.disable_after {
-                sqlx::query(
+                query(
                     "UPDATE outbox_endpoints SET disabled_at = $1 WHERE endpoint = $2 AND disabled_at IS NULL",
                 )
                 .bind(f.now.0)
                 .bind(endpoint.clone())
                 .execute(&mut *tx)
                 .await?;
-                sqlx::query(
+                query(
                     "UPDATE deliveries SET state = 'dead', last_error = 'endpoint disabled', finished_at = $1, \
                      lease_owner = NULL, lease_until = NULL WHERE endpoint = $2 AND state = 'pending'",
                 )

@@ -1,15 +1,13 @@
 //! Persons, tokens and channels.
 
-use sqlx::Row as _;
-use sqlx::any::AnyRow;
-
+use super::db::{Conn, Row, query};
 use super::{PersonRecord, Result, Store, StoreError, TokenRecord};
 use crate::domain::{
     ApprovalPolicy, ChannelName, PersonId, PolicyChange, Right, Rights, Scopes, Timestamp,
 };
 use crate::store::{ChannelRecord, MemberRecord};
 
-fn person(row: &AnyRow) -> Result<PersonRecord> {
+fn person(row: &Row) -> Result<PersonRecord> {
     Ok(PersonRecord {
         id: PersonId::parse(row.try_get::<String, _>("id")?)?,
         kind: row.try_get::<String, _>("kind")?.parse()?,
@@ -18,7 +16,7 @@ fn person(row: &AnyRow) -> Result<PersonRecord> {
     })
 }
 
-fn token(row: &AnyRow) -> Result<TokenRecord> {
+fn token(row: &Row) -> Result<TokenRecord> {
     Ok(TokenRecord {
         id: row.try_get("id")?,
         person: PersonId::parse(row.try_get::<String, _>("person_id")?)?,
@@ -37,7 +35,7 @@ impl Store {
     pub async fn insert_person(&self, p: PersonRecord) -> Result<()> {
         self.write_directory(move |tx| {
             Box::pin(async move {
-                sqlx::query("INSERT INTO persons (id, kind, display_name, created_at) VALUES ($1, $2, $3, $4)")
+                query("INSERT INTO persons (id, kind, display_name, created_at) VALUES ($1, $2, $3, $4)")
                     .bind(p.id.as_str().to_owned())
                     .bind(p.kind.as_str())
                     .bind(p.display_name)
@@ -56,7 +54,7 @@ impl Store {
             return Ok(Some(p));
         }
         let since = self.directory.epoch();
-        let row = sqlx::query(
+        let row = query(
             "SELECT id, kind, display_name, created_at FROM persons WHERE id = $1 AND removed_at IS NULL",
         )
         .bind(id.as_str().to_owned())
@@ -70,7 +68,7 @@ impl Store {
     }
 
     pub async fn persons(&self) -> Result<Vec<PersonRecord>> {
-        let rows = sqlx::query(
+        let rows = query(
             "SELECT id, kind, display_name, created_at FROM persons WHERE removed_at IS NULL ORDER BY id",
         )
         .fetch_all(&self.pool)
@@ -84,7 +82,7 @@ impl Store {
         self.write_directory(move |tx| {
             Box::pin(async move {
                 let id = id.as_str().to_owned();
-                let done = sqlx::query(
+                let done = query(
                     "UPDATE persons SET removed_at = $1 WHERE id = $2 AND removed_at IS NULL",
                 )
                 .bind(now.0)
@@ -94,14 +92,14 @@ impl Store {
                 if done.rows_affected() == 0 {
                     return Ok(false);
                 }
-                sqlx::query(
+                query(
                     "UPDATE tokens SET revoked_at = $1 WHERE person_id = $2 AND revoked_at IS NULL",
                 )
                 .bind(now.0)
                 .bind(id.clone())
                 .execute(&mut *tx)
                 .await?;
-                sqlx::query("DELETE FROM channel_members WHERE person_id = $1")
+                query("DELETE FROM channel_members WHERE person_id = $1")
                     .bind(id)
                     .execute(&mut *tx)
                     .await?;
@@ -114,7 +112,7 @@ impl Store {
     pub async fn insert_token(&self, t: TokenRecord, secret_hash: String) -> Result<()> {
         self.write_directory(move |tx| {
             Box::pin(async move {
-                sqlx::query(
+                query(
                     "INSERT INTO tokens (id, person_id, secret_hash, scopes, description, created_at, expires_at) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7)",
                 )
@@ -140,7 +138,7 @@ impl Store {
         }
         let since = self.directory.epoch();
         let sql = format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE secret_hash = $1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let row = query(sql)
             .bind(secret_hash.to_owned())
             .fetch_optional(&self.pool)
             .await?;
@@ -155,7 +153,7 @@ impl Store {
         let sql = format!(
             "SELECT {TOKEN_COLUMNS} FROM tokens WHERE ($1 IS NULL OR person_id = $1) ORDER BY created_at, id"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let rows = query(sql)
             .bind(person.map(|p| p.as_str().to_owned()))
             .fetch_all(&self.pool)
             .await?;
@@ -166,13 +164,12 @@ impl Store {
     pub async fn revoke_token(&self, id: String, now: Timestamp) -> Result<bool> {
         self.write_directory(move |tx| {
             Box::pin(async move {
-                let done = sqlx::query(
-                    "UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL",
-                )
-                .bind(now.0)
-                .bind(id)
-                .execute(tx)
-                .await?;
+                let done =
+                    query("UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
+                        .bind(now.0)
+                        .bind(id)
+                        .execute(tx)
+                        .await?;
                 Ok(done.rows_affected() > 0)
             })
         })
@@ -183,7 +180,7 @@ impl Store {
         self.write_directory(move |tx| {
             Box::pin(async move {
                 let policy = serde_json::to_string(&c.policy).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                sqlx::query("INSERT INTO channels (name, description, policy, created_at) VALUES ($1, $2, $3, $4)")
+                query("INSERT INTO channels (name, description, policy, created_at) VALUES ($1, $2, $3, $4)")
                     .bind(c.name.as_str().to_owned())
                     .bind(c.description)
                     .bind(policy)
@@ -210,7 +207,7 @@ impl Store {
         self.write_directory(move |tx| {
             Box::pin(async move {
                 let exists =
-                    sqlx::query("SELECT name FROM channels WHERE name = $1 AND removed_at IS NULL")
+                    query("SELECT name FROM channels WHERE name = $1 AND removed_at IS NULL")
                         .bind(channel.as_str().to_owned())
                         .fetch_optional(&mut *tx)
                         .await?;
@@ -221,13 +218,11 @@ impl Store {
                     upsert_member(tx, &channel, m).await?;
                 }
                 for p in remove {
-                    sqlx::query(
-                        "DELETE FROM channel_members WHERE channel = $1 AND person_id = $2",
-                    )
-                    .bind(channel.as_str().to_owned())
-                    .bind(p.as_str().to_owned())
-                    .execute(&mut *tx)
-                    .await?;
+                    query("DELETE FROM channel_members WHERE channel = $1 AND person_id = $2")
+                        .bind(channel.as_str().to_owned())
+                        .bind(p.as_str().to_owned())
+                        .execute(&mut *tx)
+                        .await?;
                 }
                 Ok(true)
             })
@@ -241,13 +236,12 @@ impl Store {
             Box::pin(async move {
                 let policy = serde_json::to_string(&policy)
                     .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                let done = sqlx::query(
-                    "UPDATE channels SET policy = $1 WHERE name = $2 AND removed_at IS NULL",
-                )
-                .bind(policy)
-                .bind(channel.as_str().to_owned())
-                .execute(tx)
-                .await?;
+                let done =
+                    query("UPDATE channels SET policy = $1 WHERE name = $2 AND removed_at IS NULL")
+                        .bind(policy)
+                        .bind(channel.as_str().to_owned())
+                        .execute(tx)
+                        .await?;
                 Ok(done.rows_affected() > 0)
             })
         })
@@ -269,7 +263,7 @@ impl Store {
         self.write_directory(move |tx| {
             Box::pin(async move {
                 let name = channel.as_str().to_owned();
-                let row = sqlx::query(sqlx::AssertSqlSafe(select))
+                let row = query(select)
                     .bind(name.clone())
                     .fetch_optional(&mut *tx)
                     .await?;
@@ -280,7 +274,7 @@ impl Store {
                 let policy = change.apply(policy);
                 let text = serde_json::to_string(&policy)
                     .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                sqlx::query("UPDATE channels SET policy = $1 WHERE name = $2")
+                query("UPDATE channels SET policy = $1 WHERE name = $2")
                     .bind(text)
                     .bind(name)
                     .execute(&mut *tx)
@@ -298,7 +292,7 @@ impl Store {
         self.write_directory(move |tx| {
             Box::pin(async move {
                 let name = channel.as_str().to_owned();
-                let done = sqlx::query(
+                let done = query(
                     "UPDATE channels SET removed_at = $1 WHERE name = $2 AND removed_at IS NULL",
                 )
                 .bind(now.0)
@@ -309,7 +303,7 @@ impl Store {
                     return Ok(false);
                 }
                 let read = Rights::default().with(Right::Read).to_string();
-                sqlx::query("UPDATE channel_members SET rights = $1 WHERE channel = $2")
+                query("UPDATE channel_members SET rights = $1 WHERE channel = $2")
                     .bind(read)
                     .bind(name)
                     .execute(&mut *tx)
@@ -325,7 +319,7 @@ impl Store {
             return Ok(Some(c));
         }
         let since = self.directory.epoch();
-        let row = sqlx::query(
+        let row = query(
             "SELECT name, description, policy, created_at, removed_at FROM channels WHERE name = $1",
         )
         .bind(name.as_str().to_owned())
@@ -340,7 +334,7 @@ impl Store {
 
     /// Every channel, or those `person` is a member of; with members, ordered by name.
     pub async fn channels(&self, person: Option<&PersonId>) -> Result<Vec<ChannelRecord>> {
-        let rows = sqlx::query(
+        let rows = query(
             "SELECT name, description, policy, created_at, removed_at FROM channels c WHERE $1 IS NULL OR EXISTS \
              (SELECT 1 FROM channel_members m WHERE m.channel = c.name AND m.person_id = $1) ORDER BY name",
         )
@@ -357,7 +351,7 @@ impl Store {
     }
 
     async fn members(&self, channel: &ChannelName) -> Result<Vec<MemberRecord>> {
-        let rows = sqlx::query(
+        let rows = query(
             "SELECT person_id, rights FROM channel_members WHERE channel = $1 ORDER BY person_id",
         )
         .bind(channel.as_str().to_owned())
@@ -374,7 +368,7 @@ impl Store {
     }
 }
 
-fn channel(row: &AnyRow, members: Vec<MemberRecord>) -> Result<ChannelRecord> {
+fn channel(row: &Row, members: Vec<MemberRecord>) -> Result<ChannelRecord> {
     let policy: String = row.try_get("policy")?;
     Ok(ChannelRecord {
         name: ChannelName::parse(row.try_get::<String, _>("name")?)?,
@@ -386,12 +380,8 @@ fn channel(row: &AnyRow, members: Vec<MemberRecord>) -> Result<ChannelRecord> {
     })
 }
 
-async fn upsert_member(
-    tx: &mut sqlx::AnyConnection,
-    channel: &ChannelName,
-    m: &MemberRecord,
-) -> Result<()> {
-    sqlx::query(
+async fn upsert_member(tx: &mut Conn, channel: &ChannelName, m: &MemberRecord) -> Result<()> {
+    query(
         "INSERT INTO channel_members (channel, person_id, rights) VALUES ($1, $2, $3) \
          ON CONFLICT (channel, person_id) DO UPDATE SET rights = excluded.rights",
     )

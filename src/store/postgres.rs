@@ -7,6 +7,7 @@ use std::time::Duration;
 use sqlx::any::AnyConnectOptions;
 use sqlx::{AnyConnection, ConnectOptions, Connection};
 
+use super::db::{Conn, Pool};
 use super::readers::{Readers, ReadersConfig};
 use super::writer::BatchWriter;
 use super::{Result, StoreError};
@@ -64,7 +65,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     ),
 ];
 
-pub(super) async fn open(url: &str) -> Result<(Readers, BatchWriter)> {
+pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {
     let options: AnyConnectOptions = url
         .parse()
         .map_err(|e: sqlx::Error| StoreError::Database(e.to_string()))?;
@@ -72,7 +73,6 @@ pub(super) async fn open(url: &str) -> Result<(Readers, BatchWriter)> {
         options: options.clone().disable_statement_logging(),
         max: 32,
         acquire_timeout: Duration::from_secs(30),
-        setup: &[],
         // The server, a proxy or a firewall may close an idle connection.
         ping_after: Some(Duration::from_secs(10)),
     })
@@ -83,8 +83,7 @@ pub(super) async fn open(url: &str) -> Result<(Readers, BatchWriter)> {
         .run(&mut writer)
         .await
         .map_err(|e| StoreError::Database(e.to_string()))?;
-    Ok((
-        pool,
-        BatchWriter::start(writer, "BEGIN; SAVEPOINT job", false, Some(options)),
-    ))
+    let writer = BatchWriter::start(Conn::Pg(writer), "BEGIN; SAVEPOINT job", Some(options))
+        .map_err(|e| StoreError::Database(e.to_string()))?;
+    Ok((Pool::Pg(pool), writer))
 }

@@ -1,18 +1,17 @@
-//! The read connections: a small pool of our own rather than sqlx's, because sqlx's pool pings a
-//! connection every time it is given back (and, on PostgreSQL, again before lending it): one more
-//! hand-off to SQLite's connection thread, or one more round trip to PostgreSQL, for every read.
-//! Reads are most of the calls a request makes, so those pings were a large share of them.
+//! PostgreSQL's read connections: a small pool of our own rather than sqlx's, because sqlx's pool
+//! pings a connection every time it is given back, and again before lending it: one more round
+//! trip to PostgreSQL for every read. Reads are most of the calls a request makes, so those pings
+//! were a large share of them. (SQLite's readers are rusqlite connections, see [`super::db`].)
 //!
 //! Here a connection goes back without a ping when the call it was lent for finished: with rows,
 //! or with an error the database reported (a constraint, a decode error), which leaves it usable.
 //! A connection whose call was cancelled half-way, or failed below the database (I/O, protocol,
-//! TLS), is closed instead, and a later read opens a new one. A PostgreSQL connection left idle
-//! longer than the `ping_after` it was opened with is pinged before it is lent (the server may have
-//! closed it meanwhile); a busy pool never pings.
+//! TLS), is closed instead, and a later read opens a new one. A connection left idle longer than
+//! the `ping_after` it was opened with is pinged before it is lent (the server, a proxy or a
+//! firewall may have closed it meanwhile); a busy pool never pings.
 //!
-//! [`Readers`] implements sqlx's [`Executor`] for `&Readers`, so a read is written as with a pool:
-//! `sqlx::query(…).fetch_one(&self.pool)`. It knows no SQL of its own beyond what opening a
-//! connection needs.
+//! [`Readers`] implements sqlx's [`Executor`] for `&Readers`, so sqlx runs a read on it as on a
+//! pool. It knows no SQL of its own beyond what opening a connection needs.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -32,8 +31,6 @@ pub(super) struct ReadersConfig {
     pub max: u32,
     /// How long a read waits for a connection before it fails.
     pub acquire_timeout: Duration,
-    /// Statements run on every new connection (e.g. SQLite's `busy_timeout`).
-    pub setup: &'static [&'static str],
     /// Ping a connection idle for longer than this before lending it (`None`: never).
     pub ping_after: Option<Duration>,
 }
@@ -91,10 +88,7 @@ impl Readers {
     }
 
     async fn connect(&self) -> Result<AnyConnection, sqlx::Error> {
-        let mut conn = AnyConnection::connect_with(&self.config.options).await?;
-        for statement in self.config.setup {
-            conn.execute(*statement).await?;
-        }
+        let conn = AnyConnection::connect_with(&self.config.options).await?;
         self.open.fetch_add(1, Ordering::Relaxed);
         Ok(conn)
     }

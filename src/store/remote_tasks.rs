@@ -8,9 +8,7 @@
 //! post and the outbox, and the outbox's lease makes one worker send it. The follower that turns
 //! the remote task's changes into messages claims rows here by lease too.
 
-use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Row as _};
-
+use super::db::{Conn, Row, query};
 use super::messages::{NewMessage, post_in};
 use super::outbox::{NewDelivery, insert as insert_delivery};
 use super::{Result, Store, StoreError};
@@ -77,7 +75,7 @@ pub struct RemoteTaskRecord {
 const COLUMNS: &str = "thread_id, remote, context_id, skill, task_id, earlier_tasks, state, follow, \
      sealed_push_token, next_check_at, backoff_ms, last_error, created_at, updated_at";
 
-fn record(row: &AnyRow) -> Result<RemoteTaskRecord> {
+fn record(row: &Row) -> Result<RemoteTaskRecord> {
     Ok(RemoteTaskRecord {
         thread: ThreadId::parse(row.try_get::<String, _>("thread_id")?)?,
         remote: PersonId::parse(row.try_get::<String, _>("remote")?)?,
@@ -102,9 +100,9 @@ fn record(row: &AnyRow) -> Result<RemoteTaskRecord> {
 
 /// Hook of the posting transaction: the thread's row on its first message to the remote, and the
 /// delivery unless an approval holds it.
-pub(super) async fn on_post(tx: &mut AnyConnection, m: &NewMessage, hop: &RemoteHop) -> Result<()> {
+pub(super) async fn on_post(tx: &mut Conn, m: &NewMessage, hop: &RemoteHop) -> Result<()> {
     if let Some(start) = &hop.start {
-        sqlx::query(
+        query(
             "INSERT INTO remote_tasks (thread_id, remote, context_id, skill, follow, sealed_push_token, \
              next_check_at, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $7) \
              ON CONFLICT (thread_id) DO NOTHING",
@@ -128,7 +126,7 @@ pub(super) async fn on_post(tx: &mut AnyConnection, m: &NewMessage, hop: &Remote
 /// Enqueues the delivery of message `message` (its id is the event id, so a receiver sees one
 /// id however often it is retried).
 pub(super) async fn enqueue(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     thread: &ThreadId,
     message: &crate::domain::MessageId,
     hop: &RemoteHop,
@@ -156,13 +154,13 @@ pub(super) async fn enqueue(
 /// Posts `close` unless its thread is closed already (a remote's own close, or an internal one,
 /// may have come first); for closes that must not fail the transaction they ride in.
 pub(super) async fn close_unless_closed(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     close: NewMessage,
     lock: &'static str,
     cache: &super::outbox::WebhookCache,
 ) -> Result<()> {
     let sql = format!("SELECT state FROM threads WHERE id = $1{lock}");
-    let state: Option<String> = sqlx::query(sqlx::AssertSqlSafe(sql))
+    let state: Option<String> = query(sql)
         .bind(close.thread.as_str().to_owned())
         .fetch_optional(&mut *tx)
         .await?
@@ -190,7 +188,7 @@ impl Store {
     /// The remote task row of a thread.
     pub async fn remote_task(&self, thread: &ThreadId) -> Result<Option<RemoteTaskRecord>> {
         let sql = format!("SELECT {COLUMNS} FROM remote_tasks WHERE thread_id = $1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let row = query(sql)
             .bind(thread.as_str().to_owned())
             .fetch_optional(&self.pool)
             .await?;
@@ -206,7 +204,7 @@ impl Store {
                 let sql = format!(
                     "SELECT task_id, earlier_tasks FROM remote_tasks WHERE thread_id = $1{lock}"
                 );
-                let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+                let row = query(sql)
                     .bind(o.thread.as_str().to_owned())
                     .fetch_optional(&mut *tx)
                     .await?
@@ -222,7 +220,7 @@ impl Store {
                 }
                 let earlier =
                     serde_json::to_string(&earlier).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                sqlx::query(
+                query(
                     "UPDATE remote_tasks SET task_id = $1, earlier_tasks = $2, state = $3, next_check_at = $4, \
                      backoff_ms = $5, last_error = NULL, updated_at = $6 WHERE thread_id = $7",
                 )
@@ -253,7 +251,7 @@ impl Store {
         let thread = thread.as_str().to_owned();
         self.write(move |tx| {
             Box::pin(async move {
-                sqlx::query(
+                query(
                     "UPDATE remote_tasks SET last_error = $1, next_check_at = $2, backoff_ms = $3, updated_at = $4 \
                      WHERE thread_id = $5",
                 )
@@ -294,7 +292,7 @@ impl Store {
         );
         self.write(move |tx| {
             Box::pin(async move {
-                let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                let rows = query(sql)
                     .bind(owner)
                     .bind(lease_until.0)
                     .bind(now.0)
@@ -318,7 +316,7 @@ impl Store {
         let thread = thread.as_str().to_owned();
         self.write(move |tx| {
             Box::pin(async move {
-                let done = sqlx::query(
+                let done = query(
                     "UPDATE remote_tasks SET lease_until = $1 WHERE thread_id = $2 AND lease_owner = $3",
                 )
                 .bind(until.0)
@@ -335,7 +333,7 @@ impl Store {
     /// When a follower should look next without being woken: the earliest time a task that is
     /// still followed falls due (its lease, if any, counted).
     pub async fn next_remote_check(&self) -> Result<Option<Timestamp>> {
-        let row = sqlx::query(
+        let row = query(
             "SELECT MIN(CASE WHEN lease_until IS NOT NULL AND lease_until > next_check_at \
              THEN lease_until ELSE next_check_at END) AS due FROM remote_tasks WHERE task_id IS NOT NULL \
              AND (state IS NULL OR state NOT IN ('completed', 'failed', 'rejected', 'canceled'))",
@@ -351,7 +349,7 @@ impl Store {
         let thread = thread.as_str().to_owned();
         self.write(move |tx| {
             Box::pin(async move {
-                let done = sqlx::query(
+                let done = query(
                     "UPDATE remote_tasks SET next_check_at = $1 WHERE thread_id = $2 AND next_check_at > $1",
                 )
                 .bind(now.0)

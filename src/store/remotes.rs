@@ -2,9 +2,7 @@
 //! A remote is live while neither its row nor its person is removed. Fetching, verifying and
 //! sealing are the service's business; this only persists.
 
-use sqlx::Row as _;
-use sqlx::any::AnyRow;
-
+use super::db::{Row, query};
 use super::{PersonRecord, Result, Store};
 use crate::domain::{ChannelName, PersonId, Rights, Timestamp};
 
@@ -58,7 +56,7 @@ const COLUMNS: &str = "p.id, p.kind, p.display_name, p.created_at AS person_crea
 const LIVE: &str = "remotes r JOIN persons p ON p.id = r.person_id \
      WHERE r.removed_at IS NULL AND p.removed_at IS NULL";
 
-fn remote(row: &AnyRow) -> Result<RemoteRecord> {
+fn remote(row: &Row) -> Result<RemoteRecord> {
     Ok(RemoteRecord {
         person: PersonRecord {
             id: PersonId::parse(row.try_get::<String, _>("id")?)?,
@@ -95,7 +93,7 @@ impl Store {
         self.write_directory(move |tx| {
             Box::pin(async move {
                 let id = r.person.id.as_str().to_owned();
-                sqlx::query(
+                query(
                     "INSERT INTO persons (id, kind, display_name, created_at) VALUES ($1, $2, $3, $4)",
                 )
                 .bind(id.clone())
@@ -104,7 +102,7 @@ impl Store {
                 .bind(r.person.created_at.0)
                 .execute(&mut *tx)
                 .await?;
-                sqlx::query(
+                query(
                     "INSERT INTO remotes (person_id, card_url, card, jwks, unsigned, binding, \
                      binding_forced, url, tenant, streaming, push, sealed_credentials, \
                      credentials_summary, created_at, refreshed_at) \
@@ -128,7 +126,7 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
                 for channel in channels {
-                    sqlx::query(
+                    query(
                         "INSERT INTO channel_members (channel, person_id, rights) VALUES ($1, $2, $3)",
                     )
                     .bind(channel.as_str().to_owned())
@@ -145,22 +143,18 @@ impl Store {
 
     /// A live remote.
     pub async fn remote(&self, id: &PersonId) -> Result<Option<RemoteRecord>> {
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {COLUMNS} FROM {LIVE} AND r.person_id = $1"
-        )))
-        .bind(id.as_str().to_owned())
-        .fetch_optional(&self.pool)
-        .await?;
+        let row = query(format!("SELECT {COLUMNS} FROM {LIVE} AND r.person_id = $1"))
+            .bind(id.as_str().to_owned())
+            .fetch_optional(&self.pool)
+            .await?;
         row.as_ref().map(remote).transpose()
     }
 
     /// Every live remote, by name.
     pub async fn remotes(&self) -> Result<Vec<RemoteRecord>> {
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {COLUMNS} FROM {LIVE} ORDER BY p.id"
-        )))
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = query(format!("SELECT {COLUMNS} FROM {LIVE} ORDER BY p.id"))
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter().map(remote).collect()
     }
 
@@ -169,14 +163,14 @@ impl Store {
         &self,
         person: &PersonId,
     ) -> Result<Vec<(RemoteRecord, Vec<ChannelName>)>> {
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        let rows = query(format!(
             "SELECT {COLUMNS}, rm.channel AS shared_channel FROM remotes r \
              JOIN persons p ON p.id = r.person_id \
              JOIN channel_members rm ON rm.person_id = r.person_id \
              JOIN channel_members me ON me.channel = rm.channel AND me.person_id = $1 \
              WHERE r.removed_at IS NULL AND p.removed_at IS NULL \
              ORDER BY p.id, rm.channel"
-        )))
+        ))
         .bind(person.as_str().to_owned())
         .fetch_all(&self.pool)
         .await?;
@@ -196,7 +190,7 @@ impl Store {
     pub async fn update_remote(&self, id: PersonId, u: RemoteUpdate) -> Result<bool> {
         self.write(move |tx| {
             Box::pin(async move {
-                let done = sqlx::query(
+                let done = query(
                     "UPDATE remotes SET card = $1, jwks = $2, unsigned = $3, binding = $4, \
                      binding_forced = $5, url = $6, tenant = $7, streaming = $8, push = $9, \
                      refreshed_at = $10 WHERE person_id = $11 AND removed_at IS NULL",
@@ -218,7 +212,7 @@ impl Store {
                     return Ok(false);
                 }
                 if let Some((sealed, summary)) = u.credentials {
-                    sqlx::query(
+                    query(
                         "UPDATE remotes SET sealed_credentials = $1, credentials_summary = $2 \
                          WHERE person_id = $3",
                     )
@@ -241,7 +235,7 @@ impl Store {
         self.write_directory(move |tx| {
             Box::pin(async move {
                 let id = id.as_str().to_owned();
-                let done = sqlx::query(
+                let done = query(
                     "UPDATE remotes SET removed_at = $1 WHERE person_id = $2 AND removed_at IS NULL \
                      AND EXISTS (SELECT 1 FROM persons p WHERE p.id = $2 AND p.removed_at IS NULL)",
                 )
@@ -252,12 +246,12 @@ impl Store {
                 if done.rows_affected() == 0 {
                     return Ok(false);
                 }
-                sqlx::query("UPDATE persons SET removed_at = $1 WHERE id = $2")
+                query("UPDATE persons SET removed_at = $1 WHERE id = $2")
                     .bind(now.0)
                     .bind(id.clone())
                     .execute(&mut *tx)
                     .await?;
-                sqlx::query("DELETE FROM channel_members WHERE person_id = $1")
+                query("DELETE FROM channel_members WHERE person_id = $1")
                     .bind(id)
                     .execute(&mut *tx)
                     .await?;

@@ -2,8 +2,7 @@
 //! sealed records as an opaque JSON text (sealing is the A2A front's business); it only makes sure
 //! that every replica ends up with the same ring.
 
-use sqlx::Row as _;
-
+use super::db::query;
 use super::{Result, Store};
 use crate::domain::Timestamp;
 
@@ -13,7 +12,7 @@ impl Store {
     pub async fn signing_keys_or_init(&self, candidate: String, now: Timestamp) -> Result<String> {
         self.write(move |tx| {
             Box::pin(async move {
-                sqlx::query(
+                query(
                     "INSERT INTO signing_keys (id, records, updated_at) VALUES (1, $1, $2) \
                      ON CONFLICT (id) DO NOTHING",
                 )
@@ -21,10 +20,10 @@ impl Store {
                 .bind(now.0)
                 .execute(&mut *tx)
                 .await?;
-                let row = sqlx::query("SELECT records FROM signing_keys WHERE id = 1")
+                let row = query("SELECT records FROM signing_keys WHERE id = 1")
                     .fetch_one(&mut *tx)
                     .await?;
-                Ok(row.try_get::<String, _>("records")?)
+                row.try_get::<String, _>("records")
             })
         })
         .await
@@ -32,10 +31,10 @@ impl Store {
 
     /// The stored key ring (none before the first start).
     pub async fn signing_keys(&self) -> Result<Option<String>> {
-        let row = sqlx::query("SELECT records FROM signing_keys WHERE id = 1")
+        let row = query("SELECT records FROM signing_keys WHERE id = 1")
             .fetch_optional(&self.pool)
             .await?;
-        Ok(row.map(|r| r.try_get::<String, _>("records")).transpose()?)
+        row.map(|r| r.try_get::<String, _>("records")).transpose()
     }
 
     /// Replaces the ring with `new` if it is still `old` (compare-and-swap: two replicas rotating
@@ -48,7 +47,7 @@ impl Store {
     ) -> Result<bool> {
         self.write(move |tx| {
             Box::pin(async move {
-                let done = sqlx::query(
+                let done = query(
                     "UPDATE signing_keys SET records = $1, updated_at = $2 WHERE id = 1 AND records = $3",
                 )
                 .bind(new)

@@ -1,12 +1,12 @@
 //! SQLite: the database file in WAL mode with `synchronous = FULL`, a pool of readers, and the
-//! group-commit writer on its own connection.
+//! group-commit writer on its own connection and thread.
 
-use std::time::Duration;
+use std::path::PathBuf;
 
 use sqlx::any::AnyConnectOptions;
 use sqlx::{AnyConnection, ConnectOptions, Connection, Executor};
 
-use super::readers::{Readers, ReadersConfig};
+use super::db::{self, Conn, LitePool, Pool};
 use super::writer::BatchWriter;
 use super::{Result, StoreError};
 
@@ -59,7 +59,8 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     ),
 ];
 
-pub(super) async fn open(url: &str) -> Result<(Readers, BatchWriter)> {
+pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {
+    let path = file_path(url)?;
     let url = if url.contains('?') {
         url.to_owned()
     } else {
@@ -70,32 +71,39 @@ pub(super) async fn open(url: &str) -> Result<(Readers, BatchWriter)> {
         .map_err(|e: sqlx::Error| StoreError::Database(e.to_string()))?;
     let options = options.disable_statement_logging();
 
-    let mut writer = AnyConnection::connect_with(&options).await?;
-    for pragma in [
-        "PRAGMA journal_mode = WAL",
-        "PRAGMA synchronous = FULL",
-        "PRAGMA foreign_keys = ON",
-        "PRAGMA busy_timeout = 10000",
-    ] {
-        writer.execute(pragma).await?;
+    // The migrations run through sqlx's migrator (the record of applied migrations stays the one
+    // existing databases have); the store's own connections are rusqlite's (see `db`).
+    let mut migrating = AnyConnection::connect_with(&options).await?;
+    for pragma in ["PRAGMA journal_mode = WAL", "PRAGMA busy_timeout = 10000"] {
+        migrating.execute(pragma).await?;
     }
     super::migrator(MIGRATIONS)
-        .run(&mut writer)
+        .run(&mut migrating)
         .await
         .map_err(|e| StoreError::Database(e.to_string()))?;
+    migrating.close().await?;
 
-    // A local file does not hang up: its readers are never pinged.
-    let pool = Readers::open(ReadersConfig {
-        options,
-        max: 4,
-        acquire_timeout: Duration::from_secs(30),
-        setup: &["PRAGMA busy_timeout = 10000"],
-        ping_after: None,
-    })
-    .await?;
+    let writer = db::connect(&path, false)?;
+    writer.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
+    )?;
+    let pool = LitePool::open(path)?;
+    let writer = BatchWriter::start(Conn::Lite(writer), "BEGIN IMMEDIATE; SAVEPOINT job", None)
+        .map_err(|e| StoreError::Database(format!("could not start the writer: {e}")))?;
+    Ok((Pool::Lite(pool), writer))
+}
 
-    Ok((
-        pool,
-        BatchWriter::start(writer, "BEGIN IMMEDIATE; SAVEPOINT job", true, None),
-    ))
+/// The file of a `sqlite://PATH` (or `sqlite:PATH`) URL, without its `?options`.
+fn file_path(url: &str) -> Result<PathBuf> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .unwrap_or(url);
+    let path = rest.split('?').next().unwrap_or_default();
+    if path.is_empty() || path == ":memory:" {
+        return Err(StoreError::Database(format!(
+            "unsupported database URL {url:?}: SQLite needs a file, sqlite://PATH"
+        )));
+    }
+    Ok(PathBuf::from(path))
 }

@@ -1,8 +1,6 @@
 //! A2A tasks in the store: the event log, listing a party's tasks, parties and push configs.
 
-use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Row as _};
-
+use super::db::{Conn, Row, query};
 use super::messages::{THREAD_COLUMNS, thread};
 use super::outbox::WebhookCache;
 use super::{
@@ -40,11 +38,11 @@ pub(super) struct LoggedEvent<'a> {
 
 /// Appends one event to a task's log (inside the transaction that caused it).
 pub(super) async fn append_event(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     cache: &WebhookCache,
     e: LoggedEvent<'_>,
 ) -> Result<()> {
-    sqlx::query(
+    query(
         "INSERT INTO task_events (thread_id, seq, state, cause, message_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
     )
     .bind(e.thread.as_str().to_owned())
@@ -61,7 +59,7 @@ pub(super) async fn append_event(
 
 /// Moves a submitted task to working when it is claimed, with its event.
 pub(super) async fn on_claim(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     cache: &WebhookCache,
     thread: &ThreadId,
     now: Timestamp,
@@ -76,7 +74,7 @@ pub(super) async fn on_claim(
 /// Records a decision on a task's approval as an event of its log, without changing its state, so
 /// that streams and subscriptions show the new status message.
 pub(super) async fn on_approval(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     cache: &WebhookCache,
     thread: &ThreadId,
     now: Timestamp,
@@ -87,19 +85,18 @@ pub(super) async fn on_approval(
 /// Appends to a task's log an event that no message caused: `next` gives the state after it from
 /// the state before, or none when there is nothing to log. A thread that is no task logs nothing.
 async fn log_event(
-    tx: &mut AnyConnection,
+    tx: &mut Conn,
     cache: &WebhookCache,
     thread: &ThreadId,
     now: Timestamp,
     cause: &str,
     next: impl FnOnce(TaskState) -> Result<Option<TaskState>>,
 ) -> Result<()> {
-    let row = sqlx::query(
-        "SELECT task_state, task_event_seq, channel, opened_by FROM threads WHERE id = $1",
-    )
-    .bind(thread.as_str().to_owned())
-    .fetch_one(&mut *tx)
-    .await?;
+    let row =
+        query("SELECT task_state, task_event_seq, channel, opened_by FROM threads WHERE id = $1")
+            .bind(thread.as_str().to_owned())
+            .fetch_one(&mut *tx)
+            .await?;
     let Some(state) = row.try_get::<Option<String>, _>("task_state")? else {
         return Ok(());
     };
@@ -109,15 +106,13 @@ async fn log_event(
     let seq = row.try_get::<i64, _>("task_event_seq")? + 1;
     let channel: String = row.try_get("channel")?;
     let party = PersonId::parse(row.try_get::<String, _>("opened_by")?)?;
-    sqlx::query(
-        "UPDATE threads SET task_state = $1, task_event_seq = $2, updated_at = $3 WHERE id = $4",
-    )
-    .bind(next.as_str())
-    .bind(seq)
-    .bind(now.0)
-    .bind(thread.as_str().to_owned())
-    .execute(&mut *tx)
-    .await?;
+    query("UPDATE threads SET task_state = $1, task_event_seq = $2, updated_at = $3 WHERE id = $4")
+        .bind(next.as_str())
+        .bind(seq)
+        .bind(now.0)
+        .bind(thread.as_str().to_owned())
+        .execute(&mut *tx)
+        .await?;
     let event = LoggedEvent {
         thread,
         seq,
@@ -132,7 +127,7 @@ async fn log_event(
     append_event(tx, cache, event).await
 }
 
-fn event(row: &AnyRow) -> Result<TaskEventRecord> {
+fn event(row: &Row) -> Result<TaskEventRecord> {
     Ok(TaskEventRecord {
         seq: row.try_get("seq")?,
         state: row.try_get::<String, _>("state")?.parse()?,
@@ -145,7 +140,7 @@ fn event(row: &AnyRow) -> Result<TaskEventRecord> {
     })
 }
 
-fn push_config(row: &AnyRow) -> Result<PushConfigRecord> {
+fn push_config(row: &Row) -> Result<PushConfigRecord> {
     Ok(PushConfigRecord {
         thread: ThreadId::parse(row.try_get::<String, _>("thread_id")?)?,
         id: row.try_get("id")?,
@@ -165,13 +160,14 @@ impl Store {
         author: &PersonId,
         key: &str,
     ) -> Result<Option<super::MessageRecord>> {
-        let id: Option<String> = sqlx::query_scalar(
-            "SELECT id FROM messages WHERE author = $1 AND idempotency_key = $2",
-        )
-        .bind(author.as_str().to_owned())
-        .bind(key.to_owned())
-        .fetch_optional(&self.pool)
-        .await?;
+        let id: Option<String> =
+            query("SELECT id FROM messages WHERE author = $1 AND idempotency_key = $2")
+                .bind(author.as_str().to_owned())
+                .bind(key.to_owned())
+                .fetch_optional(&self.pool)
+                .await?
+                .map(|row| row.try_get("id"))
+                .transpose()?;
         match id {
             Some(id) => self.message(&MessageId::parse(id)?).await,
             None => Ok(None),
@@ -180,7 +176,7 @@ impl Store {
 
     /// Events of a task with `seq > after`, in order.
     pub async fn task_events(&self, thread: &ThreadId, after: i64) -> Result<Vec<TaskEventRecord>> {
-        let rows = sqlx::query(
+        let rows = query(
             "SELECT seq, state, cause, message_id, created_at FROM task_events WHERE thread_id = $1 AND seq > $2 \
              ORDER BY seq",
         )
@@ -202,7 +198,7 @@ impl Store {
         let sql = format!(
             "SELECT {THREAD_COLUMNS} FROM threads WHERE {condition} ORDER BY updated_at DESC, id DESC LIMIT $5 OFFSET $6"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let rows = query(sql)
             .bind(party.as_str().to_owned())
             .bind(filter.context_id.clone())
             .bind(filter.state.map(TaskState::as_str))
@@ -212,7 +208,7 @@ impl Store {
             .fetch_all(&self.pool)
             .await?;
         let count_sql = format!("SELECT COUNT(*) AS n FROM threads WHERE {condition}");
-        let total: i64 = sqlx::query(sqlx::AssertSqlSafe(count_sql))
+        let total: i64 = query(count_sql)
             .bind(party.as_str().to_owned())
             .bind(filter.context_id.clone())
             .bind(filter.state.map(TaskState::as_str))
@@ -237,14 +233,14 @@ impl Store {
         }
         self.write_directory(move |tx| {
             Box::pin(async move {
-                sqlx::query("INSERT INTO persons (id, kind, display_name, created_at) VALUES ($1, $2, $3, $4)")
+                query("INSERT INTO persons (id, kind, display_name, created_at) VALUES ($1, $2, $3, $4)")
                     .bind(person.id.as_str().to_owned())
                     .bind(person.kind.as_str())
                     .bind(person.display_name)
                     .bind(person.created_at.0)
                     .execute(&mut *tx)
                     .await?;
-                sqlx::query("INSERT INTO parties (person_id, default_skill, jwt_subject) VALUES ($1, $2, $3)")
+                query("INSERT INTO parties (person_id, default_skill, jwt_subject) VALUES ($1, $2, $3)")
                     .bind(person.id.as_str().to_owned())
                     .bind(default_skill)
                     .bind(jwt_subject)
@@ -258,7 +254,7 @@ impl Store {
 
     /// Every party (external person not removed), with settings.
     pub async fn parties(&self) -> Result<Vec<PartyRecord>> {
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!("{PARTIES} ORDER BY p.id")))
+        let rows = query(format!("{PARTIES} ORDER BY p.id"))
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(party).collect()
@@ -269,8 +265,8 @@ impl Store {
             return Ok(Some(p));
         }
         let since = self.directory.epoch();
-        let found = sqlx::query(sqlx::AssertSqlSafe(format!("{PARTIES} AND p.id = $1")))
-            .bind(id.as_str())
+        let found = query(format!("{PARTIES} AND p.id = $1"))
+            .bind(id.as_str().to_owned())
             .fetch_optional(&self.pool)
             .await?
             .as_ref()
@@ -285,15 +281,13 @@ impl Store {
     /// The party a JWT subject maps to (checked on every JWT-authenticated request; the subject
     /// is unique and indexed).
     pub async fn party_by_subject(&self, subject: &str) -> Result<Option<PartyRecord>> {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "{PARTIES} AND x.jwt_subject = $1"
-        )))
-        .bind(subject)
-        .fetch_optional(&self.pool)
-        .await?
-        .as_ref()
-        .map(party)
-        .transpose()
+        query(format!("{PARTIES} AND x.jwt_subject = $1"))
+            .bind(subject.to_owned())
+            .fetch_optional(&self.pool)
+            .await?
+            .as_ref()
+            .map(party)
+            .transpose()
     }
 
     /// Stores (or replaces, by id) a push config of a task.
@@ -301,14 +295,14 @@ impl Store {
     pub async fn put_push_config(&self, c: PushConfigRecord) -> Result<()> {
         self.write(move |tx| {
             Box::pin(async move {
-                let known = sqlx::query("SELECT 1 AS one FROM push_configs WHERE thread_id = $1 AND id = $2")
+                let known = query("SELECT 1 AS one FROM push_configs WHERE thread_id = $1 AND id = $2")
                     .bind(c.thread.as_str().to_owned())
                     .bind(c.id.clone())
                     .fetch_optional(&mut *tx)
                     .await?
                     .is_some();
                 let (thread, id, now) = (c.thread.clone(), c.id.clone(), c.created_at);
-                sqlx::query(
+                query(
                     "INSERT INTO push_configs (thread_id, id, url, token, auth_scheme, auth_credentials, created_at) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (thread_id, id) DO UPDATE SET url = excluded.url, \
                      token = excluded.token, auth_scheme = excluded.auth_scheme, \
@@ -335,7 +329,7 @@ impl Store {
     }
 
     pub async fn push_configs(&self, thread: &ThreadId) -> Result<Vec<PushConfigRecord>> {
-        let rows = sqlx::query(
+        let rows = query(
             "SELECT thread_id, id, url, token, auth_scheme, auth_credentials, created_at FROM push_configs \
              WHERE thread_id = $1 ORDER BY created_at, id",
         )
@@ -349,7 +343,7 @@ impl Store {
     pub async fn delete_push_config(&self, thread: ThreadId, id: String) -> Result<bool> {
         self.write(move |tx| {
             Box::pin(async move {
-                let done = sqlx::query("DELETE FROM push_configs WHERE thread_id = $1 AND id = $2")
+                let done = query("DELETE FROM push_configs WHERE thread_id = $1 AND id = $2")
                     .bind(thread.as_str().to_owned())
                     .bind(id)
                     .execute(tx)
@@ -366,7 +360,7 @@ const PARTIES: &str = "SELECT p.id, p.kind, p.display_name, p.created_at, x.defa
      FROM persons p LEFT JOIN parties x ON x.person_id = p.id \
      WHERE p.kind = 'external' AND p.removed_at IS NULL";
 
-fn party(row: &AnyRow) -> Result<PartyRecord> {
+fn party(row: &Row) -> Result<PartyRecord> {
     Ok(PartyRecord {
         person: PersonRecord {
             id: PersonId::parse(row.try_get::<String, _>("id")?)?,

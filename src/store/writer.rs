@@ -8,6 +8,7 @@ use sqlx::any::AnyConnectOptions;
 use sqlx::{AnyConnection, Connection, Executor};
 use tokio::sync::{mpsc, oneshot};
 
+use super::db::Conn;
 use super::{BoxFut, Result, StoreError};
 
 /// Most jobs committed together; bounds the latency a batch adds to its last job.
@@ -19,7 +20,7 @@ type Completion = Box<dyn FnOnce(Result<()>) + Send>;
 /// One queued write, with its result type erased so that one channel carries every kind.
 trait Job: Send {
     /// Runs in the open transaction; says whether it succeeded and how to answer after the commit.
-    fn run<'c>(self: Box<Self>, conn: &'c mut AnyConnection) -> BoxFut<'c, (bool, Completion)>;
+    fn run<'c>(self: Box<Self>, conn: &'c mut Conn) -> BoxFut<'c, (bool, Completion)>;
     /// Answers the caller without running (the batch could not start).
     fn fail(self: Box<Self>, e: StoreError);
 }
@@ -32,9 +33,9 @@ struct TypedJob<T, F> {
 impl<T, F> Job for TypedJob<T, F>
 where
     T: Send + 'static,
-    F: for<'c> FnOnce(&'c mut AnyConnection) -> BoxFut<'c, Result<T>> + Send + 'static,
+    F: for<'c> FnOnce(&'c mut Conn) -> BoxFut<'c, Result<T>> + Send + 'static,
 {
-    fn run<'c>(self: Box<Self>, conn: &'c mut AnyConnection) -> BoxFut<'c, (bool, Completion)> {
+    fn run<'c>(self: Box<Self>, conn: &'c mut Conn) -> BoxFut<'c, (bool, Completion)> {
         let TypedJob { op, reply } = *self;
         Box::pin(async move {
             match op(conn).await {
@@ -67,33 +68,46 @@ pub(super) struct BatchWriter {
 }
 
 impl BatchWriter {
-    /// Starts the writer task on `conn`. `begin` opens a write transaction (`BEGIN IMMEDIATE` on
+    /// Starts the writer on `conn`. `begin` opens a write transaction (`BEGIN IMMEDIATE` on
     /// SQLite, `BEGIN` on PostgreSQL) and in it the savepoint `job` of the batch's first job;
-    /// `reconnect` says how to replace a broken connection. With `prepared`, the bookkeeping
-    /// statements are prepared once and reused (SQLite, where one prepared call may hold several
-    /// statements); without, each is sent as text (PostgreSQL, where only text may).
+    /// `reconnect` says how to replace a broken connection (PostgreSQL).
+    ///
+    /// On PostgreSQL the writer is a task of the runtime: its calls are network round trips. On
+    /// SQLite it is a thread of its own, because its calls are synchronous (rusqlite) and the
+    /// commit's fsync must not hold a runtime thread. Jobs queued while a batch runs make the
+    /// next batch, so handing jobs over costs at most one wake-up of the thread per batch, and a
+    /// batch runs with none.
     pub(super) fn start(
-        conn: AnyConnection,
+        conn: Conn,
         begin: &'static str,
-        prepared: bool,
         reconnect: Option<AnyConnectOptions>,
-    ) -> BatchWriter {
+    ) -> std::io::Result<BatchWriter> {
         let (tx, rx) = mpsc::channel(4096);
         let (done_tx, done_rx) = oneshot::channel();
-        tokio::spawn(async move {
-            run_writer(conn, begin, prepared, reconnect, rx).await;
+        let on_thread = matches!(conn, Conn::Lite(_));
+        let writer = async move {
+            run_writer(conn, begin, reconnect, rx).await;
             let _ = done_tx.send(());
-        });
-        BatchWriter {
+        };
+        if on_thread {
+            // The jobs' futures never wait on anything but the (synchronous) connection, so a
+            // plain executor drives them.
+            std::thread::Builder::new()
+                .name("liaison-writer".into())
+                .spawn(move || futures::executor::block_on(writer))?;
+        } else {
+            tokio::spawn(writer);
+        }
+        Ok(BatchWriter {
             jobs: std::sync::Mutex::new(Some(tx)),
             done: tokio::sync::Mutex::new(Some(done_rx)),
-        }
+        })
     }
 
     pub(super) async fn run<T, F>(&self, op: F) -> Result<T>
     where
         T: Send + 'static,
-        F: for<'c> FnOnce(&'c mut AnyConnection) -> BoxFut<'c, Result<T>> + Send + 'static,
+        F: for<'c> FnOnce(&'c mut Conn) -> BoxFut<'c, Result<T>> + Send + 'static,
     {
         let (reply, rx) = oneshot::channel::<Result<T>>();
         let job: Box<dyn Job> = Box::new(TypedJob { op, reply });
@@ -117,31 +131,26 @@ impl BatchWriter {
 }
 
 async fn run_writer(
-    mut conn: AnyConnection,
+    mut conn: Conn,
     begin: &'static str,
-    prepared: bool,
     reconnect: Option<AnyConnectOptions>,
     mut rx: mpsc::Receiver<Box<dyn Job>>,
 ) {
-    // Each statement sent is a hand-off to the driver (on SQLite, to its worker thread and back),
-    // so the savepoint bookkeeping rides along with its neighbours: the batch opens with the first
-    // job's savepoint, each job's end opens the next one's, and COMMIT releases the last.
+    // Each statement sent to PostgreSQL is a round trip, so the savepoint bookkeeping rides along
+    // with its neighbours: the batch opens with the first job's savepoint, each job's end opens
+    // the next one's, and COMMIT releases the last.
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
         let mut completions = Vec::with_capacity(batch.len());
-        let mut began = bookkeeping(&mut conn, begin, prepared)
-            .await
-            .map_err(StoreError::from);
+        let mut began = bookkeeping(&mut conn, begin).await;
         if began.is_err()
             && let Some(options) = &reconnect
         {
             // The server may have restarted: one fresh connection before failing the batch.
             match AnyConnection::connect_with(options).await {
                 Ok(fresh) => {
-                    conn = fresh;
-                    began = bookkeeping(&mut conn, begin, prepared)
-                        .await
-                        .map_err(StoreError::from);
+                    conn = Conn::Pg(fresh);
+                    began = bookkeeping(&mut conn, begin).await;
                 }
                 Err(e) => tracing::warn!(error = %e, "Could not reconnect the writer."),
             }
@@ -149,7 +158,7 @@ async fn run_writer(
         if let Err(e) = began {
             tracing::error!(error = %e, "Could not begin a write transaction.");
             // A failed multi-statement start may have left a transaction open.
-            let _ = bookkeeping(&mut conn, "ROLLBACK", prepared).await;
+            let _ = bookkeeping(&mut conn, "ROLLBACK").await;
             for job in batch.drain(..) {
                 job.fail(e.clone());
             }
@@ -167,17 +176,16 @@ async fn run_writer(
                     (false, false) => Some("ROLLBACK TO job; RELEASE job; SAVEPOINT job"),
                 };
                 if let Some(sql) = next {
-                    bookkeeping(&mut conn, sql, prepared).await?;
+                    bookkeeping(&mut conn, sql).await?;
                 }
-                Ok::<_, sqlx::Error>((ok, done))
+                Ok::<_, StoreError>((ok, done))
             };
             match step.await {
                 Ok(pair) => completions.push(pair),
                 Err(e) => {
                     // The savepoint machinery itself failed: give up the whole batch.
                     tracing::error!(error = %e, "A write savepoint failed; rolling back the batch.");
-                    let _ = bookkeeping(&mut conn, "ROLLBACK", prepared).await;
-                    let e = StoreError::from(e);
+                    let _ = bookkeeping(&mut conn, "ROLLBACK").await;
                     for (_, done) in completions.drain(..) {
                         done(Err(e.clone()));
                     }
@@ -192,32 +200,33 @@ async fn run_writer(
             continue;
         }
         let started = std::time::Instant::now();
-        let commit = bookkeeping(&mut conn, "COMMIT", prepared)
-            .await
-            .map_err(StoreError::from);
+        let commit = bookkeeping(&mut conn, "COMMIT").await;
         crate::metrics::get().group_commit(completions.len(), started.elapsed(), commit.is_ok());
         if let Err(e) = &commit {
             tracing::error!(error = %e, "A group commit failed.");
-            let _ = bookkeeping(&mut conn, "ROLLBACK", prepared).await;
+            let _ = bookkeeping(&mut conn, "ROLLBACK").await;
         }
         for (ok, done) in completions {
             // A failed job carries its own error; a successful one learns how the commit went.
             done(if ok { commit.clone() } else { Ok(()) });
         }
     }
-    let _ = conn.close().await;
+    if let Conn::Pg(conn) = conn {
+        let _ = conn.close().await;
+    }
 }
 
-/// Runs one of the writer's own statements (they take no parameters).
-async fn bookkeeping(
-    conn: &mut AnyConnection,
-    sql: &'static str,
-    prepared: bool,
-) -> std::result::Result<(), sqlx::Error> {
-    if prepared {
-        sqlx::query(sql).execute(&mut *conn).await?;
-    } else {
-        conn.execute(sql).await?;
+/// Runs one of the writer's own statements (they take no parameters). On SQLite they are
+/// prepared once and kept; on PostgreSQL, where a prepared call holds one statement, they go as
+/// text.
+async fn bookkeeping(conn: &mut Conn, sql: &'static str) -> Result<()> {
+    match conn {
+        Conn::Lite(_) => {
+            super::db::query(sql).execute(&mut *conn).await?;
+        }
+        Conn::Pg(conn) => {
+            conn.execute(sql).await?;
+        }
     }
     Ok(())
 }

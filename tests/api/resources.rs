@@ -160,7 +160,10 @@ async fn a_party_holds_at_most_its_share_of_open_streams() {
 
 /// The store lends its read connections without pinging them on return: a read cancelled half-way
 /// (a client gone, a timeout) must not hand a connection in an unknown state to the next read, and
-/// the connections stay within the pool's bound.
+/// the connections stay within the pool's bound. On PostgreSQL a read answers over the network, so
+/// polling it a few times and dropping it cancels it half-way; on SQLite a read runs whole on its
+/// first poll (synchronously, see `src/store/db.rs`), so none can be cancelled half-way and the
+/// test checks that every one finished at once.
 #[tokio::test]
 async fn reads_cancelled_half_way_leave_every_later_read_answering() {
     let env = TestEnv::new().await;
@@ -179,8 +182,8 @@ async fn reads_cancelled_half_way_leave_every_later_read_answering() {
         );
     }
     let store = s.store();
-    // Each read is polled one to four times, then dropped: half-way unless it finished (the
-    // database answers on another thread or over the network, so a first poll is never enough).
+    // Each read is polled one to four times, then dropped: half-way unless it finished.
+    let sqlite = store.backend() == liaison::store::Backend::Sqlite;
     let mut cancelled = 0;
     for i in 0..300usize {
         let mut read = std::pin::pin!(store.thread_messages(&threads[i % 5], 0, 100));
@@ -196,10 +199,17 @@ async fn reads_cancelled_half_way_leave_every_later_read_answering() {
             cancelled += 1;
         }
     }
-    assert!(
-        cancelled >= 30,
-        "only {cancelled} of 300 reads were cancelled half-way; the test proves too little"
-    );
+    if sqlite {
+        assert_eq!(
+            cancelled, 0,
+            "a SQLite read did not finish on its first poll"
+        );
+    } else {
+        assert!(
+            cancelled >= 30,
+            "only {cancelled} of 300 reads were cancelled half-way; the test proves too little"
+        );
+    }
     // Every later read, many at once, answers what was written.
     let reads: Vec<_> = (0..64)
         .map(|i| {
