@@ -538,7 +538,107 @@ impl From<rusqlite::Error> for StoreError {
 
 #[cfg(test)]
 mod tests {
-    use super::statements;
+    use super::*;
+
+    fn memory() -> rusqlite::Connection {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER NOT NULL, note TEXT, \
+             author TEXT, idempotency_key TEXT); \
+             CREATE UNIQUE INDEX t_idempotency_key ON t (author, idempotency_key);",
+        )
+        .unwrap();
+        conn
+    }
+
+    fn run(conn: &rusqlite::Connection, q: Query, want: Want) -> Result<Output> {
+        q.run_lite(conn, want)
+    }
+
+    fn rows(out: Output) -> Vec<Row> {
+        match out {
+            Output::Rows(rows) => rows,
+            Output::Done(_) => panic!("no rows"),
+        }
+    }
+
+    fn changed(out: Output) -> u64 {
+        match out {
+            Output::Done(done) => done.rows_affected(),
+            Output::Rows(_) => panic!("rows"),
+        }
+    }
+
+    #[test]
+    fn numbered_parameters_bind_by_number_in_any_order_and_reused() {
+        let conn = memory();
+        let q = query("INSERT INTO t (note, n, id) VALUES ($3 || $1, $2, $1)")
+            .bind("a")
+            .bind(7i64)
+            .bind(Some(String::from("x-")));
+        assert_eq!(changed(run(&conn, q, Want::Nothing).unwrap()), 1);
+        let found = rows(run(&conn, query("SELECT id, n, note FROM t"), Want::All).unwrap());
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].try_get::<String, _>("id").unwrap(), "a");
+        assert_eq!(found[0].try_get::<i64, _>(1).unwrap(), 7);
+        assert_eq!(found[0].try_get::<String, _>("note").unwrap(), "x-a");
+        // A parameter with no value bound is an error, not a NULL.
+        let q = query("SELECT $2").bind(1i64);
+        assert!(run(&conn, q, Want::First).is_err());
+    }
+
+    #[test]
+    fn a_call_counts_the_rows_every_statement_changed_and_only_those() {
+        let conn = memory();
+        let q = query(
+            "INSERT INTO t (id, n) VALUES ($1, 1); INSERT INTO t (id, n) VALUES ($2, 1); \
+             SELECT 1; UPDATE t SET n = n + 1 WHERE id IN ($1, $2, $3)",
+        )
+        .bind("a")
+        .bind("b")
+        .bind("missing");
+        // Two inserts and two updated rows; the SELECT adds nothing (SQLite would repeat the
+        // last count).
+        assert_eq!(changed(run(&conn, q, Want::Nothing).unwrap()), 4);
+        // A statement returning rows runs to its end when its rows are not wanted.
+        let q = query("UPDATE t SET n = n + 10 RETURNING n");
+        assert_eq!(changed(run(&conn, q, Want::Nothing).unwrap()), 2);
+        let first = rows(run(&conn, query("SELECT n FROM t ORDER BY id"), Want::First).unwrap());
+        assert_eq!(first.len(), 1);
+        assert_eq!(first[0].try_get::<i64, _>("n").unwrap(), 12);
+    }
+
+    #[test]
+    fn nulls_types_and_constraints_map_to_the_stores_errors() {
+        let conn = memory();
+        let insert = |id: &'static str, key: Option<&'static str>| {
+            query("INSERT INTO t (id, n, author, idempotency_key) VALUES ($1, 0, 'p', $2)")
+                .bind(id)
+                .bind(key)
+        };
+        run(&conn, insert("a", Some("k")), Want::Nothing).unwrap();
+        match run(&conn, insert("b", Some("k")), Want::Nothing) {
+            Err(StoreError::Conflict(what)) => assert!(what.contains("idempotency"), "{what}"),
+            other => panic!("expected a conflict, got {:?}", other.err()),
+        }
+        assert!(matches!(
+            run(&conn, insert("a", None), Want::Nothing),
+            Err(StoreError::Conflict(_))
+        ));
+        let row = rows(run(&conn, query("SELECT note, n, id FROM t"), Want::First).unwrap())
+            .pop()
+            .unwrap();
+        assert_eq!(row.try_get::<Option<String>, _>("note").unwrap(), None);
+        assert!(matches!(
+            row.try_get::<String, _>("note"),
+            Err(StoreError::Corrupt(_))
+        ));
+        assert!(matches!(
+            row.try_get::<i64, _>("id"),
+            Err(StoreError::Corrupt(_))
+        ));
+        assert!(row.try_get::<i64, _>("absent").is_err());
+    }
 
     #[test]
     fn a_call_splits_at_semicolons_outside_quotes() {

@@ -107,3 +107,23 @@ fn file_path(url: &str) -> Result<PathBuf> {
     }
     Ok(PathBuf::from(path))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::file_path;
+
+    #[test]
+    fn a_sqlite_url_names_a_file() {
+        assert_eq!(
+            file_path("sqlite:///var/lib/liaison/liaison.db?mode=rwc").unwrap(),
+            std::path::PathBuf::from("/var/lib/liaison/liaison.db")
+        );
+        assert_eq!(
+            file_path("sqlite:data/l.db").unwrap(),
+            std::path::PathBuf::from("data/l.db")
+        );
+        for url in ["sqlite::memory:", "sqlite://", "sqlite://?mode=rwc"] {
+            assert!(file_path(url).is_err(), "{url}");
+        }
+    }
+}
