@@ -42,7 +42,6 @@ pub(crate) struct Query {
 pub(crate) enum Value {
     Int(Option<i64>),
     Text(Option<Cow<'static, str>>),
-    Bool(Option<bool>),
 }
 
 /// Starts a statement; bind its parameters in order with [`Query::bind`].
@@ -125,7 +124,6 @@ impl Query {
             q = match arg {
                 Value::Int(v) => q.bind(v),
                 Value::Text(v) => q.bind(v.map(Cow::into_owned)),
-                Value::Bool(v) => q.bind(v),
             };
         }
         q
@@ -251,8 +249,7 @@ impl Value {
         match self {
             Value::Int(Some(i)) => ValueRef::Integer(*i),
             Value::Text(Some(s)) => ValueRef::Text(s.as_bytes()),
-            Value::Bool(Some(b)) => ValueRef::Integer(i64::from(*b)),
-            Value::Int(None) | Value::Text(None) | Value::Bool(None) => ValueRef::Null,
+            Value::Int(None) | Value::Text(None) => ValueRef::Null,
         }
     }
 }
@@ -274,7 +271,6 @@ macro_rules! value_from {
 
 value_from! {
     i64 => Int, |v| v;
-    bool => Bool, |v| v;
     String => Text, Cow::Owned;
     &'static str => Text, Cow::Borrowed;
 }
@@ -383,7 +379,6 @@ macro_rules! decode {
 decode! {
     i64 => LiteValue::Integer(i) => *i;
     String => LiteValue::Text(s) => s.clone();
-    bool => LiteValue::Integer(i) => *i != 0;
 }
 
 /// Where a statement runs: the writer's transaction or the read pool.

@@ -1,10 +1,11 @@
 //! Storage: one `Store` for SQLite (default, through rusqlite) and PostgreSQL (through sqlx).
 //!
 //! The SQL is written once (`$1` placeholders work on both backends) and run through [`db`];
-//! what differs per backend lives in [`sqlite`] (file, pragmas) and [`postgres`] (pool, locks). Every write runs through
-//! [`Store::write`] and the group-commit writer ([`writer`]): one task per process commits many
-//! concurrent operations together, each in its own savepoint, one durable flush per batch. A write
-//! is acknowledged only after its commit is durable.
+//! what differs per backend lives in [`sqlite`] (file, pragmas) and [`postgres`] (pool, locks).
+//! Every write runs through [`Store::write`] and the group-commit writer ([`writer`]): one per
+//! process (a thread on SQLite, a task on PostgreSQL) commits many concurrent operations
+//! together, each in its own savepoint, one durable flush per batch. A write is acknowledged only
+//! after its commit is durable.
 //!
 //! The store knows tables and transactions, not rules: validation and permissions are the service's.
 //! It does apply the pure thread state machine inside the posting transaction, so that the state
