@@ -3,7 +3,7 @@
 //! The SQL is written once (`$1` placeholders work on both backends) and run through [`db`];
 //! what differs per backend lives in [`sqlite`] (file, pragmas) and [`postgres`] (pool, locks).
 //! Every write runs through [`Store::write`] and the group-commit writer ([`writer`]): one per
-//! process (a thread on SQLite, a task on PostgreSQL) commits many concurrent operations
+//! process, on a thread of its own, commits many concurrent operations
 //! together, each in its own savepoint, one durable flush per batch. A write is acknowledged only
 //! after its commit is durable.
 //!

@@ -78,12 +78,17 @@ pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {
     })
     .await?;
     // The migrator takes an advisory lock, so replicas starting together apply each migration once.
-    let mut writer = AnyConnection::connect_with(&options).await?;
+    let mut migrating = AnyConnection::connect_with(&options).await?;
     super::migrator(MIGRATIONS)
-        .run(&mut writer)
+        .run(&mut migrating)
         .await
         .map_err(|e| StoreError::Database(e.to_string()))?;
-    let writer = BatchWriter::start(Conn::Pg(writer), "BEGIN; SAVEPOINT job", Some(options))
-        .map_err(|e| StoreError::Database(e.to_string()))?;
+    migrating.close().await?;
+    // The writer opens its own connection, on its own thread's runtime (see `BatchWriter::start`).
+    let connect = {
+        let options = options.clone();
+        async move { Ok(Conn::Pg(AnyConnection::connect_with(&options).await?)) }
+    };
+    let writer = BatchWriter::start(connect, "BEGIN; SAVEPOINT job", Some(options)).await?;
     Ok((Pool::Pg(pool), writer))
 }

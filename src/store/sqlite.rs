@@ -92,8 +92,8 @@ pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {
          PRAGMA temp_store = MEMORY;",
     )?;
     let pool = LitePool::open(path)?;
-    let writer = BatchWriter::start(Conn::Lite(writer), "BEGIN IMMEDIATE; SAVEPOINT job", None)
-        .map_err(|e| StoreError::Database(format!("could not start the writer: {e}")))?;
+    let connect = async move { Ok(Conn::Lite(writer)) };
+    let writer = BatchWriter::start(connect, "BEGIN IMMEDIATE; SAVEPOINT job", None).await?;
     Ok((Pool::Lite(pool), writer))
 }
 
