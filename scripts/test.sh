@@ -6,11 +6,15 @@
 # Environment:
 #   LIAISON_TEST_PG_URL  PostgreSQL server for the PostgreSQL pass
 #                        (default postgres://postgres@127.0.0.1:5432/postgres)
+#   LIAISON_TEST_PG_SOCKET_DIR  the same server's Unix socket directory, for a shorter pass over
+#                        it (default /var/run/postgresql; skipped when there is no socket)
 #   CARGO_TARGET_DIR     where cargo builds (default: target/ in the repository)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 pg_url=${LIAISON_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/postgres}
+pg_socket_dir=${LIAISON_TEST_PG_SOCKET_DIR:-/var/run/postgresql}
+pg_socket_url="postgres://postgres@$(printf %s "$pg_socket_dir" | sed 's|/|%2F|g')/postgres"
 target=${CARGO_TARGET_DIR:-$root/target}
 export CARGO_TARGET_DIR=$target
 
@@ -51,6 +55,16 @@ cargo test --locked -- --test-threads=2
 
 step "Rust suite on PostgreSQL"
 LIAISON_TEST_DATABASE_URL=$pg_url cargo test --locked --test api -- --test-threads=2
+
+# The same server through its Unix socket (what the README suggests on one host): the read pool
+# under bursts of connections, the bus and the replicas.
+step "Rust suite on PostgreSQL over its Unix socket (pool, bus, replicas)"
+if [ -S "$pg_socket_dir/.s.PGSQL.5432" ]; then
+  LIAISON_TEST_DATABASE_URL=$pg_socket_url cargo test --locked --test api -- --test-threads=2 \
+    resources:: replicas:: directory:: inbox::
+else
+  echo "No PostgreSQL socket in $pg_socket_dir: skipped (set LIAISON_TEST_PG_SOCKET_DIR)"
+fi
 
 export LIAISON_BIN=$target/debug/liaison
 step "MCP interop (official Python SDK) on SQLite"

@@ -87,10 +87,29 @@ impl Readers {
         self.idle.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Opens a connection. Over a Unix socket the kernel refuses a connection at once (`EAGAIN`)
+    /// while the server's queue of connections it has not yet accepted is full, as in a burst
+    /// of opens (PostgreSQL forks a process for each); over TCP the kernel retries by itself. So
+    /// such a refusal is retried, with a growing pause, until the acquire timeout.
     async fn connect(&self) -> Result<AnyConnection, sqlx::Error> {
-        let conn = AnyConnection::connect_with(&self.config.options).await?;
-        self.open.fetch_add(1, Ordering::Relaxed);
-        Ok(conn)
+        let deadline = Instant::now() + self.config.acquire_timeout;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match AnyConnection::connect_with(&self.config.options).await {
+                Ok(conn) => {
+                    self.open.fetch_add(1, Ordering::Relaxed);
+                    return Ok(conn);
+                }
+                Err(sqlx::Error::Io(e))
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        && Instant::now() + pause < deadline =>
+                {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(100));
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     async fn lease(&self) -> Result<Lease<'_>, sqlx::Error> {
