@@ -168,8 +168,14 @@ impl Store {
     pub async fn post(&self, m: NewMessage) -> Result<PostOutcome> {
         let lock = self.for_update();
         let cache = self.webhooks.clone();
+        // A post's effects are all rows of its transaction, and its inputs carry its ids and
+        // time, so it may run again (the writer then replays it rather than give it a
+        // savepoint of its own).
         let (outcome, enqueued) = self
-            .write(move |tx| Box::pin(async move { post_in(tx, m, lock, &cache).await }))
+            .write_repeatable(move |tx| {
+                let (m, cache) = (m.clone(), cache.clone());
+                Box::pin(async move { post_in(tx, m, lock, &cache).await })
+            })
             .await?;
         if enqueued {
             self.outbox_enqueued();

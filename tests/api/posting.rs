@@ -349,3 +349,121 @@ async fn a_thread_page_or_inbox_page_holds_at_most_twenty_thousand_characters_of
     assert_eq!(shown, liaison::service::MAX_SLICE_CHARS);
     assert!(bodies["entries"][22]["body_truncated"] == true);
 }
+
+/// A thread closed while replies to it are in flight, among other posts, all at once (so in the
+/// writer's same batches, where a reply that passed the service's check before the close may be
+/// refused by the store, and the posts that shared its savepoint run again): the refused replies
+/// change nothing, and every accepted post is written once, in order, with its inbox entries.
+#[tokio::test]
+async fn a_thread_closed_among_concurrent_posts_loses_none_and_writes_each_once() {
+    let (env, alice, bob) = two_members().await;
+    let s = &env.service;
+    let question = s
+        .post(&alice, post("question", Some("demo"), None, "closing soon"))
+        .await
+        .unwrap();
+    let thread = question.thread.clone();
+    // Each read is a new consumer, so it pages the whole inbox from its start.
+    let read_inbox = |who: liaison::service::Caller, consumer: &'static str| {
+        let s = s.clone();
+        async move {
+            let mut all = Vec::new();
+            loop {
+                let page = s
+                    .inbox(
+                        &who,
+                        liaison::service::InboxRequest {
+                            consumer: consumer.into(),
+                            after: all.last().map(|e: &liaison::service::InboxItem| e.seq),
+                            limit: Some(100),
+                            wait_s: None,
+                        },
+                    )
+                    .await
+                    .unwrap();
+                if page.entries.is_empty() {
+                    return all;
+                }
+                all.extend(page.entries);
+            }
+        }
+    };
+    let before = read_inbox(bob.clone(), "before").await.len();
+
+    let tasks: Vec<_> = (0..60)
+        .map(|i| {
+            let (s, alice, bob, t) = (s.clone(), alice.clone(), bob.clone(), thread.clone());
+            tokio::spawn(async move {
+                match i {
+                    20 => {
+                        let mut close = post("close", None, Some(&t), "");
+                        close.outcome = Some(Outcome::Done);
+                        ("close", s.post(&alice, close).await.map(|o| o.message))
+                    }
+                    i if i % 2 == 1 => (
+                        "reply",
+                        s.post(&bob, post("reply", None, Some(&t), &format!("r{i}")))
+                            .await
+                            .map(|o| o.message),
+                    ),
+                    i => (
+                        "announce",
+                        s.post(
+                            &alice,
+                            post("announce", Some("demo"), None, &format!("a{i}")),
+                        )
+                        .await
+                        .map(|o| o.message),
+                    ),
+                }
+            })
+        })
+        .collect();
+    let (mut replies, mut refused) = (0, 0);
+    // What bob's inbox must gain: alice's posts (his replies are his own).
+    let mut for_bob = std::collections::BTreeSet::new();
+    for task in tasks {
+        match task.await.unwrap() {
+            ("reply", Ok(_)) => replies += 1,
+            ("reply", Err(e)) => {
+                assert_eq!(e.code, ErrorCode::ThreadClosed, "{}", e.message);
+                refused += 1;
+            }
+            (_, outcome) => {
+                for_bob.insert(outcome.unwrap().to_string());
+            }
+        }
+    }
+    assert_eq!((for_bob.len(), replies + refused), (30, 30));
+
+    // The thread holds the question, the accepted replies and the close, at positions 1..=n.
+    let view = s.thread(&alice, &thread, None, Some(100)).await.unwrap();
+    let positions: Vec<i64> = view
+        .messages
+        .iter()
+        .map(|m| m.message.message.position)
+        .collect();
+    assert_eq!(positions, (1..=replies as i64 + 2).collect::<Vec<_>>());
+    assert_eq!(view.thread.state.name(), "closed");
+
+    // Bob's inbox gained each of alice's posts once, in unbroken order.
+    let entries = read_inbox(bob.clone(), "after").await;
+    let new = &entries[before..];
+    let seqs: Vec<i64> = new.iter().map(|e| e.seq).collect();
+    let first = seqs[0];
+    assert_eq!(seqs, (first..first + seqs.len() as i64).collect::<Vec<_>>());
+    let got: Vec<String> = new
+        .iter()
+        .filter_map(|e| match &e.content {
+            liaison::service::ItemContent::Message { message, .. } => {
+                Some(message.message.id.to_string())
+            }
+            liaison::service::ItemContent::Notice { .. } => None,
+        })
+        .collect();
+    assert_eq!(got.len(), for_bob.len(), "each once");
+    assert_eq!(
+        got.into_iter().collect::<std::collections::BTreeSet<_>>(),
+        for_bob
+    );
+}
