@@ -174,9 +174,20 @@ impl Store {
         let (outcome, enqueued) = self
             .write_repeatable(move |tx| {
                 let (m, cache) = (m.clone(), cache.clone());
-                Box::pin(async move { post_in(tx, m, lock, &cache).await })
+                Box::pin(async move {
+                    match post_in(tx, m, lock, &cache).await {
+                        // A key used for another request is refused before the post writes
+                        // anything, so the job itself succeeds (nothing to undo, no other post
+                        // to replay) and the refusal is answered after the commit: a client
+                        // reusing keys cannot make the writer run others' posts again.
+                        Err(StoreError::IdempotencyMismatch) => {
+                            Ok(Err(StoreError::IdempotencyMismatch))
+                        }
+                        done => done.map(Ok),
+                    }
+                })
             })
-            .await?;
+            .await??;
         if enqueued {
             self.outbox_enqueued();
         }

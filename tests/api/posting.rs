@@ -350,10 +350,11 @@ async fn a_thread_page_or_inbox_page_holds_at_most_twenty_thousand_characters_of
     assert!(bodies["entries"][22]["body_truncated"] == true);
 }
 
-/// A thread closed while replies to it are in flight, among other posts, all at once (so in the
-/// writer's same batches, where a reply that passed the service's check before the close may be
-/// refused by the store, and the posts that shared its savepoint run again): the refused replies
-/// change nothing, and every accepted post is written once, in order, with its inbox entries.
+/// A thread closed while replies to it are in flight, among other posts (some reusing one key
+/// for different bodies), all at once: so in the writer's same batches, where a reply that passed
+/// the service's check before the close may be refused by the store (and the posts that shared
+/// its savepoint run again). The refused posts change nothing, and every accepted post is
+/// written once, in order, with its inbox entries.
 #[tokio::test]
 async fn a_thread_closed_among_concurrent_posts_loses_none_and_writes_each_once() {
     let (env, alice, bob) = two_members().await;
@@ -400,6 +401,12 @@ async fn a_thread_closed_among_concurrent_posts_loses_none_and_writes_each_once(
                         close.outcome = Some(Outcome::Done);
                         ("close", s.post(&alice, close).await.map(|o| o.message))
                     }
+                    // Six posts reuse one key for different bodies: one is written, five refused.
+                    i if i % 10 == 4 => {
+                        let mut req = post("announce", Some("demo"), None, &format!("k{i}"));
+                        req.idempotency_key = Some("reused".into());
+                        ("keyed", s.post(&alice, req).await.map(|o| o.message))
+                    }
                     i if i % 2 == 1 => (
                         "reply",
                         s.post(&bob, post("reply", None, Some(&t), &format!("r{i}")))
@@ -419,7 +426,7 @@ async fn a_thread_closed_among_concurrent_posts_loses_none_and_writes_each_once(
             })
         })
         .collect();
-    let (mut replies, mut refused) = (0, 0);
+    let (mut replies, mut refused, mut reused) = (0, 0, 0);
     // What bob's inbox must gain: alice's posts (his replies are his own).
     let mut for_bob = std::collections::BTreeSet::new();
     for task in tasks {
@@ -429,12 +436,16 @@ async fn a_thread_closed_among_concurrent_posts_loses_none_and_writes_each_once(
                 assert_eq!(e.code, ErrorCode::ThreadClosed, "{}", e.message);
                 refused += 1;
             }
+            ("keyed", Err(e)) => {
+                assert_eq!(e.code, ErrorCode::IdempotencyConflict, "{}", e.message);
+                reused += 1;
+            }
             (_, outcome) => {
                 for_bob.insert(outcome.unwrap().to_string());
             }
         }
     }
-    assert_eq!((for_bob.len(), replies + refused), (30, 30));
+    assert_eq!((for_bob.len(), reused, replies + refused), (25, 5, 30));
 
     // The thread holds the question, the accepted replies and the close, at positions 1..=n.
     let view = s.thread(&alice, &thread, None, Some(100)).await.unwrap();
