@@ -132,98 +132,110 @@ impl Service {
             )));
         }
         let key = format!("{A2A_KEY_PREFIX}{}", msg.message_id);
+        let Some(id) = msg.task_id.clone() else {
+            // A new task is posted at once: the post itself recognises a retry (the same key
+            // with the same request answers the earlier message), so an intake reads nothing
+            // first. Whatever refuses it on the way (a route changed since, the key used for
+            // another message) is checked against an earlier use of the key, as a follow-up is
+            // below, so a retry still gets the task as it stands.
+            let retry = msg.clone();
+            return match self.open_task(caller, msg, key.clone()).await {
+                Ok(view) => Ok(view),
+                Err(e) => match self.inner.store.message_by_key(caller.id(), &key).await {
+                    Ok(Some(earlier)) => self.retried(caller, &retry, earlier).await,
+                    _ => Err(e),
+                },
+            };
+        };
+        // A follow-up checks its key first: a retry gets the task even once it has ended.
         if let Some(earlier) = self.inner.store.message_by_key(caller.id(), &key).await? {
             return self.retried(caller, &msg, earlier).await;
         }
-        let key = Some(key);
-        let thread = match &msg.task_id {
-            Some(id) => {
-                let task = self.own_task(caller, id).await?;
-                let info = task.task.as_ref().expect("own_task returns tasks");
-                if info.state.is_terminal() {
-                    return Err(ServiceError::new(
-                        ErrorCode::TaskTerminal,
-                        format!(
-                            "task {id} is {}; send a new task in the same context with referenceTaskIds",
-                            info.state
-                        ),
-                    ));
-                }
-                if msg
-                    .context_id
-                    .as_ref()
-                    .is_some_and(|c| c != &info.context_id)
-                {
-                    return Err(ServiceError::invalid(format!(
-                        "task {id} belongs to context {}",
-                        info.context_id
-                    )));
-                }
-                let kind = if info.state.is_interrupted() {
-                    Kind::Reply
-                } else {
-                    Kind::Announce
-                };
-                let req = PostRequest {
-                    kind: Some(kind),
-                    thread: Some(id.clone()),
-                    body: msg.body,
-                    attachments: msg.attachments,
-                    idempotency_key: key,
-                    ..Default::default()
-                };
-                self.post_as(caller, req, None).await?.thread
-            }
-            None => {
-                let route = self.route_for(caller.id(), msg.skill.as_deref()).await?;
-                if !self.may_use(caller, &route).await? {
-                    return Err(ServiceError::forbidden(format!(
-                        "skill {:?} is not open to you (you are not in its channel); \
-                         your extended agent card lists the skills you may use",
-                        route.id
-                    )));
-                }
-                for r in &msg.reference_task_ids {
-                    self.own_task(caller, r).await?;
-                }
-                let req = PostRequest {
-                    kind: Some(route.kind),
-                    channel: Some(route.channel.clone()),
-                    impact: if route.kind == Kind::Request {
-                        Some(route.impact.unwrap_or(Impact::None))
-                    } else {
-                        None
-                    },
-                    body: msg.body,
-                    attachments: msg.attachments,
-                    idempotency_key: key,
-                    ..Default::default()
-                };
-                let task = NewTask {
-                    context_id: msg
-                        .context_id
-                        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
-                    skill: route.id.clone(),
-                    reference_task_ids: msg.reference_task_ids,
-                };
-                let (receipt, posted) = self.post_recorded(caller, req, Some(task)).await?;
-                if receipt.replayed || receipt.approval.is_some() {
-                    receipt.thread
-                } else {
-                    // The task as the commit left it: its first message, no artifact and no
-                    // approval. Reading it back would cost three reads on every intake; an agent
-                    // that has answered since shows in the task's events, which blocking and
-                    // streaming sends read from this view's last event on.
-                    return Ok(TaskView {
-                        thread: posted.thread,
-                        history: vec![posted.message],
-                        artifacts: Vec::new(),
-                        approval: None,
-                    });
-                }
-            }
+        let task = self.own_task(caller, &id).await?;
+        let info = task.task.as_ref().expect("own_task returns tasks");
+        if info.state.is_terminal() {
+            return Err(ServiceError::new(
+                ErrorCode::TaskTerminal,
+                format!(
+                    "task {id} is {}; send a new task in the same context with referenceTaskIds",
+                    info.state
+                ),
+            ));
+        }
+        if msg
+            .context_id
+            .as_ref()
+            .is_some_and(|c| c != &info.context_id)
+        {
+            return Err(ServiceError::invalid(format!(
+                "task {id} belongs to context {}",
+                info.context_id
+            )));
+        }
+        let kind = if info.state.is_interrupted() {
+            Kind::Reply
+        } else {
+            Kind::Announce
         };
+        let req = PostRequest {
+            kind: Some(kind),
+            thread: Some(id.clone()),
+            body: msg.body,
+            attachments: msg.attachments,
+            idempotency_key: Some(key),
+            ..Default::default()
+        };
+        let thread = self.post_as(caller, req, None).await?.thread;
         self.task(caller, &thread, None).await
+    }
+
+    /// Opens a new task from a party's message: routed by its skill, in the route's channel.
+    async fn open_task(&self, caller: &Caller, msg: TaskMessage, key: String) -> Result<TaskView> {
+        let route = self.route_for(caller.id(), msg.skill.as_deref()).await?;
+        if !self.may_use(caller, &route).await? {
+            return Err(ServiceError::forbidden(format!(
+                "skill {:?} is not open to you (you are not in its channel); \
+                 your extended agent card lists the skills you may use",
+                route.id
+            )));
+        }
+        for r in &msg.reference_task_ids {
+            self.own_task(caller, r).await?;
+        }
+        let req = PostRequest {
+            kind: Some(route.kind),
+            channel: Some(route.channel.clone()),
+            impact: if route.kind == Kind::Request {
+                Some(route.impact.unwrap_or(Impact::None))
+            } else {
+                None
+            },
+            body: msg.body,
+            attachments: msg.attachments,
+            idempotency_key: Some(key),
+            ..Default::default()
+        };
+        let task = NewTask {
+            context_id: msg
+                .context_id
+                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+            skill: route.id.clone(),
+            reference_task_ids: msg.reference_task_ids,
+        };
+        let (receipt, posted) = self.post_recorded(caller, req, Some(task)).await?;
+        if receipt.replayed || receipt.approval.is_some() {
+            return self.task(caller, &receipt.thread, None).await;
+        }
+        // The task as the commit left it: its first message, no artifact and no approval.
+        // Reading it back would cost three reads on every intake; an agent that has answered
+        // since shows in the task's events, which blocking and streaming sends read from this
+        // view's last event on.
+        Ok(TaskView {
+            thread: posted.thread,
+            history: vec![posted.message],
+            artifacts: Vec::new(),
+            approval: None,
+        })
     }
 
     /// A message whose `messageId` the party has used before: the same message again (same task,

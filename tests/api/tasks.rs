@@ -495,3 +495,57 @@ async fn a_party_outside_a_skills_channel_is_refused_not_told_not_found() {
         0
     );
 }
+
+/// A new task's retry is recognised by its post, with nothing read first; when the way to a new
+/// task is closed since (the party left the skill's channel), the retry still gets its task as
+/// it stands, while a new message is refused.
+#[tokio::test]
+async fn a_retry_gets_its_task_even_after_the_party_lost_the_skill() {
+    let (env, alice, partner, _rival) = setup().await;
+    let s = &env.service;
+    let first = s
+        .send_task_message(&partner, message("m1", "Which TLS version?"))
+        .await
+        .unwrap();
+    let id = first.thread.id.clone();
+    s.post(&alice, post("question", None, Some(&id), "Which endpoint?"))
+        .await
+        .unwrap();
+    // A retry while nothing changed: the same task, as it stands now.
+    let again = s
+        .send_task_message(&partner, message("m1", "Which TLS version?"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (again.thread.id.clone(), again.state()),
+        (id.clone(), TaskState::InputRequired)
+    );
+    let change = liaison::service::MemberChange {
+        add: Vec::new(),
+        remove: vec![crate::helpers::pid("partner")],
+        rights: None,
+    };
+    s.change_members(&env.admin, &channel("partners"), change)
+        .await
+        .unwrap();
+    let again = s
+        .send_task_message(&partner, message("m1", "Which TLS version?"))
+        .await
+        .unwrap();
+    assert_eq!(again.thread.id, id);
+    assert_eq!(
+        s.send_task_message(&partner, message("m3", "A new question"))
+            .await
+            .unwrap_err()
+            .code,
+        ErrorCode::Forbidden
+    );
+    // The reused id for another message is still refused.
+    assert_eq!(
+        s.send_task_message(&partner, message("m1", "Something else"))
+            .await
+            .unwrap_err()
+            .code,
+        ErrorCode::IdempotencyConflict
+    );
+}
