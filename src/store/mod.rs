@@ -190,7 +190,7 @@ impl Store {
     pub(crate) async fn write_repeatable<T, F>(&self, op: F) -> Result<T>
     where
         T: Send + 'static,
-        F: for<'c> Fn(&'c mut Conn) -> BoxFut<'c, Result<T>> + Send + Sync + 'static,
+        F: for<'c> Fn(&'c mut Conn) -> BoxFut<'c, Result<T>> + Send + 'static,
     {
         self.writer.run_repeatable(op).await
     }

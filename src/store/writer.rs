@@ -44,37 +44,55 @@ trait Job: Send {
     fn fail(self: Box<Self>, e: StoreError);
 }
 
-/// The answer of a job from its outcome and the batch's commit.
-fn answer<T>(reply: oneshot::Sender<Result<T>>, outcome: Option<Result<T>>, commit: Result<()>) {
-    let result = match outcome {
-        Some(Ok(value)) => commit.map(|()| value),
-        // A failed job carries its own error, whatever the commit did.
-        Some(Err(e)) => Err(e),
-        None => Err(StoreError::Database("a write was not run".into())),
-    };
-    let _ = reply.send(result);
+/// What a queued write runs: once ([`Once`]) or as often as the writer needs ([`Again`]).
+trait Op<T>: Send {
+    const REPEATABLE: bool;
+    fn call<'c>(&mut self, conn: &'c mut Conn) -> BoxFut<'c, Result<T>>;
 }
 
-/// A write that runs once.
-struct OnceJob<T, F> {
-    op: Option<F>,
+struct Once<F>(Option<F>);
+
+impl<T, F> Op<T> for Once<F>
+where
+    T: Send + 'static,
+    F: for<'c> FnOnce(&'c mut Conn) -> BoxFut<'c, Result<T>> + Send,
+{
+    const REPEATABLE: bool = false;
+
+    fn call<'c>(&mut self, conn: &'c mut Conn) -> BoxFut<'c, Result<T>> {
+        match self.0.take() {
+            Some(op) => op(conn),
+            None => Box::pin(async { Err(StoreError::Database("a write ran twice".into())) }),
+        }
+    }
+}
+
+struct Again<F>(F);
+
+impl<T, F> Op<T> for Again<F>
+where
+    F: for<'c> Fn(&'c mut Conn) -> BoxFut<'c, Result<T>> + Send,
+{
+    const REPEATABLE: bool = true;
+
+    fn call<'c>(&mut self, conn: &'c mut Conn) -> BoxFut<'c, Result<T>> {
+        (self.0)(conn)
+    }
+}
+
+/// A queued write with the caller's answer channel and, once it has run, its outcome.
+struct Queued<T, O> {
+    op: O,
     outcome: Option<Result<T>>,
     reply: oneshot::Sender<Result<T>>,
 }
 
-impl<T, F> Job for OnceJob<T, F>
-where
-    T: Send + 'static,
-    F: for<'c> FnOnce(&'c mut Conn) -> BoxFut<'c, Result<T>> + Send + 'static,
-{
+impl<T: Send + 'static, O: Op<T>> Job for Queued<T, O> {
     fn run<'c>(&'c mut self, conn: &'c mut Conn) -> BoxFut<'c, bool> {
-        let OnceJob { op, outcome, .. } = self;
-        let op = op.take();
+        let run = self.op.call(conn);
+        let outcome = &mut self.outcome;
         Box::pin(async move {
-            let result = match op {
-                Some(op) => op(conn).await,
-                None => Err(StoreError::Database("a write ran twice".into())),
-            };
+            let result = run.await;
             let ok = result.is_ok();
             *outcome = Some(result);
             ok
@@ -82,46 +100,17 @@ where
     }
 
     fn repeatable(&self) -> bool {
-        false
+        O::REPEATABLE
     }
 
     fn answer(self: Box<Self>, commit: Result<()>) {
-        answer(self.reply, self.outcome, commit);
-    }
-
-    fn fail(self: Box<Self>, e: StoreError) {
-        let _ = self.reply.send(Err(e));
-    }
-}
-
-/// A write that may run again from its inputs (see the module's doc).
-struct RepeatJob<T, F> {
-    op: F,
-    outcome: Option<Result<T>>,
-    reply: oneshot::Sender<Result<T>>,
-}
-
-impl<T, F> Job for RepeatJob<T, F>
-where
-    T: Send + 'static,
-    F: for<'c> Fn(&'c mut Conn) -> BoxFut<'c, Result<T>> + Send + Sync + 'static,
-{
-    fn run<'c>(&'c mut self, conn: &'c mut Conn) -> BoxFut<'c, bool> {
-        let RepeatJob { op, outcome, .. } = self;
-        Box::pin(async move {
-            let result = op(conn).await;
-            let ok = result.is_ok();
-            *outcome = Some(result);
-            ok
-        })
-    }
-
-    fn repeatable(&self) -> bool {
-        true
-    }
-
-    fn answer(self: Box<Self>, commit: Result<()>) {
-        answer(self.reply, self.outcome, commit);
+        let result = match self.outcome {
+            Some(Ok(value)) => commit.map(|()| value),
+            // A failed job carries its own error, whatever the commit did.
+            Some(Err(e)) => Err(e),
+            None => Err(StoreError::Database("a write was not run".into())),
+        };
+        let _ = self.reply.send(result);
     }
 
     fn fail(self: Box<Self>, e: StoreError) {
@@ -204,13 +193,7 @@ impl BatchWriter {
         T: Send + 'static,
         F: for<'c> FnOnce(&'c mut Conn) -> BoxFut<'c, Result<T>> + Send + 'static,
     {
-        let (reply, rx) = oneshot::channel::<Result<T>>();
-        let job = OnceJob {
-            op: Some(op),
-            outcome: None,
-            reply,
-        };
-        self.submit(Box::new(job), rx).await
+        self.submit(Once(Some(op))).await
     }
 
     /// [`BatchWriter::run`] for a write that may run again from its inputs, when an other write
@@ -219,22 +202,26 @@ impl BatchWriter {
     pub(super) async fn run_repeatable<T, F>(&self, op: F) -> Result<T>
     where
         T: Send + 'static,
-        F: for<'c> Fn(&'c mut Conn) -> BoxFut<'c, Result<T>> + Send + Sync + 'static,
+        F: for<'c> Fn(&'c mut Conn) -> BoxFut<'c, Result<T>> + Send + 'static,
+    {
+        self.submit(Again(op)).await
+    }
+
+    async fn submit<T, O>(&self, op: O) -> Result<T>
+    where
+        T: Send + 'static,
+        O: Op<T> + 'static,
     {
         let (reply, rx) = oneshot::channel::<Result<T>>();
-        let job = RepeatJob {
+        let job = Queued {
             op,
             outcome: None,
             reply,
         };
-        self.submit(Box::new(job), rx).await
-    }
-
-    async fn submit<T>(&self, job: Box<dyn Job>, rx: oneshot::Receiver<Result<T>>) -> Result<T> {
         let sender = self.jobs.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let sender = sender.ok_or_else(|| StoreError::Database("the store is closed".into()))?;
         sender
-            .send(job)
+            .send(Box::new(job))
             .await
             .map_err(|_| StoreError::Database("the store writer stopped".into()))?;
         rx.await
