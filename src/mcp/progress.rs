@@ -32,7 +32,8 @@ pub async fn with_progress<F: Future>(
                 let note = ProgressNotificationParam::new(token.clone()?, waited)
                     .with_total(total_s as f64)
                     .with_message(format!("Waiting for inbox entries ({waited:.0} of {total_s} s)."));
-                if ctx.peer.notify_progress(note).await.is_err() {
+                // Boxed: a long-poll's future keeps no room for it while it waits.
+                if Box::pin(ctx.peer.notify_progress(note)).await.is_err() {
                     return None;
                 }
             }

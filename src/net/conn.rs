@@ -37,11 +37,16 @@ pub(super) struct Server {
 impl Server {
     /// Serves one accepted connection to its end.
     pub(super) async fn connection(&self, tcp: TcpStream, peer: SocketAddr) {
+        // Each way is boxed at its own size, so a plain connection's task holds no room for a TLS
+        // handshake and session it never has: 4.5 KiB became 2.2 KiB a connection, which counts
+        // with 10,000 long-polls open.
         let Some(acceptor) = &self.tls else {
-            return self.serve(tcp, peer).await;
+            return Box::pin(self.serve(tcp, peer)).await;
         };
-        let handshake =
-            tokio::time::timeout(self.settings.tls_handshake_timeout, acceptor.accept(tcp));
+        let handshake = Box::pin(tokio::time::timeout(
+            self.settings.tls_handshake_timeout,
+            acceptor.accept(tcp),
+        ));
         let tls = tokio::select! {
             done = handshake => match done {
                 Ok(Ok(tls)) => tls,
@@ -50,7 +55,7 @@ impl Server {
             },
             () = self.shutdown.cancelled() => return,
         };
-        self.serve(tls, peer).await
+        Box::pin(self.serve(tls, peer)).await
     }
 
     async fn serve<I>(&self, io: I, peer: SocketAddr)
