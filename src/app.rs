@@ -351,8 +351,7 @@ fn ensure_master_key(dir: &Path) -> anyhow::Result<()> {
     ring::rand::SystemRandom::new()
         .fill(&mut key)
         .map_err(|_| anyhow::anyhow!("No system randomness"))?;
-    let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
-    write_secret_file(&path, &hex)
+    write_secret_file(&path, &crate::domain::hex(&key))
 }
 
 /// The public URL when none is configured: the bound address, except that an unspecified one

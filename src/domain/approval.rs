@@ -160,22 +160,14 @@ fn action_fingerprint(
         thread: thread.as_str(),
         message: message.as_str(),
         impact,
-        content: sha256_hex(&canonical(&content)),
+        content: super::sha256_hex(&canonical(&content)),
         to,
     };
-    sha256_hex(&canonical(&action))
+    super::sha256_hex(&canonical(&action))
 }
 
 fn canonical(value: &impl Serialize) -> Vec<u8> {
     serde_json_canonicalizer::to_vec(value).expect("plain JSON values canonicalise")
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    ring::digest::digest(&ring::digest::SHA256, bytes)
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 #[cfg(test)]

@@ -153,7 +153,7 @@ fn random_nonce() -> String {
     ring::rand::SystemRandom::new()
         .fill(&mut bytes)
         .expect("the system random source works");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    super::hex(&bytes)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 pub mod address;
 mod approval;
 mod channel;
+mod digest;
 pub mod duration;
 mod ids;
 mod label;
@@ -24,6 +25,7 @@ pub use approval::{
     fingerprint, outbound_fingerprint,
 };
 pub use channel::{APPROVAL_TTL_RANGE, ApprovalPolicy, PolicyChange, PolicyDecision};
+pub use digest::{hex, sha256_hex};
 pub use ids::{ApprovalId, ChannelName, MessageId, PersonId, ThreadId};
 pub use label::{BODY_PREFIX, Label, LabelLanguage, render_for_agent};
 pub use message::{

@@ -39,7 +39,7 @@ pub fn push_jwt(keys: &KeyRing, delivery: &PushDelivery<'_>) -> Result<String, K
         "iat": delivery.now,
         "exp": delivery.now + PUSH_JWT_TTL_SECONDS,
         "jti": uuid::Uuid::now_v7().to_string(),
-        "request_body_sha256": sha256_hex(delivery.body),
+        "request_body_sha256": crate::domain::sha256_hex(delivery.body),
     });
     if let Some(task_id) = delivery.task_id {
         claims["taskId"] = json!(task_id);
@@ -76,18 +76,10 @@ pub fn verify_push_jwt(
     if expected.now >= exp || iat > expected.now + CLOCK_SKEW_SECONDS {
         return Err(PushJwtError::Expired);
     }
-    if claims["request_body_sha256"] != sha256_hex(expected.body) {
+    if claims["request_body_sha256"] != crate::domain::sha256_hex(expected.body) {
         return Err(PushJwtError::BodyMismatch);
     }
     Ok(claims)
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    ring::digest::digest(&ring::digest::SHA256, bytes)
-        .as_ref()
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
 }
 
 #[cfg(test)]

@@ -239,5 +239,5 @@ fn random_hex() -> String {
     ring::rand::SystemRandom::new()
         .fill(&mut bytes)
         .expect("the system random source works");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    crate::domain::hex(&bytes)
 }

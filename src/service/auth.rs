@@ -24,16 +24,12 @@ pub(super) fn new_secret() -> (String, String) {
         "{SECRET_PREFIX}{}",
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(secret)
     );
-    let id = format!(
-        "tok_{}",
-        id.iter().map(|b| format!("{b:02x}")).collect::<String>()
-    );
+    let id = format!("tok_{}", crate::domain::hex(&id));
     (id, secret)
 }
 
 pub(super) fn hash_secret(secret: &str) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, secret.as_bytes());
-    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    crate::domain::sha256_hex(secret.as_bytes())
 }
 
 impl Service {

@@ -649,9 +649,7 @@ fn subject_of(req: &PostRequest) -> String {
 
 /// SHA-256 of what the client asked for, to recognise a retry with the same idempotency key.
 fn request_hash(req: &PostRequest) -> String {
-    let bytes = serde_json::to_vec(req).unwrap_or_default();
-    let digest = ring::digest::digest(&ring::digest::SHA256, &bytes);
-    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    crate::domain::sha256_hex(&serde_json::to_vec(req).unwrap_or_default())
 }
 
 /// A page size: 1–100, default 50.

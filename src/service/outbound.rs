@@ -90,14 +90,6 @@ fn gone(why: impl Into<String>) -> crate::service::SendFailure {
     crate::service::SendFailure::Gone(why.into())
 }
 
-fn hex_sha256(bytes: &[u8]) -> String {
-    ring::digest::digest(&ring::digest::SHA256, bytes)
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 fn policy_severity(d: PolicyDecision) -> u8 {
     match d {
         PolicyDecision::Auto => 0,
@@ -424,7 +416,8 @@ impl Service {
         };
         let expected = self.open_secret(&push_token_id(thread), sealed)?;
         // Digests compared, so the time taken says nothing about the token.
-        Ok(hex_sha256(expected.as_bytes()) == hex_sha256(token.as_bytes()))
+        Ok(crate::domain::sha256_hex(expected.as_bytes())
+            == crate::domain::sha256_hex(token.as_bytes()))
     }
 
     /// The send an outbound approval holds, for its allow to enqueue.
@@ -765,7 +758,7 @@ impl Service {
             };
             let key = format!(
                 "remote:{}",
-                hex_sha256(
+                crate::domain::sha256_hex(
                     format!("{}\0{}\0{}", update.task_id, update.state, update.event_key)
                         .as_bytes()
                 )
