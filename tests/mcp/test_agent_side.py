@@ -104,7 +104,9 @@ def test_watch_runs_its_command_once_per_burst(server, tokens, tmp_path):
     consumer = unique("watch")
     runs = tmp_path / "runs"
     runs.mkdir()
-    script = f'cat > "{runs}/run-$(date +%s%N).txt"'
+    # Written whole, then renamed: a run's file appears with its summary in it (a file that
+    # `cat` is still writing would be read empty).
+    script = f'cat > "{runs}/.partial-$$" && mv "{runs}/.partial-$$" "{runs}/run-$(date +%s%N).txt"'
     watch = subprocess.Popen(
         [str(binary()), "watch", "--consumer", consumer, "--debounce-ms", "700", "--wait-s", "20",
          "--", "sh", "-c", script],
@@ -114,15 +116,15 @@ def test_watch_runs_its_command_once_per_burst(server, tokens, tmp_path):
         assert "waiting for entries" in watch.stderr.readline()
         for i in range(3):
             server_post(server, tokens["alice"], f"burst {i}")
-        wait_for(lambda: len(list(runs.iterdir())) >= 1)
+        wait_for(lambda: len(list(runs.glob("run-*"))) >= 1)
         time.sleep(1.5)
-        files = sorted(runs.iterdir())
+        files = sorted(runs.glob("run-*"))
         assert len(files) == 1
         summary = files[0].read_text()
         assert "3 new inbox entries" in summary and "Alice Martin" in summary and "burst 2" in summary
         server_post(server, tokens["alice"], "later")
-        wait_for(lambda: len(list(runs.iterdir())) >= 2)
-        assert "1 new inbox entry" in sorted(runs.iterdir())[-1].read_text()
+        wait_for(lambda: len(list(runs.glob("run-*"))) >= 2)
+        assert "1 new inbox entry" in sorted(runs.glob("run-*"))[-1].read_text()
     finally:
         watch.terminate()
         watch.wait(timeout=10)
