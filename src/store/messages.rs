@@ -2,8 +2,8 @@
 
 use super::db::{Conn, Query, Row, query};
 use super::{
-    EntryContent, InboxEntry, InboxPosition, MessageRecord, Result, Store, StoreError, TaskInfo,
-    ThreadRecord,
+    BoxFut, EntryContent, InboxEntry, InboxPosition, MessageRecord, Result, Store, StoreError,
+    TaskInfo, ThreadRecord,
 };
 use crate::domain::{
     AgentIdentity, Attachment, ChannelName, Impact, Kind, MessageId, Outcome, PersonId, TaskEvent,
@@ -166,28 +166,12 @@ impl Store {
     /// Stores a message atomically: idempotency, thread state transition, the message, the release of
     /// a claim on reply or close, and one inbox entry per recipient.
     pub async fn post(&self, m: NewMessage) -> Result<PostOutcome> {
-        let lock = self.for_update();
-        let cache = self.webhooks.clone();
-        // A post's effects are all rows of its transaction, and its inputs carry its ids and
-        // time, so it may run again (the writer then replays it rather than give it a
-        // savepoint of its own).
-        let (outcome, enqueued) = self
-            .write_repeatable(move |tx| {
-                let (m, cache) = (m.clone(), cache.clone());
-                Box::pin(async move {
-                    match post_in(tx, m, lock, &cache).await {
-                        // A key used for another request is refused before the post writes
-                        // anything, so the job itself succeeds (nothing to undo, no other post
-                        // to replay) and the refusal is answered after the commit: a client
-                        // reusing keys cannot make the writer run others' posts again.
-                        Err(StoreError::IdempotencyMismatch) => {
-                            Ok(Err(StoreError::IdempotencyMismatch))
-                        }
-                        done => done.map(Ok),
-                    }
-                })
-            })
-            .await??;
+        let post = QueuedPost {
+            m,
+            lock: self.for_update(),
+            cache: self.webhooks.clone(),
+        };
+        let (outcome, enqueued) = self.writer.post(post).await??;
         if enqueued {
             self.outbox_enqueued();
         }
@@ -306,6 +290,185 @@ impl Store {
     }
 }
 
+/// A post as the writer queues it: its effects are all rows of its transaction and its inputs
+/// carry its ids and time, so it may run again (the writer then replays it rather than give it a
+/// savepoint of its own), and on PostgreSQL the posts that open a thread may be written together
+/// ([`post_group`]).
+pub(super) struct QueuedPost {
+    pub m: NewMessage,
+    pub lock: &'static str,
+    pub cache: std::sync::Arc<super::outbox::WebhookCache>,
+}
+
+/// A post's answer. A key used for another request is refused before the post writes anything,
+/// so the job itself succeeds (nothing to undo, no other post to replay) and the refusal is
+/// answered after the commit: a client reusing keys cannot make the writer run others' posts
+/// again.
+pub(super) type Posted = Result<(PostOutcome, bool)>;
+
+impl QueuedPost {
+    /// Writes the post alone.
+    pub(super) async fn run(&self, tx: &mut Conn) -> Result<Posted> {
+        match post_in(tx, self.m.clone(), self.lock, &self.cache).await {
+            Err(StoreError::IdempotencyMismatch) => Ok(Err(StoreError::IdempotencyMismatch)),
+            done => done.map(Ok),
+        }
+    }
+
+    /// Whether [`post_group`] may write it: on PostgreSQL, a post that opens a thread and sets
+    /// nothing else in motion (no approval, no remote agent).
+    pub(super) fn groupable(&self) -> bool {
+        !self.lock.is_empty()
+            && self.m.opens_thread
+            && self.m.approval.is_none()
+            && self.m.remote.is_none()
+    }
+}
+
+/// Writes posts that each open a thread ([`QueuedPost::groupable`]) in one statement, on
+/// PostgreSQL: their threads, messages, task events and inbox entries, the recipients' counters
+/// locked once in id order and each moved by its number of entries (the entries numbered in the
+/// posts' order, as one post after the other would have). Where a statement per post costs
+/// PostgreSQL about 230 µs of its CPU (most of it starting and ending a statement with five
+/// data-modifying parts and three foreign-key checks), this costs about 30 µs per post.
+///
+/// A post whose idempotency key was used before writes nothing and is answered with the earlier
+/// message (or refused), as alone. Any other failure (a recipient or the channel gone, one key
+/// twice in the group) fails the whole group: the writer then undoes it and writes each post
+/// alone, so that only the failing one fails, with its own error.
+pub(super) fn post_group<'c>(
+    tx: &'c mut Conn,
+    group: &'c [&'c QueuedPost],
+) -> BoxFut<'c, Result<Vec<Posted>>> {
+    Box::pin(async move {
+        let mut input = Vec::with_capacity(group.len());
+        let mut threads = Vec::with_capacity(group.len());
+        for (ord, post) in group.iter().enumerate() {
+            let m = &post.m;
+            let (record, o) = opening(m)?;
+            let mut inboxes: Vec<&str> = m.recipients.iter().map(PersonId::as_str).collect();
+            inboxes.sort_unstable();
+            inboxes.dedup();
+            let object = serde_json::json!({
+                "ord": ord,
+                "id": m.id.as_str(),
+                "thread": m.thread.as_str(),
+                "channel": m.channel.as_str(),
+                "kind": m.kind.as_str(),
+                "author": m.author.as_str(),
+                "agent": m.agent.as_ref().map(AgentIdentity::as_str),
+                "recipients": serde_json::to_string(&m.recipients).map_err(json_err)?,
+                "subject": m.subject,
+                "body": m.body,
+                "attachments": serde_json::to_string(&m.attachments).map_err(json_err)?,
+                "impact": m.impact.map(Impact::as_str),
+                "outcome": m.outcome.map(Outcome::as_str),
+                "refers_to": m.refers_to.as_ref().map(MessageId::as_str),
+                "idem": m.idempotency_key,
+                "request_hash": m.request_hash,
+                "created_at": m.created_at.0,
+                "th_subject": o.subject,
+                "th_state": o.state,
+                "asker": o.asker,
+                "th_outcome": o.outcome,
+                "task_state": o.task_state,
+                "context_id": o.context_id,
+                "skill": o.skill,
+                "refs": o.references,
+                "event_seq": o.event_seq,
+                "inboxes": inboxes,
+            });
+            input.push(serde_json::to_string(&object).map_err(json_err)?);
+            threads.push(record);
+        }
+        // One statement per run of posts whose input fits in GROUP_BYTES (a post above it goes
+        // alone).
+        let mut written: Vec<usize> = Vec::with_capacity(group.len());
+        let mut start = 0;
+        while start < input.len() {
+            let mut end = start + 1;
+            let mut size = input[start].len() + 2;
+            while end < input.len() && size + input[end].len() < GROUP_BYTES {
+                size += input[end].len() + 1;
+                end += 1;
+            }
+            let run = format!("[{}]", input[start..end].join(","));
+            let row = query(GROUP_SQL).bind(run).fetch_one(&mut *tx).await?;
+            if row.try_get::<i64, _>("entries")? != row.try_get::<i64, _>("wanted")? {
+                return Err(StoreError::NotFound("recipient"));
+            }
+            written.extend(
+                row.try_get::<String, _>("written")?
+                    .split(',')
+                    .filter_map(|ord| ord.parse::<usize>().ok()),
+            );
+            start = end;
+        }
+        let mut written = written.into_iter().peekable();
+        let mut answers = Vec::with_capacity(group.len());
+        for (ord, (post, record)) in group.iter().zip(threads).enumerate() {
+            let m = &post.m;
+            if written.next_if_eq(&ord).is_none() {
+                // Its key was used before: the earlier post answers it, or it is refused.
+                answers.push(match replayed(tx, m).await {
+                    Ok(Some(earlier)) => Ok((earlier, false)),
+                    Err(StoreError::IdempotencyMismatch) => Err(StoreError::IdempotencyMismatch),
+                    Ok(None) => return Err(StoreError::NotFound("message")),
+                    Err(e) => return Err(e),
+                });
+                continue;
+            }
+            let event = record.task.as_ref().map(|t| (t.last_event, t.state));
+            let enqueued = after_rows(tx, &post.cache, m, 1, event, &record).await?;
+            answers.push(Ok((posted(m.clone(), 1, record), enqueued)));
+        }
+        Ok(answers)
+    })
+}
+
+/// Most bytes of posts' input in one [`GROUP_SQL`] statement. A statement's call must fit in one
+/// TLS record (16 KiB): sqlx does not set `TCP_NODELAY`, so a call written as two records waits
+/// for PostgreSQL's delayed acknowledgement of the first (measured: 40–47 ms per statement on a
+/// TLS connection to `127.0.0.1`, 700 intakes/s instead of thousands).
+const GROUP_BYTES: usize = 12 * 1024;
+
+/// [`post_group`]'s statement. `$1` is a JSON array with one object per post (`ord` its place in
+/// the group, `inboxes` its recipients, sorted and distinct); it answers the inbox entries
+/// written and wanted, and the places of the posts written (sorted, comma-separated). The key's
+/// check is a lateral lookup per post so that it is always the index's (an anti-join may hash the
+/// whole table).
+const GROUP_SQL: &str = "WITH input AS (SELECT * FROM json_to_recordset($1::json) AS i(ord bigint, \
+     id text, thread text, channel text, kind text, author text, agent text, recipients text, \
+     subject text, body text, attachments text, impact text, outcome text, refers_to text, \
+     idem text, request_hash text, created_at bigint, th_subject text, th_state text, asker text, \
+     th_outcome text, task_state text, context_id text, skill text, refs text, event_seq bigint, \
+     inboxes json)), \
+     fresh AS (SELECT i.* FROM input i LEFT JOIN LATERAL (SELECT 1 AS used FROM messages m \
+     WHERE m.author = i.author AND m.idempotency_key = i.idem LIMIT 1) k ON true \
+     WHERE k.used IS NULL), \
+     th AS (INSERT INTO threads (id, channel, subject, opener_kind, opened_by, state, asker, outcome, \
+     message_count, created_at, updated_at, task_state, context_id, skill, reference_task_ids, \
+     task_event_seq) SELECT thread, channel, th_subject, kind, author, th_state, asker, th_outcome, \
+     1, created_at, created_at, task_state, context_id, skill, refs, event_seq FROM fresh ORDER BY ord), \
+     msg AS (INSERT INTO messages (id, thread_id, channel, position, kind, author, agent, recipients, \
+     subject, body, attachments, impact, outcome, refers_to, idempotency_key, request_hash, \
+     created_at) SELECT id, thread, channel, 1, kind, author, agent, recipients, subject, body, \
+     attachments, impact, outcome, refers_to, idem, request_hash, created_at FROM fresh ORDER BY ord), \
+     ev AS (INSERT INTO task_events (thread_id, seq, state, cause, message_id, created_at) \
+     SELECT thread, event_seq, task_state, 'message', id, created_at FROM fresh WHERE event_seq > 0), \
+     rc AS (SELECT f.ord, f.id, f.thread, f.channel, f.created_at, r.person FROM fresh f \
+     CROSS JOIN LATERAL json_array_elements_text(f.inboxes) AS r(person)), \
+     upd AS (UPDATE persons p SET inbox_seq = p.inbox_seq + c.n \
+     FROM (SELECT person, count(*) AS n FROM rc GROUP BY person) c \
+     WHERE p.id = c.person AND p.id IN (SELECT id FROM persons WHERE id IN (SELECT person FROM rc) \
+     ORDER BY id FOR UPDATE) RETURNING p.id, p.inbox_seq, c.n), \
+     ins AS (INSERT INTO inbox_entries (person_id, seq, entry_kind, message_id, thread_id, channel, \
+     notice, created_at) SELECT rc.person, u.inbox_seq - u.n + row_number() OVER \
+     (PARTITION BY rc.person ORDER BY rc.ord), 'message', rc.id, rc.thread, rc.channel, NULL, \
+     rc.created_at FROM rc JOIN upd u ON u.id = rc.person RETURNING 1) \
+     SELECT (SELECT count(*) FROM ins) AS entries, (SELECT count(*) FROM rc) AS wanted, \
+     COALESCE((SELECT string_agg(ord::text, ',' ORDER BY ord) FROM fresh), '') AS written";
+
 /// The outcome of a post whose idempotency key `author` used before: the earlier message and its
 /// thread, or a refusal when the earlier request was a different one. `None` when the key is unused.
 async fn replayed(tx: &mut Conn, m: &NewMessage) -> Result<Option<PostOutcome>> {
@@ -355,44 +518,9 @@ pub(super) async fn post_in(
 
     let mut merged_opening = None;
     let (thread_record, position) = if m.opens_thread {
-        let state = ThreadState::start(m.kind, &m.author)?;
-        let (name, asker, outcome) = state.parts();
-        let task = m.task.as_ref().map(|t| TaskInfo {
-            state: TaskState::Submitted,
-            context_id: t.context_id.clone(),
-            skill: t.skill.clone(),
-            reference_task_ids: t.reference_task_ids.clone(),
-            last_event: 1,
-        });
-        let references = match &task {
-            Some(t) => Some(serde_json::to_string(&t.reference_task_ids).map_err(json_err)?),
-            None => None,
-        };
-        let opening = Opening {
-            subject: m.subject.clone().unwrap_or_default(),
-            state: name,
-            asker: asker.map(|a| a.as_str().to_owned()),
-            outcome: outcome.map(Outcome::as_str),
-            task_state: task.as_ref().map(|t| t.state.as_str()),
-            context_id: task.as_ref().map(|t| t.context_id.clone()),
-            skill: task.as_ref().map(|t| t.skill.clone()),
-            references,
-            event_seq: if task.is_some() { 1 } else { 0 },
-        };
         // The thread's row goes with the message's rows, in one call (below).
+        let (record, opening) = opening(&m)?;
         merged_opening = Some(opening);
-        let record = ThreadRecord {
-            id: m.thread.clone(),
-            channel: m.channel.clone(),
-            subject: m.subject.clone().unwrap_or_default(),
-            opener_kind: m.kind,
-            opened_by: m.author.clone(),
-            state,
-            message_count: 1,
-            created_at: m.created_at,
-            updated_at: m.created_at,
-            task,
-        };
         (record, 1)
     } else {
         let sql = format!("SELECT {THREAD_COLUMNS} FROM threads WHERE id = $1{lock}");
@@ -469,14 +597,69 @@ pub(super) async fn post_in(
         };
     }
 
-    // Whether a delivery was enqueued: only then are the outbox's workers woken after the commit.
-    let mut enqueued = super::outbox::on_message(tx, cache, &m, position).await?;
+    let enqueued = after_rows(tx, cache, &m, position, event, &thread_record).await?;
+    Ok((posted(m, position, thread_record), enqueued))
+}
+
+/// The row of the thread `m` opens: as the store answers it, and the values its INSERT needs.
+fn opening(m: &NewMessage) -> Result<(ThreadRecord, Opening)> {
+    let state = ThreadState::start(m.kind, &m.author)?;
+    let (name, asker, outcome) = state.parts();
+    let task = m.task.as_ref().map(|t| TaskInfo {
+        state: TaskState::Submitted,
+        context_id: t.context_id.clone(),
+        skill: t.skill.clone(),
+        reference_task_ids: t.reference_task_ids.clone(),
+        last_event: 1,
+    });
+    let references = match &task {
+        Some(t) => Some(serde_json::to_string(&t.reference_task_ids).map_err(json_err)?),
+        None => None,
+    };
+    let opening = Opening {
+        subject: m.subject.clone().unwrap_or_default(),
+        state: name,
+        asker: asker.map(|a| a.as_str().to_owned()),
+        outcome: outcome.map(Outcome::as_str),
+        task_state: task.as_ref().map(|t| t.state.as_str()),
+        context_id: task.as_ref().map(|t| t.context_id.clone()),
+        skill: task.as_ref().map(|t| t.skill.clone()),
+        references,
+        event_seq: if task.is_some() { 1 } else { 0 },
+    };
+    let record = ThreadRecord {
+        id: m.thread.clone(),
+        channel: m.channel.clone(),
+        subject: m.subject.clone().unwrap_or_default(),
+        opener_kind: m.kind,
+        opened_by: m.author.clone(),
+        state,
+        message_count: 1,
+        created_at: m.created_at,
+        updated_at: m.created_at,
+        task,
+    };
+    Ok((record, opening))
+}
+
+/// What a post does beyond its rows: the outbox's hooks (webhooks, pushes, a remote agent's
+/// round), its approval, and a reply's release of the thread's claim. Says whether a delivery was
+/// enqueued: only then are the outbox's workers woken after the commit.
+async fn after_rows(
+    tx: &mut Conn,
+    cache: &super::outbox::WebhookCache,
+    m: &NewMessage,
+    position: i64,
+    event: Option<(i64, TaskState)>,
+    thread_record: &ThreadRecord,
+) -> Result<bool> {
+    let mut enqueued = super::outbox::on_message(tx, cache, m, position).await?;
     if let Some(a) = &m.approval {
-        super::approvals::insert(tx, a, &m).await?;
-        enqueued |= super::outbox::on_approval_pending(tx, cache, a, &m).await?;
+        super::approvals::insert(tx, a, m).await?;
+        enqueued |= super::outbox::on_approval_pending(tx, cache, a, m).await?;
     }
     if let Some(hop) = &m.remote {
-        super::remote_tasks::on_post(tx, &m, hop).await?;
+        super::remote_tasks::on_post(tx, m, hop).await?;
         enqueued = true;
     }
     if let Some((seq, state)) = event {
@@ -501,6 +684,11 @@ pub(super) async fn post_in(
             .await?;
     }
 
+    Ok(enqueued)
+}
+
+/// The answer of a post whose rows were written.
+fn posted(m: NewMessage, position: i64, thread: ThreadRecord) -> PostOutcome {
     let message = MessageRecord {
         id: m.id,
         thread: m.thread,
@@ -519,14 +707,11 @@ pub(super) async fn post_in(
         idempotency_key: m.idempotency_key,
         created_at: m.created_at,
     };
-    Ok((
-        PostOutcome {
-            message,
-            thread: thread_record,
-            replayed: false,
-        },
-        enqueued,
-    ))
+    PostOutcome {
+        message,
+        thread,
+        replayed: false,
+    }
 }
 
 const MESSAGE_INTO: &str = "INSERT INTO messages (id, thread_id, channel, position, kind, author, \

@@ -185,16 +185,6 @@ impl Store {
         self.writer.run(op).await
     }
 
-    /// [`Store::write`] for a write that may run again from its inputs (see [`writer`]): all it
-    /// does is in the transaction, and a second run does what the first would have.
-    pub(crate) async fn write_repeatable<T, F>(&self, op: F) -> Result<T>
-    where
-        T: Send + 'static,
-        F: for<'c> Fn(&'c mut Conn) -> BoxFut<'c, Result<T>> + Send + 'static,
-    {
-        self.writer.run_repeatable(op).await
-    }
-
     /// [`Store::write`] for a change to tokens, persons, channels, members, policies or parties:
     /// the cached directory is forgotten once the change is committed.
     pub(crate) async fn write_directory<T, F>(&self, op: F) -> Result<T>

@@ -7,11 +7,16 @@
 //! A failing write must roll back alone, so the writes of a batch are separated by savepoints.
 //! A write that runs once (most) gets a savepoint of its own: the batch's, or the one the write
 //! before it ended with (`RELEASE job; SAVEPOINT job`, one call). A *repeatable* write (a post,
-//! the hot path: [`BatchWriter::run_repeatable`]) can run again from its inputs, so a run of
-//! them (at most [`SHARED_RUN`]) shares one savepoint: when one fails, the run is rolled back to
-//! that savepoint and the others are replayed one savepoint each, and only the failing one
-//! fails. On PostgreSQL every call is a round trip, so a post costs about one call in the writer
-//! instead of two.
+//! the hot path: [`BatchWriter::post`]) can run again from its inputs, so a run of them (at most
+//! [`SHARED_RUN`]) shares one savepoint: when one fails, the run is rolled back to that savepoint
+//! and the others are replayed one savepoint each, and only the failing one fails. On PostgreSQL
+//! every call is a round trip, so a post costs about one call in the writer instead of two.
+//!
+//! On PostgreSQL, a run of queued posts that each open a thread (a task intake, a new question)
+//! is written by one statement ([`post_group`]), with a savepoint of its own: a statement per
+//! post cost PostgreSQL about 230 µs of CPU each, mostly in starting and finishing the statement,
+//! and the writer waited one round trip per post. When the group's statement fails, the group is
+//! undone and each post written alone, so that only a failing post fails.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -21,6 +26,7 @@ use sqlx::{AnyConnection, Connection, Executor};
 use tokio::sync::{mpsc, oneshot};
 
 use super::db::Conn;
+use super::messages::{Posted, QueuedPost, post_group};
 use super::{BoxFut, Result, StoreError};
 
 /// Most jobs committed together; bounds the latency a batch adds to its last job.
@@ -30,6 +36,9 @@ const MAX_BATCH: usize = 256;
 /// again, so this bounds what one failing write (a post into a closed thread, say) costs the
 /// writer: at most this many jobs' work, while saving all but one savepoint call in this many.
 const SHARED_RUN: usize = 8;
+
+/// Most posts written together by [`post_group`]: bounds one statement's size.
+const MAX_GROUP: usize = 64;
 
 /// One queued write, with its result type erased so that one channel carries every kind.
 trait Job: Send {
@@ -42,6 +51,13 @@ trait Job: Send {
     fn answer(self: Box<Self>, commit: Result<()>);
     /// Answers the caller without running (the batch could not start, or was given up).
     fn fail(self: Box<Self>, e: StoreError);
+    /// The post it writes, when the writer may write it with its neighbours in one call
+    /// ([`QueuedPost::groupable`]).
+    fn groupable(&self) -> Option<&QueuedPost> {
+        None
+    }
+    /// Keeps the outcome of its post, written with its neighbours by [`post_group`].
+    fn written(&mut self, _posted: Posted) {}
 }
 
 /// What a queued write runs: once ([`Once`]) or as often as the writer needs ([`Again`]).
@@ -67,8 +83,11 @@ where
     }
 }
 
+/// (Tests only: in the server, the repeatable writes are posts, queued as [`PostJob`]s.)
+#[cfg(test)]
 struct Again<F>(F);
 
+#[cfg(test)]
 impl<T, F> Op<T> for Again<F>
 where
     F: for<'c> Fn(&'c mut Conn) -> BoxFut<'c, Result<T>> + Send,
@@ -115,6 +134,49 @@ impl<T: Send + 'static, O: Op<T>> Job for Queued<T, O> {
 
     fn fail(self: Box<Self>, e: StoreError) {
         let _ = self.reply.send(Err(e));
+    }
+}
+
+/// A queued post (see [`QueuedPost`]).
+struct PostJob {
+    post: QueuedPost,
+    outcome: Option<Result<Posted>>,
+    reply: oneshot::Sender<Result<Posted>>,
+}
+
+impl Job for PostJob {
+    fn run<'c>(&'c mut self, conn: &'c mut Conn) -> BoxFut<'c, bool> {
+        Box::pin(async move {
+            let result = self.post.run(conn).await;
+            let ok = result.is_ok();
+            self.outcome = Some(result);
+            ok
+        })
+    }
+
+    fn repeatable(&self) -> bool {
+        true
+    }
+
+    fn answer(self: Box<Self>, commit: Result<()>) {
+        let result = match self.outcome {
+            Some(Ok(posted)) => commit.map(|()| posted),
+            Some(Err(e)) => Err(e),
+            None => Err(StoreError::Database("a write was not run".into())),
+        };
+        let _ = self.reply.send(result);
+    }
+
+    fn fail(self: Box<Self>, e: StoreError) {
+        let _ = self.reply.send(Err(e));
+    }
+
+    fn groupable(&self) -> Option<&QueuedPost> {
+        self.post.groupable().then_some(&self.post)
+    }
+
+    fn written(&mut self, posted: Posted) {
+        self.outcome = Some(Ok(posted));
     }
 }
 
@@ -199,6 +261,7 @@ impl BatchWriter {
     /// [`BatchWriter::run`] for a write that may run again from its inputs, when an other write
     /// of its run fails (see the module's doc): everything it does must live in the
     /// transaction, and a second run must do what the first would have.
+    #[cfg(test)]
     pub(super) async fn run_repeatable<T, F>(&self, op: F) -> Result<T>
     where
         T: Send + 'static,
@@ -207,25 +270,38 @@ impl BatchWriter {
         self.submit(Again(op)).await
     }
 
+    /// Queues a post: run alone, or on PostgreSQL written with the posts that open a thread
+    /// queued next to it ([`post_group`]).
+    pub(super) async fn post(&self, post: QueuedPost) -> Result<Posted> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Box::new(PostJob {
+            post,
+            outcome: None,
+            reply,
+        }))
+        .await?;
+        rx.await.map_err(|_| stopped())?
+    }
+
     async fn submit<T, O>(&self, op: O) -> Result<T>
     where
         T: Send + 'static,
         O: Op<T> + 'static,
     {
         let (reply, rx) = oneshot::channel::<Result<T>>();
-        let job = Queued {
+        self.send(Box::new(Queued {
             op,
             outcome: None,
             reply,
-        };
+        }))
+        .await?;
+        rx.await.map_err(|_| stopped())?
+    }
+
+    async fn send(&self, job: Box<dyn Job>) -> Result<()> {
         let sender = self.jobs.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let sender = sender.ok_or_else(|| StoreError::Database("the store is closed".into()))?;
-        sender
-            .send(Box::new(job))
-            .await
-            .map_err(|_| StoreError::Database("the store writer stopped".into()))?;
-        rx.await
-            .map_err(|_| StoreError::Database("the store writer stopped".into()))?
+        sender.send(job).await.map_err(|_| stopped())
     }
 
     /// Stops taking jobs and waits for the writer to finish those already queued.
@@ -235,6 +311,10 @@ impl BatchWriter {
             let _ = done.await;
         }
     }
+}
+
+fn stopped() -> StoreError {
+    StoreError::Database("the store writer stopped".into())
 }
 
 async fn run_writer(
@@ -318,6 +398,32 @@ async fn run_jobs(
     // The last `shared` jobs of `ran` are repeatable ones that ran since the savepoint was set.
     let mut shared = 0;
     while let Some(mut job) = pending.pop_front() {
+        if job.groupable().is_some()
+            && pending
+                .front()
+                .is_some_and(|next| next.groupable().is_some())
+        {
+            let mut group = vec![job];
+            while group.len() < MAX_GROUP
+                && let Some(next) = pending.pop_front()
+            {
+                if next.groupable().is_none() {
+                    pending.push_front(next);
+                    break;
+                }
+                group.push(next);
+            }
+            if shared > 0 {
+                // The group gets a savepoint of its own.
+                if let Err(e) = settle(conn, true).await {
+                    pending.extend(group);
+                    return Err(e);
+                }
+                shared = 0;
+            }
+            run_group(conn, group, pending, ran).await?;
+            continue;
+        }
         let last = pending.is_empty();
         if job.repeatable() {
             let ok = job.run(conn).await;
@@ -378,6 +484,49 @@ async fn run_jobs(
         }
     }
     Ok(())
+}
+
+/// Writes `group` (posts that open a thread, at least two, right after a savepoint) in one call;
+/// when that fails, undoes it and runs each post alone with a savepoint of its own, so that only
+/// a failing post fails. A savepoint is open after it when jobs are left in `pending`.
+async fn run_group(
+    conn: &mut Conn,
+    group: Vec<Box<dyn Job>>,
+    pending: &mut VecDeque<Box<dyn Job>>,
+    ran: &mut Vec<Box<dyn Job>>,
+) -> Result<()> {
+    let posts: Vec<&QueuedPost> = group.iter().filter_map(|job| job.groupable()).collect();
+    let written = post_group(conn, &posts).await;
+    drop(posts);
+    match written {
+        Ok(posted) => {
+            for (mut job, posted) in group.into_iter().zip(posted) {
+                job.written(posted);
+                ran.push(job);
+            }
+            if !pending.is_empty() {
+                settle(conn, true).await?;
+            }
+            Ok(())
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "A group of posts failed; writing each alone.");
+            let mut group: VecDeque<_> = group.into();
+            let mut outcome = bookkeeping(conn, "ROLLBACK TO job").await;
+            while outcome.is_ok()
+                && let Some(mut job) = group.pop_front()
+            {
+                let ok = job.run(conn).await;
+                ran.push(job);
+                outcome = settle(conn, ok).await;
+            }
+            // What did not run goes back, to be failed with the batch.
+            while let Some(job) = group.pop_back() {
+                pending.push_front(job);
+            }
+            outcome
+        }
+    }
 }
 
 /// After a job that has a savepoint of its own: keeps (`ok`) or undoes its effects, and sets the

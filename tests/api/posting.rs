@@ -478,3 +478,136 @@ async fn a_thread_closed_among_concurrent_posts_loses_none_and_writes_each_once(
         for_bob
     );
 }
+
+/// Posts that open threads, queued together: on PostgreSQL the writer writes such a run in one
+/// statement, and undoes it to write each alone when any of them fails. Whatever the grouping,
+/// each post gets the answer it would get alone: written once with its inbox entries numbered
+/// without gaps in the posts' order, a key used before answered with the earlier message or
+/// refused, one key sent three times at once written once, and a post to a recipient that does
+/// not exist refused without writing anything. The middle round has neither of the last two (which
+/// make a group fail and its posts be written alone), so its groups are written whole.
+#[tokio::test]
+async fn posts_opening_threads_together_get_the_answers_they_would_alone() {
+    use liaison::domain::{Kind, MessageId, Timestamp};
+    use liaison::store::{EntryContent, NewMessage, StoreError};
+
+    let env = TestEnv::new().await;
+    env.member("alice", "claude@a:1").await;
+    env.member("bob", "codex@b:1").await;
+    env.member("carol", "codex@c:1").await;
+    env.channel("demo", &["alice", "bob", "carol"]).await;
+    let store = env.service.store().clone();
+    let new = |body: &str, to: &[&str], key: Option<&str>| NewMessage {
+        id: MessageId::generate(),
+        thread: ThreadId::generate(),
+        opens_thread: true,
+        channel: crate::helpers::channel("demo"),
+        kind: Kind::Question,
+        author: pid("alice"),
+        agent: None,
+        recipients: to.iter().map(|p| pid(p)).collect(),
+        subject: Some(format!("about {body}")),
+        body: body.to_owned(),
+        attachments: Vec::new(),
+        impact: None,
+        outcome: None,
+        refers_to: None,
+        idempotency_key: key.map(str::to_owned),
+        request_hash: format!("hash of {}", key.unwrap_or(body)),
+        created_at: Timestamp(1_800_000_000_000),
+        task: None,
+        approval: None,
+        remote: None,
+    };
+    let earlier = store
+        .post(new("earlier", &["bob"], Some("used")))
+        .await
+        .unwrap();
+
+    // Every post sent, in the order sent: the inboxes must list them in this order.
+    let mut sent = vec![earlier.message.id.clone()];
+    for round in 0..3 {
+        let mut posts = Vec::new();
+        let hostile = round != 1;
+        for i in 0..40 {
+            let body = format!("r{round}p{i}");
+            let post = match i {
+                7 if hostile => new(&body, &["bob", "ghost"], None),
+                11 => new("earlier", &["bob"], Some("used")),
+                13 => {
+                    let mut m = new(&body, &["bob"], Some("used"));
+                    m.request_hash = "another request".into();
+                    m
+                }
+                17..=19 if hostile => {
+                    let mut m = new(&body, &["bob", "carol"], Some(&format!("thrice{round}")));
+                    m.request_hash = format!("thrice {round}");
+                    m
+                }
+                i if i % 3 == 0 => new(&body, &["carol"], None),
+                _ => new(&body, &["bob", "carol", "bob"], None),
+            };
+            posts.push(post);
+        }
+        sent.extend(posts.iter().map(|m| m.id.clone()));
+        let answers = futures::future::join_all(posts.iter().map(|m| store.post(m.clone()))).await;
+        let mut thrice = std::collections::BTreeSet::new();
+        for (i, (m, answer)) in posts.iter().zip(answers).enumerate() {
+            match i {
+                7 if hostile => assert!(
+                    matches!(answer, Err(StoreError::NotFound("recipient"))),
+                    "{answer:?}"
+                ),
+                11 => {
+                    let replay = answer.unwrap();
+                    assert!(replay.replayed);
+                    assert_eq!(replay.message.id, earlier.message.id);
+                }
+                13 => assert!(
+                    matches!(answer, Err(StoreError::IdempotencyMismatch)),
+                    "{answer:?}"
+                ),
+                17..=19 if hostile => {
+                    thrice.insert(answer.unwrap().message.id);
+                }
+                _ => {
+                    let done = answer.unwrap();
+                    assert!(!done.replayed);
+                    assert_eq!(done.message.id, m.id);
+                    assert_eq!(done.thread.id, m.thread);
+                    assert_eq!(done.message.position, 1);
+                }
+            }
+        }
+        if hostile {
+            assert_eq!(thrice.len(), 1, "one key sent three times is written once");
+            assert!(store.message(&posts[7].id).await.unwrap().is_none());
+            assert!(store.thread(&posts[7].thread).await.unwrap().is_none());
+        }
+        assert!(store.message(&posts[13].id).await.unwrap().is_none());
+    }
+
+    // Each inbox holds every post written for it, once, numbered 1, 2, 3… in the order the
+    // posts were sent. The first and last rounds write 21 posts to bob and carol, 13 to carol
+    // alone, and the key sent thrice to both; the middle one 24 to both and 14 to carol alone.
+    for (person, expected) in [("bob", 1 + 2 * 22 + 24), ("carol", 2 * 35 + 38)] {
+        let entries = store.inbox_entries(&pid(person), 0, 1000).await.unwrap();
+        let seqs: Vec<i64> = entries.iter().map(|e| e.seq).collect();
+        assert_eq!(
+            seqs,
+            (1..=entries.len() as i64).collect::<Vec<_>>(),
+            "{person}"
+        );
+        let order: Vec<usize> = entries
+            .iter()
+            .map(|e| match &e.content {
+                EntryContent::Message { message, .. } => {
+                    sent.iter().position(|id| id == message).unwrap()
+                }
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{person}: {order:?}");
+        assert_eq!(order.len(), expected, "{person}");
+    }
+}
