@@ -95,7 +95,7 @@ pub enum TokenCommand {
         /// Lifetime: seconds or 30s, 10m, 24h, 7d (default: no expiry).
         #[arg(long, value_parser = duration::parse)]
         expires_in: Option<Seconds>,
-        #[arg(long, default_value = "")]
+        #[arg(long, default_value = "", allow_hyphen_values = true)]
         description: String,
         #[command(flatten)]
         server: ServerArgs,
@@ -128,7 +128,7 @@ pub enum ChannelCommand {
         /// Comma-separated rights for the members (default: all).
         #[arg(long, value_delimiter = ',', value_parser = RIGHTS)]
         rights: Vec<String>,
-        #[arg(long, default_value = "")]
+        #[arg(long, default_value = "", allow_hyphen_values = true)]
         description: String,
         #[command(flatten)]
         server: ServerArgs,

@@ -42,7 +42,7 @@ pub enum ApprovalsCommand {
     Reject {
         id: String,
         /// Why; the requester is told.
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         reason: String,
         #[command(flatten)]
         server: ServerArgs,

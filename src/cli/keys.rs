@@ -31,6 +31,9 @@ pub enum KeysCommand {
     },
     /// Removes a key before its overlap ends (never the signing key: rotate first).
     Retire {
+        /// The key's id as `keys list` shows it (an RFC 7638 thumbprint in base64url, which may
+        /// begin with `-`).
+        #[arg(allow_hyphen_values = true)]
         kid: String,
         #[command(flatten)]
         server: ServerArgs,

@@ -82,7 +82,7 @@ pub struct PostArgs {
     #[arg(long, value_parser = ["done", "failed", "rejected", "canceled"])]
     pub outcome: Option<String>,
     /// One-line subject of a new thread (default: the body's first line).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub subject: Option<String>,
     /// Message id this one refers to.
     #[arg(long)]
@@ -93,7 +93,9 @@ pub struct PostArgs {
     /// For a question, request or handoff to a remote agent: the skill to ask for.
     #[arg(long)]
     pub skill: Option<String>,
-    /// Markdown text; `-` reads it from standard input.
+    /// Markdown text; `-` reads it from standard input. A text that begins with `-` (a list
+    /// item, a negative number) is taken as the text.
+    #[arg(allow_hyphen_values = true)]
     pub body: String,
     #[command(flatten)]
     pub member: MemberArgs,
