@@ -125,7 +125,12 @@ def start_server(*extra_args: str) -> tuple[Server, str | None]:
             url = m.group(1)
             break
     if url is None:
+        # A server that refuses to start (some tests expect it) leaves neither its data nor its
+        # database behind.
         process.kill()
+        process.wait()
+        shutil.rmtree(data_dir, ignore_errors=True)
+        drop_database(dbname)
         raise RuntimeError("liaison did not start:\n" + "".join(output))
     # Keep draining the output so the server never blocks on a full pipe.
     threading.Thread(target=lambda: [output.append(l) for l in process.stdout], daemon=True).start()
@@ -153,6 +158,11 @@ def stop_server(srv: Server, dbname: str | None) -> None:
         except subprocess.TimeoutExpired:
             srv.process.kill()
     shutil.rmtree(srv.data_dir, ignore_errors=True)
+    drop_database(dbname)
+
+
+def drop_database(dbname: str | None) -> None:
+    """Drops a database [`fresh_database`] created (nothing on SQLite)."""
     if dbname:
         admin_url = postgres_base(os.environ["LIAISON_TEST_DATABASE_URL"]) + "/postgres"
         subprocess.run(["psql", admin_url, "-qc", f"DROP DATABASE IF EXISTS {dbname} WITH (FORCE)"], check=False)
