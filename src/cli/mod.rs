@@ -222,71 +222,55 @@ mod tests {
 
     use super::{Cli, Command};
     use crate::cli::keys::KeysCommand;
+    use crate::cli::member::PostArgs;
+
+    fn parse(args: &[&str]) -> Command {
+        Cli::try_parse_from(std::iter::once("liaison").chain(args.iter().copied()))
+            .unwrap()
+            .command
+    }
+
+    fn post(args: &[&str]) -> PostArgs {
+        let mut all = vec!["post", "--kind", "announce"];
+        all.extend(args);
+        match parse(&all) {
+            Command::Post(post) => post,
+            other => panic!("{other:?}"),
+        }
+    }
 
     /// Values that may begin with `-` are taken as values, and the options after them still
-    /// parse: a key id (base64url, one in 64 begins with `-`) and a post's text.
+    /// parse: a key id (base64url, one in 64 begins with `-`), a post's text, free text given to
+    /// an option.
     #[test]
     fn values_that_begin_with_a_hyphen_are_values() {
-        let cli = Cli::try_parse_from([
-            "liaison",
-            "keys",
-            "retire",
-            "-dmIAjETmgBpGu22S1nA0It4cPCDCVYWY8wLTgH-JYE",
-            "--server",
-            "http://127.0.0.1:9",
-        ])
-        .unwrap();
-        let Command::Keys(KeysCommand::Retire { kid, server }) = cli.command else {
-            panic!("{:?}", cli.command);
+        let kid = "-dmIAjETmgBpGu22S1nA0It4cPCDCVYWY8wLTgH-JYE";
+        let Command::Keys(KeysCommand::Retire {
+            kid: parsed,
+            server,
+        }) = parse(&["keys", "retire", kid, "--server", "http://127.0.0.1:9"])
+        else {
+            panic!("not keys retire");
         };
-        assert_eq!(kid, "-dmIAjETmgBpGu22S1nA0It4cPCDCVYWY8wLTgH-JYE");
+        assert_eq!(parsed, kid);
         assert_eq!(server.server, "http://127.0.0.1:9");
 
         for text in ["- first item", "-1 is the answer", "-"] {
-            let cli = Cli::try_parse_from([
-                "liaison",
-                "post",
-                "--kind",
-                "announce",
-                "--channel",
-                "demo",
-                text,
-            ])
-            .unwrap();
-            let Command::Post(post) = cli.command else {
-                panic!("{:?}", cli.command);
-            };
+            let post = post(&["--channel", "demo", text]);
             assert_eq!(post.body, text);
             assert_eq!(post.channel.as_deref(), Some("demo"));
         }
-        // Free text given to an option may begin with `-` too.
-        let cli = Cli::try_parse_from([
-            "liaison",
-            "post",
-            "--kind",
-            "announce",
-            "--subject",
-            "-3 °C tonight",
-            "--channel",
-            "demo",
-            "body",
-        ])
-        .unwrap();
-        let Command::Post(post) = cli.command else {
-            panic!("{:?}", cli.command);
-        };
+        let post = post(&["--subject", "-3 °C tonight", "--channel", "demo", "body"]);
         assert_eq!(post.subject.as_deref(), Some("-3 °C tonight"));
-        let cli = Cli::try_parse_from([
-            "liaison",
+        let reject = parse(&[
             "approvals",
             "reject",
             "apr_1",
             "--reason",
             "- not before Monday",
-        ])
-        .unwrap();
-        assert!(format!("{:?}", cli.command).contains("- not before Monday"));
-        // An unknown option before the value is still refused as an option.
+        ]);
+        assert!(format!("{reject:?}").contains("- not before Monday"));
+        // An unknown option is still refused as an option.
         assert!(Cli::try_parse_from(["liaison", "keys", "list", "--nope"]).is_err());
     }
 }

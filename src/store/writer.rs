@@ -123,17 +123,21 @@ impl<T: Send + 'static, O: Op<T>> Job for Queued<T, O> {
     }
 
     fn answer(self: Box<Self>, commit: Result<()>) {
-        let result = match self.outcome {
-            Some(Ok(value)) => commit.map(|()| value),
-            // A failed job carries its own error, whatever the commit did.
-            Some(Err(e)) => Err(e),
-            None => Err(StoreError::Database("a write was not run".into())),
-        };
-        let _ = self.reply.send(result);
+        let _ = self.reply.send(answer(self.outcome, commit));
     }
 
     fn fail(self: Box<Self>, e: StoreError) {
         let _ = self.reply.send(Err(e));
+    }
+}
+
+/// A job's answer once its batch ended: its value if the commit succeeded, its own error if it
+/// failed (whatever the commit did).
+fn answer<T>(outcome: Option<Result<T>>, commit: Result<()>) -> Result<T> {
+    match outcome {
+        Some(Ok(value)) => commit.map(|()| value),
+        Some(Err(e)) => Err(e),
+        None => Err(StoreError::Database("a write was not run".into())),
     }
 }
 
@@ -159,12 +163,7 @@ impl Job for PostJob {
     }
 
     fn answer(self: Box<Self>, commit: Result<()>) {
-        let result = match self.outcome {
-            Some(Ok(posted)) => commit.map(|()| posted),
-            Some(Err(e)) => Err(e),
-            None => Err(StoreError::Database("a write was not run".into())),
-        };
-        let _ = self.reply.send(result);
+        let _ = self.reply.send(answer(self.outcome, commit));
     }
 
     fn fail(self: Box<Self>, e: StoreError) {
