@@ -162,6 +162,18 @@ pub fn success(id: &Value, result: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "result": result})
 }
 
+/// [`success`] with the result already JSON text (from [`super::protojson::render_text`]).
+pub fn success_text(id: &Value, result: &str) -> String {
+    let id = id.to_string();
+    let mut text = String::with_capacity(result.len() + id.len() + 32);
+    text.push_str(r#"{"jsonrpc":"2.0","id":"#);
+    text.push_str(&id);
+    text.push_str(r#","result":"#);
+    text.push_str(result);
+    text.push('}');
+    text
+}
+
 /// `{"jsonrpc":"2.0","id":…,"error":{code, message, data:[ErrorInfo]}}`.
 pub fn failure(id: &Value, error: &A2aError) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": error.jsonrpc_error()})
@@ -345,5 +357,37 @@ mod tests {
         assert_eq!(rendered["id"], "x");
         assert_eq!(rendered["error"]["code"], -32001);
         assert_eq!(rendered["error"]["data"][0]["reason"], "TASK_NOT_FOUND");
+    }
+
+    #[test]
+    fn an_answer_written_as_text_is_the_answer_built_as_a_tree() {
+        use crate::a2a::{pb, protojson};
+        let task = pb::Task {
+            id: "t\"1\u{2028}".into(),
+            context_id: "c".into(),
+            status: Some(pb::TaskStatus {
+                state: pb::TaskState::Submitted as i32,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let response = pb::SendMessageResponse {
+            payload: Some(pb::send_message_response::Payload::Task(task)),
+        };
+        let empty_page = pb::ListTasksResponse::default();
+        for id in [json!(7), json!("a\"b\\c\u{7}"), Value::Null] {
+            let text = success_text(&id, &protojson::render_text(&response));
+            let parsed: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(parsed, success(&id, protojson::render(&response)), "{text}");
+            // A type with REQUIRED fields to add back keeps them.
+            let text = success_text(&id, &protojson::render_text(&empty_page));
+            let parsed: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(
+                parsed,
+                success(&id, protojson::render(&empty_page)),
+                "{text}"
+            );
+            assert_eq!(parsed["result"]["nextPageToken"], "");
+        }
     }
 }

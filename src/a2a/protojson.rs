@@ -37,6 +37,17 @@ impl Required for pb::TaskPushNotificationConfig {}
 impl Required for pb::ListTaskPushNotificationConfigsResponse {}
 impl Required for pb::AgentCard {}
 
+/// The ProtoJSON text of `message`, REQUIRED fields included: written straight from the message
+/// when it has none to add back (no JSON tree is built for a task, the hot path), else as
+/// [`render`] writes it.
+pub fn render_text<T: Required>(message: &T) -> String {
+    if T::required_defaults().is_empty() {
+        serde_json::to_string(message).unwrap_or_else(|_| "{}".to_owned())
+    } else {
+        render(message).to_string()
+    }
+}
+
 /// The ProtoJSON of `message`, REQUIRED fields included.
 pub fn render<T: Required>(message: &T) -> Value {
     let mut value = serde_json::to_value(message).unwrap_or_else(|_| Value::Object(Map::new()));

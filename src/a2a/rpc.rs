@@ -39,7 +39,12 @@ pub(crate) fn exhausted(id: &Value, e: &A2aError) -> Response {
 
 /// A JSON response with this status (shared with the HTTP+JSON binding).
 pub(super) fn json(status: StatusCode, value: &Value) -> Response {
-    let mut r = (status, value.to_string()).into_response();
+    json_text(status, value.to_string())
+}
+
+/// [`json`] for a body already written as JSON text.
+fn json_text(status: StatusCode, text: String) -> Response {
+    let mut r = (status, text).into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
@@ -108,7 +113,7 @@ async fn endpoint(
     }
     let result = dispatch(&a2a, &caller, request.method, request.params).await;
     match result {
-        Ok(value) => json(StatusCode::OK, &jsonrpc::success(&id, value)),
+        Ok(result) => json_text(StatusCode::OK, jsonrpc::success_text(&id, &result)),
         Err(e) => json(StatusCode::OK, &jsonrpc::failure(&id, &e)),
     }
 }
@@ -129,38 +134,39 @@ fn auth_refusal(id: &Value, e: crate::service::ServiceError) -> Response {
     r
 }
 
+/// The result of a method that answers once, as JSON text.
 async fn dispatch(
     a2a: &A2a,
     caller: &crate::service::Caller,
     method: Method,
     params: Value,
-) -> Result<Value, A2aError> {
+) -> Result<String, A2aError> {
     use jsonrpc::decode_params as p;
     Ok(match method {
         Method::SendMessage => {
             let task = a2a.send_message(caller, p(params)?).await?;
-            protojson::render(&pb::SendMessageResponse {
+            protojson::render_text(&pb::SendMessageResponse {
                 payload: Some(pb::send_message_response::Payload::Task(task)),
             })
         }
-        Method::GetTask => protojson::render(&a2a.get_task(caller, p(params)?).await?),
-        Method::ListTasks => protojson::render(&a2a.list_tasks(caller, p(params)?).await?),
-        Method::CancelTask => protojson::render(&a2a.cancel_task(caller, p(params)?).await?),
+        Method::GetTask => protojson::render_text(&a2a.get_task(caller, p(params)?).await?),
+        Method::ListTasks => protojson::render_text(&a2a.list_tasks(caller, p(params)?).await?),
+        Method::CancelTask => protojson::render_text(&a2a.cancel_task(caller, p(params)?).await?),
         Method::CreateTaskPushNotificationConfig => {
-            protojson::render(&a2a.create_push_config(caller, p(params)?).await?)
+            protojson::render_text(&a2a.create_push_config(caller, p(params)?).await?)
         }
         Method::GetTaskPushNotificationConfig => {
-            protojson::render(&a2a.get_push_config(caller, p(params)?).await?)
+            protojson::render_text(&a2a.get_push_config(caller, p(params)?).await?)
         }
         Method::ListTaskPushNotificationConfigs => {
-            protojson::render(&a2a.list_push_configs(caller, p(params)?).await?)
+            protojson::render_text(&a2a.list_push_configs(caller, p(params)?).await?)
         }
         Method::DeleteTaskPushNotificationConfig => {
             a2a.delete_push_config(caller, p(params)?).await?;
-            Value::Object(Default::default())
+            "{}".to_owned()
         }
         Method::GetExtendedAgentCard => {
-            protojson::render(&a2a.extended_card(caller, p(params)?).await?)
+            protojson::render_text(&a2a.extended_card(caller, p(params)?).await?)
         }
         Method::SendStreamingMessage | Method::SubscribeToTask => {
             unreachable!("streaming methods are answered as SSE")

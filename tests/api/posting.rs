@@ -611,3 +611,118 @@ async fn posts_opening_threads_together_get_the_answers_they_would_alone() {
         assert_eq!(order.len(), expected, "{person}");
     }
 }
+
+/// On SQLite a post's inbox entries are written by a pair of statements per recipient up to
+/// eight recipients, and by one pair for all of them beyond: every count, opening a thread and
+/// posting in one, reaches each recipient once, numbered without gaps; a missing recipient among
+/// many writes nothing.
+#[tokio::test]
+async fn posts_to_any_number_of_recipients_reach_each_inbox_once_in_order() {
+    use std::collections::BTreeMap;
+
+    use liaison::domain::{Kind, MessageId, Timestamp};
+    use liaison::store::{EntryContent, NewMessage, StoreError};
+
+    let env = TestEnv::new().await;
+    let people: Vec<String> = (0..12).map(|i| format!("p{i}")).collect();
+    let mut callers = Vec::new();
+    for p in &people {
+        callers.push(env.member(p, &format!("agent@{p}:1")).await);
+    }
+    let s = &env.service;
+    // Message ids each person must find in their inbox, in order.
+    let mut expected: BTreeMap<String, Vec<MessageId>> = BTreeMap::new();
+    for size in 2..=people.len() {
+        let name = format!("wide{size}");
+        let members: Vec<&str> = people[..size].iter().map(String::as_str).collect();
+        env.channel(&name, &members).await;
+        let question = s
+            .post(
+                &callers[0],
+                post("question", Some(&name), None, "who is here?"),
+            )
+            .await
+            .unwrap();
+        assert_eq!(question.recipients.len(), size - 1);
+        let reply = s
+            .post(
+                &callers[1],
+                post("reply", None, Some(&question.thread), "all of us"),
+            )
+            .await
+            .unwrap();
+        assert!(!reply.recipients.is_empty());
+        for receipt in [question, reply] {
+            for person in &receipt.recipients {
+                expected
+                    .entry(person.as_str().to_owned())
+                    .or_default()
+                    .push(receipt.message.clone());
+            }
+        }
+    }
+
+    // Ten recipients, one of whom does not exist: nothing is written, no counter moves.
+    let store = s.store().clone();
+    let mut to: Vec<_> = people[1..10].iter().map(|p| pid(p)).collect();
+    to.push(pid("ghost"));
+    let ghostly = NewMessage {
+        id: MessageId::generate(),
+        thread: ThreadId::generate(),
+        opens_thread: true,
+        channel: crate::helpers::channel("wide12"),
+        kind: Kind::Question,
+        author: pid("p0"),
+        agent: None,
+        recipients: to,
+        subject: None,
+        body: "anyone?".into(),
+        attachments: Vec::new(),
+        impact: None,
+        outcome: None,
+        refers_to: None,
+        idempotency_key: None,
+        request_hash: "ghostly".into(),
+        created_at: Timestamp(1_800_000_000_000),
+        task: None,
+        approval: None,
+        remote: None,
+    };
+    let refused = store.post(ghostly.clone()).await;
+    assert!(
+        matches!(refused, Err(StoreError::NotFound("recipient"))),
+        "{refused:?}"
+    );
+    assert!(store.message(&ghostly.id).await.unwrap().is_none());
+    assert!(store.thread(&ghostly.thread).await.unwrap().is_none());
+
+    // One more post to everyone: its entry follows each inbox's last without a gap.
+    let last = s
+        .post(&callers[0], post("question", Some("wide12"), None, "last"))
+        .await
+        .unwrap();
+    for person in &last.recipients {
+        expected
+            .entry(person.as_str().to_owned())
+            .or_default()
+            .push(last.message.clone());
+    }
+    assert_eq!(expected.len(), people.len());
+    for (person, messages) in &expected {
+        let entries = store.inbox_entries(&pid(person), 0, 1000).await.unwrap();
+        let seqs: Vec<i64> = entries.iter().map(|e| e.seq).collect();
+        assert_eq!(
+            seqs,
+            (1..=messages.len() as i64).collect::<Vec<_>>(),
+            "{person}"
+        );
+        let found: Vec<MessageId> = entries
+            .iter()
+            .map(|e| match &e.content {
+                EntryContent::Message { message, .. } => message.clone(),
+                other => panic!("{person}: {other:?}"),
+            })
+            .collect();
+        assert_eq!(&found, messages, "{person}");
+    }
+}
