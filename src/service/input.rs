@@ -6,6 +6,8 @@
 //! The check walks the request's serde form, so a field added later is covered without being
 //! listed: every request type passed here derives `Serialize`.
 
+use std::fmt::Write as _;
+
 use serde::Serialize;
 use serde_json::Value;
 
@@ -37,13 +39,15 @@ fn refusal(path: &str, at: usize, c: char) -> ServiceError {
     ))
 }
 
+/// Checks every string under `value`; `path` names it, and is built further only as deep as the
+/// walk goes (a refusal's name is written only when there is one).
 fn walk(value: &Value, path: &mut String) -> Result<()> {
     match value {
         Value::String(s) => storable_str(path, s),
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
                 let len = path.len();
-                path.push_str(&format!("[{i}]"));
+                let _ = write!(path, "[{i}]");
                 walk(item, path)?;
                 path.truncate(len);
             }
@@ -51,7 +55,9 @@ fn walk(value: &Value, path: &mut String) -> Result<()> {
         }
         Value::Object(fields) => {
             for (key, item) in fields {
-                storable_str(&format!("a key of {path}"), key)?;
+                if let Some((at, c)) = text::first_storable_violation(key) {
+                    return Err(refusal(&format!("a key of {path}"), at, c));
+                }
                 let len = path.len();
                 path.push('.');
                 path.push_str(key);

@@ -210,28 +210,32 @@ impl Query {
     }
 }
 
-/// The statements of a call: split at each `;` outside quotes, empty ones left out.
+/// The statements of a call: split at each `;` outside quotes, empty ones left out. Scans bytes:
+/// the characters it looks for are ASCII, which no byte of a longer UTF-8 character equals.
 fn statements(sql: &str) -> impl Iterator<Item = &str> {
-    let mut quote: Option<char> = None;
-    let mut bounds = Vec::new();
-    let mut start = 0;
-    for (i, c) in sql.char_indices() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), _) => {}
-            (None, '\'' | '"') => quote = Some(c),
-            (None, ';') => {
-                bounds.push((start, i));
-                start = i + 1;
+    let bytes = sql.as_bytes();
+    let (mut start, mut quote) = (0, None);
+    std::iter::from_fn(move || {
+        while start <= bytes.len() {
+            let mut end = start;
+            while end < bytes.len() {
+                match (quote, bytes[end]) {
+                    (Some(q), b) if b == q => quote = None,
+                    (Some(_), _) => {}
+                    (None, b @ (b'\'' | b'"')) => quote = Some(b),
+                    (None, b';') => break,
+                    _ => {}
+                }
+                end += 1;
             }
-            _ => {}
+            let statement = sql[start..end].trim();
+            start = end + 1;
+            if !statement.is_empty() {
+                return Some(statement);
+            }
         }
-    }
-    bounds.push((start, sql.len()));
-    bounds
-        .into_iter()
-        .map(move |(a, b)| sql[a..b].trim())
-        .filter(|s| !s.is_empty())
+        None
+    })
 }
 
 fn owned(v: ValueRef<'_>) -> LiteValue {
@@ -646,5 +650,14 @@ mod tests {
                 "SELECT 1"
             ]
         );
+        // Characters beyond ASCII, inside quotes and out, never end a statement.
+        let sql = "SELECT 'é;ü' AS \"日本;\"; SELECT 'ß' ; SELECT '';";
+        assert_eq!(
+            statements(sql).collect::<Vec<_>>(),
+            ["SELECT 'é;ü' AS \"日本;\"", "SELECT 'ß'", "SELECT ''"]
+        );
+        for empty in ["", ";", " ; ;; "] {
+            assert_eq!(statements(empty).count(), 0, "{empty:?}");
+        }
     }
 }
