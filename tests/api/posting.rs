@@ -489,7 +489,7 @@ async fn a_thread_closed_among_concurrent_posts_loses_none_and_writes_each_once(
 #[tokio::test]
 async fn posts_opening_threads_together_get_the_answers_they_would_alone() {
     use liaison::domain::{Kind, MessageId, Timestamp};
-    use liaison::store::{EntryContent, NewMessage, StoreError};
+    use liaison::store::{NewMessage, StoreError};
 
     let env = TestEnv::new().await;
     env.member("alice", "claude@a:1").await;
@@ -591,21 +591,10 @@ async fn posts_opening_threads_together_get_the_answers_they_would_alone() {
     // posts were sent. The first and last rounds write 21 posts to bob and carol, 13 to carol
     // alone, and the key sent thrice to both; the middle one 24 to both and 14 to carol alone.
     for (person, expected) in [("bob", 1 + 2 * 22 + 24), ("carol", 2 * 35 + 38)] {
-        let entries = store.inbox_entries(&pid(person), 0, 1000).await.unwrap();
-        let seqs: Vec<i64> = entries.iter().map(|e| e.seq).collect();
-        assert_eq!(
-            seqs,
-            (1..=entries.len() as i64).collect::<Vec<_>>(),
-            "{person}"
-        );
-        let order: Vec<usize> = entries
+        let order: Vec<usize> = inbox_messages(&store, person)
+            .await
             .iter()
-            .map(|e| match &e.content {
-                EntryContent::Message { message, .. } => {
-                    sent.iter().position(|id| id == message).unwrap()
-                }
-                other => panic!("{other:?}"),
-            })
+            .map(|message| sent.iter().position(|id| id == message).unwrap())
             .collect();
         assert!(order.windows(2).all(|w| w[0] < w[1]), "{person}: {order:?}");
         assert_eq!(order.len(), expected, "{person}");
@@ -621,7 +610,7 @@ async fn posts_to_any_number_of_recipients_reach_each_inbox_once_in_order() {
     use std::collections::BTreeMap;
 
     use liaison::domain::{Kind, MessageId, Timestamp};
-    use liaison::store::{EntryContent, NewMessage, StoreError};
+    use liaison::store::{NewMessage, StoreError};
 
     let env = TestEnv::new().await;
     let people: Vec<String> = (0..12).map(|i| format!("p{i}")).collect();
@@ -709,20 +698,28 @@ async fn posts_to_any_number_of_recipients_reach_each_inbox_once_in_order() {
     }
     assert_eq!(expected.len(), people.len());
     for (person, messages) in &expected {
-        let entries = store.inbox_entries(&pid(person), 0, 1000).await.unwrap();
-        let seqs: Vec<i64> = entries.iter().map(|e| e.seq).collect();
-        assert_eq!(
-            seqs,
-            (1..=messages.len() as i64).collect::<Vec<_>>(),
-            "{person}"
-        );
-        let found: Vec<MessageId> = entries
-            .iter()
-            .map(|e| match &e.content {
-                EntryContent::Message { message, .. } => message.clone(),
-                other => panic!("{person}: {other:?}"),
-            })
-            .collect();
-        assert_eq!(&found, messages, "{person}");
+        assert_eq!(&inbox_messages(&store, person).await, messages, "{person}");
     }
+}
+
+/// The messages of `person`'s inbox in order, once it is checked to be numbered 1, 2, 3… without
+/// gaps and to hold only message entries.
+async fn inbox_messages(
+    store: &liaison::store::Store,
+    person: &str,
+) -> Vec<liaison::domain::MessageId> {
+    let entries = store.inbox_entries(&pid(person), 0, 1000).await.unwrap();
+    let seqs: Vec<i64> = entries.iter().map(|e| e.seq).collect();
+    assert_eq!(
+        seqs,
+        (1..=entries.len() as i64).collect::<Vec<_>>(),
+        "{person}"
+    );
+    entries
+        .into_iter()
+        .map(|e| match e.content {
+            liaison::store::EntryContent::Message { message, .. } => message,
+            other => panic!("{person}: {other:?}"),
+        })
+        .collect()
 }
