@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::errors::{A2aError, ErrorKind, SpecVersion};
 use super::handler::{A2a, Events};
-use super::rpc::json;
+use super::rpc::json_text;
 use super::{params, pb, protojson, query};
 use crate::service::Caller;
 
@@ -56,7 +56,12 @@ fn error(a2a: &A2a, e: &A2aError) -> Response {
 
 /// A JSON response in the configured media type (`a2a.rest_content_type`).
 fn respond(a2a: &A2a, status: StatusCode, value: &Value) -> Response {
-    let mut r = json(status, value);
+    respond_text(a2a, status, value.to_string())
+}
+
+/// [`respond`] for a body already written as JSON text.
+fn respond_text(a2a: &A2a, status: StatusCode, text: String) -> Response {
+    let mut r = json_text(status, text);
     r.headers_mut()
         .insert(header::CONTENT_TYPE, a2a.rest_content_type().clone());
     r
@@ -172,14 +177,15 @@ async fn endpoint(
         Err(e) => return auth_failure(&a2a, &e.into()),
     };
     match handle(&a2a, &caller, route, &uri, &method, &headers, &body).await {
-        Ok(Reply::Json(v)) => respond(&a2a, StatusCode::OK, &v),
+        Ok(Reply::Json(text)) => respond_text(&a2a, StatusCode::OK, text),
         Ok(Reply::Stream(events)) => sse(events, a2a.version()),
         Err(e) => error(&a2a, &e),
     }
 }
 
 enum Reply {
-    Json(Value),
+    /// The answer's JSON text.
+    Json(String),
     Stream(Events),
 }
 
@@ -192,28 +198,28 @@ async fn handle(
     headers: &HeaderMap,
     body: &Bytes,
 ) -> Result<Reply, A2aError> {
-    let render = |v: Value| Ok(Reply::Json(v));
+    let render = |text: String| Ok(Reply::Json(text));
     match route {
         Route::Send => {
             let task = a2a.send_message(caller, body_of(headers, body)?).await?;
-            render(protojson::render(&pb::SendMessageResponse {
+            render(protojson::render_text(&pb::SendMessageResponse {
                 payload: Some(pb::send_message_response::Payload::Task(task)),
             }))
         }
         Route::Stream => Ok(Reply::Stream(
             a2a.send_streaming(caller, body_of(headers, body)?).await?,
         )),
-        Route::ListTasks => render(protojson::render(
+        Route::ListTasks => render(protojson::render_text(
             &a2a.list_tasks(caller, query::from_uri(uri, &[])?).await?,
         )),
-        Route::GetTask(id) => render(protojson::render(
+        Route::GetTask(id) => render(protojson::render_text(
             &a2a.get_task(caller, query::from_uri(uri, &[("id", &id)])?)
                 .await?,
         )),
         Route::Cancel(id) => {
             let mut req: pb::CancelTaskRequest = body_of(headers, body)?;
             req.id = id;
-            render(protojson::render(&a2a.cancel_task(caller, req).await?))
+            render(protojson::render_text(&a2a.cancel_task(caller, req).await?))
         }
         Route::Subscribe(id) => {
             let req = pb::SubscribeToTaskRequest {
@@ -225,11 +231,13 @@ async fn handle(
         Route::PushConfigs(task) if method == Method::POST => {
             let mut c: pb::TaskPushNotificationConfig = body_of(headers, body)?;
             c.task_id = task;
-            render(protojson::render(&a2a.create_push_config(caller, c).await?))
+            render(protojson::render_text(
+                &a2a.create_push_config(caller, c).await?,
+            ))
         }
         Route::PushConfigs(task) => {
             let req = query::from_uri(uri, &[("taskId", &task)])?;
-            render(protojson::render(
+            render(protojson::render_text(
                 &a2a.list_push_configs(caller, req).await?,
             ))
         }
@@ -240,7 +248,7 @@ async fn handle(
                 id,
             };
             a2a.delete_push_config(caller, req).await?;
-            render(Value::Object(Default::default()))
+            render("{}".to_owned())
         }
         Route::PushConfig(task, id) => {
             let req = pb::GetTaskPushNotificationConfigRequest {
@@ -248,9 +256,11 @@ async fn handle(
                 task_id: task,
                 id,
             };
-            render(protojson::render(&a2a.get_push_config(caller, req).await?))
+            render(protojson::render_text(
+                &a2a.get_push_config(caller, req).await?,
+            ))
         }
-        Route::ExtendedCard => render(protojson::render(
+        Route::ExtendedCard => render(protojson::render_text(
             &a2a.extended_card(caller, pb::GetExtendedAgentCardRequest::default())
                 .await?,
         )),

@@ -37,13 +37,13 @@ pub(crate) fn exhausted(id: &Value, e: &A2aError) -> Response {
     r
 }
 
-/// A JSON response with this status (shared with the HTTP+JSON binding).
-pub(super) fn json(status: StatusCode, value: &Value) -> Response {
+/// A JSON response with this status.
+fn json(status: StatusCode, value: &Value) -> Response {
     json_text(status, value.to_string())
 }
 
-/// [`json`] for a body already written as JSON text.
-fn json_text(status: StatusCode, text: String) -> Response {
+/// [`json`] for a body already written as JSON text (shared with the HTTP+JSON binding).
+pub(super) fn json_text(status: StatusCode, text: String) -> Response {
     let mut r = (status, text).into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
