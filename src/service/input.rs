@@ -3,8 +3,11 @@
 //! keep). It is checked here, before anything is read or written, so both backends answer the same
 //! `invalid_input` naming the field, and nothing changes.
 //!
-//! The check walks the request's serde form, so a field added later is covered without being
-//! listed: every request type passed here derives `Serialize`.
+//! The check reads the request's serde form, so a field added later is covered without being
+//! listed: every request type passed here derives `Serialize`. It looks at the request as
+//! serde_json writes it, where U+0000 in any string (key or value) can only be the escape
+//! `\u0000`; only a request that holds one is walked as a tree, to name the string. (Walking
+//! every request as a `serde_json::Value` tree was 4% of an intake's instructions.)
 
 use std::fmt::Write as _;
 
@@ -17,10 +20,43 @@ use crate::domain::text;
 /// Refuses `request` (named `what` in the error) if any string in it, keys included, holds a
 /// character no backend can store.
 pub(crate) fn storable(what: &str, request: &impl Serialize) -> Result<()> {
-    let value = serde_json::to_value(request)
-        .map_err(|e| ServiceError::invalid(format!("{what} cannot be read: {e}")))?;
+    storable_json(what, request).map(drop)
+}
+
+/// [`storable`], returning `request` as `serde_json::to_vec` writes it, for a caller that needs
+/// those bytes too (a post hashes them).
+pub(crate) fn storable_json(what: &str, request: &impl Serialize) -> Result<Vec<u8>> {
+    let json = serde_json::to_vec(request).map_err(|e| unreadable(what, e))?;
+    if escapes_nul(&json) {
+        walk_tree(what, request)?;
+    }
+    Ok(json)
+}
+
+/// Whether JSON text holds the escape `\u0000`, the only way serde_json writes U+0000. A
+/// backslash starts an escape and the byte after it belongs to that escape, so an escaped
+/// backslash followed by the text `u0000` is not one.
+fn escapes_nul(json: &[u8]) -> bool {
+    let mut rest = json;
+    while let Some(at) = rest.iter().position(|&b| b == b'\\') {
+        let escape = &rest[at + 1..];
+        if escape.starts_with(b"u0000") {
+            return true;
+        }
+        rest = escape.get(1..).unwrap_or_default();
+    }
+    false
+}
+
+/// The check on the request's `serde_json::Value` tree, naming the string that fails it.
+fn walk_tree(what: &str, request: &impl Serialize) -> Result<()> {
+    let value = serde_json::to_value(request).map_err(|e| unreadable(what, e))?;
     let mut path = what.to_owned();
     walk(&value, &mut path)
+}
+
+fn unreadable(what: &str, e: serde_json::Error) -> ServiceError {
+    ServiceError::invalid(format!("{what} cannot be read: {e}"))
 }
 
 /// The same rule for one string field.
@@ -72,9 +108,58 @@ fn walk(value: &Value, path: &mut String) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
     use serde_json::json;
 
     use super::*;
+
+    /// Strings made of the characters that matter to the check and to JSON's escapes.
+    fn tricky_text() -> impl Strategy<Value = String> {
+        proptest::collection::vec(
+            prop::sample::select(vec![
+                '\0', '\\', 'u', '0', '"', 'a', '\n', '\u{1}', 'é', '\u{2028}',
+            ]),
+            0..12,
+        )
+        .prop_map(|chars| chars.into_iter().collect())
+    }
+
+    fn any_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            tricky_text().prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::vec((tricky_text(), inner), 0..6)
+                    .prop_map(|fields| Value::Object(fields.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// The check on the JSON text answers as the walk of the tree does, refusal message
+        /// included, for any request: U+0000 anywhere, escaped backslashes and the text
+        /// `u0000` beside it.
+        #[test]
+        fn the_text_check_answers_as_the_tree_walk(value in any_json()) {
+            let fast = storable_json("req", &value).map(drop);
+            let tree = walk_tree("req", &value);
+            prop_assert_eq!(fast.map_err(|e| e.message), tree.map_err(|e| e.message));
+        }
+    }
+
+    #[test]
+    fn an_escaped_backslash_before_u0000_is_text() {
+        assert!(!escapes_nul(br#"{"a":"\\u0000"}"#));
+        assert!(escapes_nul(br#"{"a":"\\\u0000"}"#));
+        assert!(escapes_nul(br#"{"\u0000":1}"#));
+        assert!(!escapes_nul(br#"{"a":"\"}"#));
+        assert!(!escapes_nul(b"\\"));
+    }
 
     #[test]
     fn nul_anywhere_is_refused_with_its_path() {

@@ -164,7 +164,7 @@ impl Service {
         req: PostRequest,
         task: Option<NewTask>,
     ) -> Result<(PostReceipt, PostOutcome)> {
-        input::storable("post", &req)?;
+        let json = input::storable_json("post", &req)?;
         let kind = req.kind.ok_or_else(|| {
             ServiceError::invalid(
                 "kind is required: announce, question, request, handoff, reply or close",
@@ -244,7 +244,8 @@ impl Service {
             .recipients(caller, &channel, existing.as_ref(), req.to.as_deref())
             .await?;
 
-        let request_hash = request_hash(&req);
+        // What the client asked for, to recognise a retry with the same idempotency key.
+        let request_hash = crate::domain::sha256_hex(&json);
         let opens = existing.is_none();
         let subject = if opens { Some(subject_of(&req)) } else { None };
         let id = MessageId::generate();
@@ -645,11 +646,6 @@ fn subject_of(req: &PostRequest) -> String {
             first.chars().take(80).collect()
         }
     }
-}
-
-/// SHA-256 of what the client asked for, to recognise a retry with the same idempotency key.
-fn request_hash(req: &PostRequest) -> String {
-    crate::domain::sha256_hex(&serde_json::to_vec(req).unwrap_or_default())
 }
 
 /// A page size: 1–100, default 50.
