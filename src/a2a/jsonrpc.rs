@@ -6,9 +6,17 @@
 //! answered (with InvalidRequest) rather than treated as a silent notification, since every A2A
 //! method has a result; absent or `null` params read as `{}`; the 0.3 method names are unknown
 //! methods, with a hint.
+//!
+//! The envelope is read into its four members with the params kept as the client wrote them
+//! ([`RawValue`]), which are then read once, straight into the method's wire type (a
+//! `serde_json::Value` tree of the whole request first, then the wire type read from it, cost
+//! 1.9% more of an intake's instructions). Members other than the four are ignored; a member
+//! given twice is an InvalidRequest.
 
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Map, Value, json};
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
 
 use super::errors::{A2aError, ErrorKind};
 
@@ -71,13 +79,23 @@ impl Method {
 }
 
 /// A well-formed request for a known method.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Request {
     /// Echoed in the response: a string or a number.
     pub id: Value,
     pub method: Method,
-    /// The params object (`{}` when absent), to decode with [`decode_params`].
-    pub params: Value,
+    /// The params object as written (`{}` when absent or `null`), to decode with
+    /// [`decode_params`].
+    pub params: Box<RawValue>,
+}
+
+/// The members of a request object the binding reads.
+#[derive(Deserialize)]
+struct Envelope {
+    jsonrpc: Option<Value>,
+    id: Option<Value>,
+    method: Option<Value>,
+    params: Option<Box<RawValue>>,
 }
 
 /// A request that cannot be served, with the id to answer it under (`null` when unknown).
@@ -89,38 +107,53 @@ pub struct Rejected {
 
 /// Parses a request body.
 pub fn parse_request(body: &[u8]) -> Result<Request, Rejected> {
-    let value: Value = serde_json::from_slice(body).map_err(|error| Rejected {
-        id: Value::Null,
-        error: A2aError::new(
-            ErrorKind::ParseError,
-            format!("The body is not valid JSON: {error}"),
-        ),
-    })?;
-    let invalid = |id: Value, message: &str| Rejected {
+    let invalid = |id: Value, message: String| Rejected {
         id,
         error: A2aError::new(ErrorKind::InvalidRequest, message),
     };
-    let Value::Object(mut envelope) = value else {
-        return Err(invalid(
-            Value::Null,
-            "A JSON-RPC request must be a JSON object (batches are not supported)",
-        ));
+    let envelope: Envelope = match serde_json::from_slice(body) {
+        Ok(envelope) => envelope,
+        // JSON, but not one request object: a batch, a scalar, or a member given twice.
+        Err(error) if error.is_data() => {
+            let object = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+            let message = if object {
+                format!("The request object is not valid: {error}")
+            } else {
+                "A JSON-RPC request must be a JSON object (batches are not supported)".to_owned()
+            };
+            return Err(invalid(Value::Null, message));
+        }
+        Err(error) => {
+            return Err(Rejected {
+                id: Value::Null,
+                error: A2aError::new(
+                    ErrorKind::ParseError,
+                    format!("The body is not valid JSON: {error}"),
+                ),
+            });
+        }
     };
-    let id = match envelope.remove("id") {
+    // An absent and a `null` member read alike (`None`).
+    let id = match envelope.id {
         Some(id @ (Value::String(_) | Value::Number(_))) => id,
-        Some(Value::Null) | None => {
+        None => {
             return Err(invalid(
                 Value::Null,
-                "The request needs an id (a string or a number)",
+                "The request needs an id (a string or a number)".into(),
             ));
         }
-        Some(_) => return Err(invalid(Value::Null, "The id must be a string or a number")),
+        Some(_) => {
+            return Err(invalid(
+                Value::Null,
+                "The id must be a string or a number".into(),
+            ));
+        }
     };
-    if envelope.get("jsonrpc") != Some(&json!("2.0")) {
-        return Err(invalid(id, "The member jsonrpc must be \"2.0\""));
+    if envelope.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
+        return Err(invalid(id, "The member jsonrpc must be \"2.0\"".into()));
     }
-    let Some(Value::String(name)) = envelope.remove("method") else {
-        return Err(invalid(id, "The member method must be a string"));
+    let Some(Value::String(name)) = envelope.method else {
+        return Err(invalid(id, "The member method must be a string".into()));
     };
     let Some(method) = Method::from_name(&name) else {
         let hint = if name.contains('/') {
@@ -137,9 +170,9 @@ pub fn parse_request(body: &[u8]) -> Result<Request, Rejected> {
             .with_metadata("method", name),
         });
     };
-    let params = match envelope.remove("params") {
-        None | Some(Value::Null) => Value::Object(Map::new()),
-        Some(params @ Value::Object(_)) => params,
+    let params = match envelope.params {
+        None => RawValue::from_string("{}".to_owned()).expect("{} is JSON"),
+        Some(params) if params.get().starts_with('{') => params,
         Some(_) => {
             return Err(Rejected {
                 id,
@@ -151,8 +184,8 @@ pub fn parse_request(body: &[u8]) -> Result<Request, Rejected> {
 }
 
 /// Decodes params into a wire type; a mismatch is InvalidParams with serde's reason.
-pub fn decode_params<T: DeserializeOwned>(params: Value) -> Result<T, A2aError> {
-    serde_json::from_value(params).map_err(|error| {
+pub fn decode_params<T: DeserializeOwned>(params: &RawValue) -> Result<T, A2aError> {
+    serde_json::from_str(params.get()).map_err(|error| {
         A2aError::new(ErrorKind::InvalidParams, format!("Invalid params: {error}"))
     })
 }
@@ -187,13 +220,17 @@ mod tests {
         parse_request(body.as_bytes()).expect_err(body)
     }
 
+    fn raw(value: Value) -> Box<RawValue> {
+        serde_json::value::to_raw_value(&value).unwrap()
+    }
+
     #[test]
     fn every_method_parses_by_its_rpc_name() {
         for method in Method::ALL {
             let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{}"}}"#, method.name());
             let request = parse_request(body.as_bytes()).unwrap();
             assert_eq!(request.method, method);
-            assert_eq!(request.params, json!({}));
+            assert_eq!(request.params.get(), "{}");
         }
         let streaming: Vec<_> = Method::ALL
             .into_iter()
@@ -206,13 +243,23 @@ mod tests {
     }
 
     #[test]
+    fn null_params_and_other_members_read_as_no_params() {
+        let request = parse_request(
+            br#" {"jsonrpc":"2.0","id":1.5,"method":"GetTask","params":null,"extra":[{}]} "#,
+        )
+        .unwrap();
+        assert_eq!(request.id, json!(1.5));
+        assert_eq!(request.params.get(), "{}");
+    }
+
+    #[test]
     fn id_and_params_are_kept() {
         let request = parse_request(
             br#"{"jsonrpc":"2.0","id":"abc","method":"GetTask","params":{"id":"t1","historyLength":2}}"#,
         )
         .unwrap();
         assert_eq!(request.id, json!("abc"));
-        assert_eq!(request.params, json!({"id": "t1", "historyLength": 2}));
+        assert_eq!(request.params.get(), r#"{"id":"t1","historyLength":2}"#);
     }
 
     #[test]
@@ -255,6 +302,27 @@ mod tests {
                 ErrorKind::InvalidParams,
                 json!(7),
             ),
+            (
+                r#"{"jsonrpc":"2.0","id":7,"method":"GetTask","params":"{}"}"#,
+                ErrorKind::InvalidParams,
+                json!(7),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":7,"id":8,"method":"GetTask"}"#,
+                ErrorKind::InvalidRequest,
+                Value::Null,
+            ),
+            (
+                r#" {"jsonrpc":"2.0","id":7,"method":"GetTask"} x"#,
+                ErrorKind::ParseError,
+                Value::Null,
+            ),
+            (r#""GetTask""#, ErrorKind::InvalidRequest, Value::Null),
+            (
+                r#"{"jsonrpc":"2.0","id":null,"method":"GetTask"}"#,
+                ErrorKind::InvalidRequest,
+                Value::Null,
+            ),
         ];
         for (body, kind, id) in cases {
             let rejection = rejected(body);
@@ -271,12 +339,14 @@ mod tests {
 
     #[test]
     fn params_decode_into_wire_types_or_fail_as_invalid_params() {
-        let request: super::super::pb::GetTaskRequest =
-            decode_params(json!({"id": "t1", "historyLength": 3, "unknownField": true})).unwrap();
+        let request: super::super::pb::GetTaskRequest = decode_params(&raw(
+            json!({"id": "t1", "historyLength": 3, "unknownField": true}),
+        ))
+        .unwrap();
         assert_eq!(request.id, "t1");
         assert_eq!(request.history_length, Some(3));
         let error =
-            decode_params::<super::super::pb::GetTaskRequest>(json!({"historyLength": "x"}))
+            decode_params::<super::super::pb::GetTaskRequest>(&raw(json!({"historyLength": "x"})))
                 .unwrap_err();
         assert_eq!(error.kind, ErrorKind::InvalidParams);
     }
@@ -284,9 +354,9 @@ mod tests {
     #[test]
     fn enums_read_as_names_or_numbers() {
         let by_name: super::super::pb::ListTasksRequest =
-            decode_params(json!({"status": "TASK_STATE_WORKING"})).unwrap();
+            decode_params(&raw(json!({"status": "TASK_STATE_WORKING"}))).unwrap();
         let by_number: super::super::pb::ListTasksRequest =
-            decode_params(json!({"status": 2})).unwrap();
+            decode_params(&raw(json!({"status": 2}))).unwrap();
         assert_eq!(by_name.status, super::super::pb::TaskState::Working as i32);
         assert_eq!(by_number.status, by_name.status);
     }

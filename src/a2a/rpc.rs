@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use futures::StreamExt as _;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::errors::{A2aError, ErrorKind};
 use super::handler::{A2a, Events};
@@ -95,12 +96,12 @@ async fn endpoint(
     if request.method.is_streaming() {
         let events = match request.method {
             Method::SendStreamingMessage => {
-                match jsonrpc::decode_params::<pb::SendMessageRequest>(request.params) {
+                match jsonrpc::decode_params::<pb::SendMessageRequest>(&request.params) {
                     Ok(p) => a2a.send_streaming(&caller, p).await,
                     Err(e) => Err(e),
                 }
             }
-            _ => match jsonrpc::decode_params::<pb::SubscribeToTaskRequest>(request.params) {
+            _ => match jsonrpc::decode_params::<pb::SubscribeToTaskRequest>(&request.params) {
                 Ok(p) => a2a.subscribe(&caller, p).await,
                 Err(e) => Err(e),
             },
@@ -139,34 +140,34 @@ async fn dispatch(
     a2a: &A2a,
     caller: &crate::service::Caller,
     method: Method,
-    params: Value,
+    params: Box<RawValue>,
 ) -> Result<String, A2aError> {
     use jsonrpc::decode_params as p;
     Ok(match method {
         Method::SendMessage => {
-            let task = a2a.send_message(caller, p(params)?).await?;
+            let task = a2a.send_message(caller, p(&params)?).await?;
             protojson::render_text(&pb::SendMessageResponse {
                 payload: Some(pb::send_message_response::Payload::Task(task)),
             })
         }
-        Method::GetTask => protojson::render_text(&a2a.get_task(caller, p(params)?).await?),
-        Method::ListTasks => protojson::render_text(&a2a.list_tasks(caller, p(params)?).await?),
-        Method::CancelTask => protojson::render_text(&a2a.cancel_task(caller, p(params)?).await?),
+        Method::GetTask => protojson::render_text(&a2a.get_task(caller, p(&params)?).await?),
+        Method::ListTasks => protojson::render_text(&a2a.list_tasks(caller, p(&params)?).await?),
+        Method::CancelTask => protojson::render_text(&a2a.cancel_task(caller, p(&params)?).await?),
         Method::CreateTaskPushNotificationConfig => {
-            protojson::render_text(&a2a.create_push_config(caller, p(params)?).await?)
+            protojson::render_text(&a2a.create_push_config(caller, p(&params)?).await?)
         }
         Method::GetTaskPushNotificationConfig => {
-            protojson::render_text(&a2a.get_push_config(caller, p(params)?).await?)
+            protojson::render_text(&a2a.get_push_config(caller, p(&params)?).await?)
         }
         Method::ListTaskPushNotificationConfigs => {
-            protojson::render_text(&a2a.list_push_configs(caller, p(params)?).await?)
+            protojson::render_text(&a2a.list_push_configs(caller, p(&params)?).await?)
         }
         Method::DeleteTaskPushNotificationConfig => {
-            a2a.delete_push_config(caller, p(params)?).await?;
+            a2a.delete_push_config(caller, p(&params)?).await?;
             "{}".to_owned()
         }
         Method::GetExtendedAgentCard => {
-            protojson::render_text(&a2a.extended_card(caller, p(params)?).await?)
+            protojson::render_text(&a2a.extended_card(caller, p(&params)?).await?)
         }
         Method::SendStreamingMessage | Method::SubscribeToTask => {
             unreachable!("streaming methods are answered as SSE")
