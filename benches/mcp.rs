@@ -49,6 +49,13 @@
 //!    session ended with DELETE), and the bench waits (at most 70 s) for the gauge to reach 0.
 //! 5. **RSS.** The server's `VmRSS` after startup, after each section, after the flood's release
 //!    and once no long-poll is left waiting, and its peak (`VmHWM`).
+//! 6. **The HTTP floor under the flood.** Not liaison: this bench's own binary started again as a
+//!    bare hyper server (hyper-util's `auto` builder, as liaison's listener; mimalloc, as
+//!    liaison) whose one route answers a POST ten minutes later, and as many connections as the
+//!    flood's long-polls, each sending one POST with the head and body of a flood `inbox` call.
+//!    Its RSS before and once every POST is waiting (its `GET` says how many): what the HTTP
+//!    server alone holds per waiting request, under whatever liaison and rmcp add. Run once,
+//!    after the backends.
 //!
 //! The bench config file (in the data directory) lifts what a single load generator would hit
 //! and a real deployment would not: the per-token rate limits (`[limits] agent`, `human`,
@@ -107,13 +114,29 @@ const FLOOD_POSTS: usize = 200;
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// The server's stderr, in its data directory.
 const SERVER_LOG: &str = "server.log";
+/// The allocator liaison's binary uses, so that section 6's bare server is measured like it.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Set in the environment of this bench's binary started again as section 6's bare server.
+const FLOOR_SERVER_ENV: &str = "LIAISON_BENCH_FLOOR_SERVER";
+
 #[tokio::main]
 async fn main() {
+    if std::env::var_os(FLOOR_SERVER_ENV).is_some() {
+        return floor::serve().await;
+    }
     liaison::tls::install_crypto_provider();
     let files = raise_file_limit();
     println!("open files: soft limit {files} (the server inherits it)");
-    run("sqlite", None, files).await;
-    support::with_postgres(|url| async move { run("postgres", Some(&url), files).await }).await;
+    let sections = sections();
+    if sections.iter().any(|s| (1..=4).contains(s)) {
+        run("sqlite", None, files).await;
+        support::with_postgres(|url| async move { run("postgres", Some(&url), files).await }).await;
+    }
+    if sections.contains(&6) {
+        floor::measure().await;
+    }
 }
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit; returns the soft limit in force.
@@ -135,11 +158,11 @@ fn raise_file_limit() -> u64 {
     getrlimit(Resource::Nofile).current.unwrap_or(1 << 20)
 }
 
-/// The sections to run: `LIAISON_BENCH_MCP_SECTIONS` (e.g. `1,3`), by default 1 to 4 (the
-/// memory table, 5, is always printed).
+/// The sections to run: `LIAISON_BENCH_MCP_SECTIONS` (e.g. `1,3`), by default all (the memory
+/// table, 5, is printed whenever one of 1 to 4 runs).
 fn sections() -> Vec<u32> {
     std::env::var("LIAISON_BENCH_MCP_SECTIONS").map_or_else(
-        |_| vec![1, 2, 3, 4],
+        |_| vec![1, 2, 3, 4, 6],
         |list| {
             list.split(',')
                 .filter_map(|s| s.trim().parse().ok())
@@ -938,6 +961,156 @@ async fn flood_row(backend: &str, phase: &str, server: &Server, memory: Memory, 
 }
 
 // ---------------------------------------------------------------------------------------------
+// Section 6
+
+mod floor {
+    use std::convert::Infallible;
+    use std::process::Stdio;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::{Duration, Instant};
+
+    use axum::body::Body;
+    use futures::StreamExt as _;
+    use http_body_util::BodyExt as _;
+    use hyper::body::Incoming;
+    use hyper::{Method, Request, Response};
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use hyper_util::server::conn::auto::Builder;
+    use serde_json::json;
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+    use tokio::net::TcpStream;
+
+    use super::{FLOOD_PEOPLE, FLOOD_POLLS_PER_SESSION, FLOOR_SERVER_ENV, random_hex};
+
+    /// How long the bare server keeps a POST waiting: longer than the measurement.
+    const HOLD: Duration = Duration::from_secs(600);
+
+    /// The bare server: prints its port, then serves until killed. A `GET` is answered at once
+    /// with the number of POSTs read so far; a POST is read whole and answered after [`HOLD`].
+    pub(super) async fn serve() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a port");
+        println!("{}", listener.local_addr().expect("an address").port());
+        let builder = Arc::new(Builder::new(TokioExecutor::new()));
+        let read = Arc::new(AtomicUsize::new(0));
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                continue;
+            };
+            let _ = tcp.set_nodelay(true);
+            let (builder, read) = (builder.clone(), read.clone());
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                    let read = read.clone();
+                    async move {
+                        if req.method() == Method::GET {
+                            let n = read.load(Ordering::Relaxed).to_string();
+                            return Ok::<_, Infallible>(Response::new(Body::from(n)));
+                        }
+                        let body = req.into_body().collect().await.map(|b| b.to_bytes());
+                        read.fetch_add(1, Ordering::Relaxed);
+                        tokio::time::sleep(HOLD).await;
+                        Ok(Response::new(Body::from(body.unwrap_or_default())))
+                    }
+                });
+                let conn = builder.serve_connection_with_upgrades(TokioIo::new(tcp), service);
+                let _ = conn.await;
+            });
+        }
+    }
+
+    /// Section 6: the bare server's RSS idle and with as many POSTs waiting as the flood holds.
+    pub(super) async fn measure() {
+        let total = FLOOD_PEOPLE * FLOOD_POLLS_PER_SESSION;
+        println!(
+            "\n[6] The HTTP floor: a bare hyper server (auto builder, mimalloc) holding {total} POSTs, each on its own connection (not liaison)"
+        );
+        let mut child =
+            tokio::process::Command::new(std::env::current_exe().expect("this bench's own path"))
+                .env(FLOOR_SERVER_ENV, "1")
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()
+                .expect("the bare server starts");
+        let mut lines = BufReader::new(child.stdout.take().expect("its stdout")).lines();
+        let port: u16 = lines
+            .next_line()
+            .await
+            .ok()
+            .flatten()
+            .and_then(|line| line.trim().parse().ok())
+            .expect("the bare server prints its port");
+        let pid = child.id().expect("a running bare server");
+        let count_url = format!("http://127.0.0.1:{port}/");
+        let read = || async {
+            let text = reqwest::get(&count_url).await.ok()?.text().await.ok()?;
+            text.parse::<usize>().ok()
+        };
+        let idle = read().await.and_then(|_| rss_kib(pid));
+
+        // The head and body of a flood `inbox` call, as rmcp's client sends them.
+        let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "inbox", "arguments": {"consumer": "flood", "wait_s": 50}}})
+        .to_string();
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n\
+             accept: application/json, text/event-stream\r\nauthorization: Bearer lsn_{}\r\n\
+             mcp-session-id: {}\r\nmcp-protocol-version: 2025-11-25\r\ncontent-length: {}\r\n\r\n{body}",
+            random_hex(24),
+            random_hex(16),
+            body.len()
+        );
+        let open = |_| async {
+            let mut tcp = TcpStream::connect(("127.0.0.1", port)).await?;
+            tcp.set_nodelay(true)?;
+            tcp.write_all(request.as_bytes()).await?;
+            Ok::<_, std::io::Error>(tcp)
+        };
+        let opened: Vec<_> = futures::stream::iter(0..total)
+            .map(open)
+            .buffer_unordered(256)
+            .collect()
+            .await;
+        let failed = opened.iter().filter(|c| c.is_err()).count();
+        let mut waiting = 0;
+        let mut changed = Instant::now();
+        while waiting < total - failed && changed.elapsed() < Duration::from_secs(15) {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            let now = read().await.unwrap_or(waiting);
+            if now > waiting {
+                (waiting, changed) = (now, Instant::now());
+            }
+        }
+        let held = rss_kib(pid);
+        println!(
+            "{:>8} {:>16} {:>13} {:>20} {:>14}",
+            "waiting", "RSS MiB at rest", "RSS MiB held", "KiB per waiting POST", "failed opens"
+        );
+        let mib = |kib: Option<f64>| kib.map_or("-".into(), |k| format!("{:.1}", k / 1024.0));
+        let per = idle
+            .zip(held)
+            .filter(|_| waiting > 0)
+            .map_or("-".into(), |(i, h)| {
+                format!("{:.1}", (h - i) / waiting as f64)
+            });
+        println!(
+            "{waiting:>8} {:>16} {:>13} {per:>20} {failed:>14}",
+            mib(idle),
+            mib(held)
+        );
+        drop(opened);
+        let _ = child.kill().await;
+    }
+
+    fn rss_kib(pid: u32) -> Option<f64> {
+        super::memory_of(pid).map(|(rss, _)| rss)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Measuring
 
 /// The server's CPU time since `before`, in µs per operation (`-` without `/proc`).
@@ -951,6 +1124,16 @@ fn cpu_per(server: &Server, before: Option<Duration>, operations: usize) -> Stri
                 (after - before).as_secs_f64() * 1e6 / operations as f64
             )
         })
+}
+
+/// `VmRSS` and `VmHWM` (peak) of process `pid` in KiB, on Linux.
+fn memory_of(pid: u32) -> Memory {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| -> Option<f64> {
+        let line = status.lines().find(|l| l.starts_with(name))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
 fn clip(value: &Value) -> String {
@@ -1220,12 +1403,7 @@ impl Server {
 
     /// `VmRSS` and `VmHWM` (peak) of the server process in KiB, on Linux.
     fn memory(&self) -> Memory {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()?)).ok()?;
-        let field = |name: &str| -> Option<f64> {
-            let line = status.lines().find(|l| l.starts_with(name))?;
-            line.split_whitespace().nth(1)?.parse().ok()
-        };
-        Some((field("VmRSS:")?, field("VmHWM:")?))
+        memory_of(self.child.id()?)
     }
 
     /// One unlabelled gauge or counter from `/metrics`.
