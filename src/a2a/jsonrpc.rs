@@ -107,7 +107,7 @@ pub struct Rejected {
 
 /// Parses a request body.
 pub fn parse_request(body: &[u8]) -> Result<Request, Rejected> {
-    let invalid = |id: Value, message: String| Rejected {
+    let invalid = |id: Value, message: &str| Rejected {
         id,
         error: A2aError::new(ErrorKind::InvalidRequest, message),
     };
@@ -121,7 +121,7 @@ pub fn parse_request(body: &[u8]) -> Result<Request, Rejected> {
             } else {
                 "A JSON-RPC request must be a JSON object (batches are not supported)".to_owned()
             };
-            return Err(invalid(Value::Null, message));
+            return Err(invalid(Value::Null, &message));
         }
         Err(error) => {
             return Err(Rejected {
@@ -139,21 +139,18 @@ pub fn parse_request(body: &[u8]) -> Result<Request, Rejected> {
         None => {
             return Err(invalid(
                 Value::Null,
-                "The request needs an id (a string or a number)".into(),
+                "The request needs an id (a string or a number)",
             ));
         }
         Some(_) => {
-            return Err(invalid(
-                Value::Null,
-                "The id must be a string or a number".into(),
-            ));
+            return Err(invalid(Value::Null, "The id must be a string or a number"));
         }
     };
     if envelope.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
-        return Err(invalid(id, "The member jsonrpc must be \"2.0\"".into()));
+        return Err(invalid(id, "The member jsonrpc must be \"2.0\""));
     }
     let Some(Value::String(name)) = envelope.method else {
-        return Err(invalid(id, "The member method must be a string".into()));
+        return Err(invalid(id, "The member method must be a string"));
     };
     let Some(method) = Method::from_name(&name) else {
         let hint = if name.contains('/') {

@@ -152,6 +152,20 @@ mod tests {
         }
     }
 
+    /// The text check knows one character; this holds it to the rule itself: every character
+    /// the rule refuses must come out of serde_json as the escape it looks for.
+    #[test]
+    fn every_character_the_rule_refuses_is_the_escape_the_text_check_finds() {
+        let refused: Vec<char> = (char::MIN..=char::MAX)
+            .filter(|c| text::first_storable_violation(c.encode_utf8(&mut [0; 4])).is_some())
+            .collect();
+        assert!(!refused.is_empty());
+        for c in refused {
+            let json = serde_json::to_vec(&json!({ c.to_string(): c.to_string() })).unwrap();
+            assert!(escapes_nul(&json), "U+{:04X}", c as u32);
+        }
+    }
+
     #[test]
     fn an_escaped_backslash_before_u0000_is_text() {
         assert!(!escapes_nul(br#"{"a":"\\u0000"}"#));
