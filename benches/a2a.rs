@@ -69,7 +69,7 @@ use support::Outcome;
 
 #[tokio::main]
 async fn main() {
-    liaison::tls::install_crypto_provider();
+    liaison::net::tls::install_crypto_provider();
     println!(
         "{:8} {:9} {:>4} {:>6} {:>10} {:>8} {:>8} {:>6} {:>12}",
         "backend",

@@ -126,7 +126,7 @@ async fn main() {
     if std::env::var_os(FLOOR_SERVER_ENV).is_some() {
         return floor::serve().await;
     }
-    liaison::tls::install_crypto_provider();
+    liaison::net::tls::install_crypto_provider();
     let files = raise_file_limit();
     println!("open files: soft limit {files} (the server inherits it)");
     let sections = sections();

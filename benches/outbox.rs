@@ -13,11 +13,13 @@ use liaison::a2a::keys::{KeyRing, MasterKey, SigningKey};
 use liaison::bus::{LocalBus, Topic, WakeBus};
 use liaison::clock::SystemClock;
 use liaison::domain::address::AddressPolicy;
+use liaison::domain::delivery::OutboxSettings;
 use liaison::domain::{ChannelName, Kind, PersonId, PersonKind, Scope, Scopes};
-use liaison::outbox::{OutboundClient, Worker};
+use liaison::net::outbound::OutboundClient;
+use liaison::outbox::Worker;
 use liaison::service::{
-    Caller, ChannelSpec, OutboxSettings, PostRequest, PushConfigSpec, Service, Settings,
-    SkillRoute, TaskMessage, TokenSpec, WebhookSpec,
+    Caller, ChannelSpec, PostRequest, PushConfigSpec, Service, Settings, SkillRoute, TaskMessage,
+    TokenSpec, WebhookSpec,
 };
 use liaison::store::Store;
 use tokio_util::sync::CancellationToken;
@@ -65,7 +67,7 @@ async fn receiver() -> (String, Receiver) {
 
 #[tokio::main]
 async fn main() {
-    liaison::tls::install_crypto_provider();
+    liaison::net::tls::install_crypto_provider();
     let dir = tempfile::tempdir().unwrap();
     run(
         "sqlite",

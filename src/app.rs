@@ -56,7 +56,7 @@ impl App {
     /// Initialises (if needed) and binds everything; serves nothing yet.
     pub async fn build(config: Config, shutdown: CancellationToken) -> anyhow::Result<App> {
         // Outbound clients (the JWT key set) and the TLS listener need the rustls provider.
-        crate::tls::install_crypto_provider();
+        crate::net::tls::install_crypto_provider();
         // The port first: a start that cannot listen must create nothing (no bootstrap token
         // written but never printed).
         let listener = TcpListener::bind(config.listen)
@@ -102,7 +102,10 @@ impl App {
             None => None,
         };
         let tls = match &config.tls {
-            Some(files) => Some(crate::tls::acceptor(&files.cert_file, &files.key_file)?),
+            Some(files) => Some(crate::net::tls::acceptor(
+                &files.cert_file,
+                &files.key_file,
+            )?),
             None => None,
         };
         let addr = listener.local_addr()?;
@@ -124,7 +127,7 @@ impl App {
         let follower;
         let worker = {
             let outbox = &config.settings.outbox;
-            let client = crate::outbox::OutboundClient::new(
+            let client = crate::net::outbound::OutboundClient::new(
                 outbox.allow.clone(),
                 outbox.connect_timeout,
                 outbox.timeout,
@@ -207,18 +210,18 @@ impl App {
                 &public_url,
                 shutdown.clone(),
             ))
-            .merge(crate::metrics::router(
+            .merge(crate::http::metrics::router(
                 service.clone(),
                 config.metrics_token.clone(),
             ))
-            .route_layer(axum::middleware::from_fn(crate::metrics::access::tag_route))
-            .fallback(crate::api::unknown_route)
+            .route_layer(axum::middleware::from_fn(crate::http::access::tag_route))
+            .fallback(crate::http::unknown_route)
             .layer(axum::middleware::from_fn_with_state(
                 service.clone(),
                 crate::net::guard::auth_failures,
             ))
             .layer(tower_http::trace::TraceLayer::new_for_http())
-            .layer(axum::middleware::from_fn(crate::metrics::access::observe));
+            .layer(axum::middleware::from_fn(crate::http::access::observe));
         Ok(App {
             listener,
             tls,
@@ -346,11 +349,8 @@ fn ensure_master_key(dir: &Path) -> anyhow::Result<()> {
     if std::env::var_os("LIAISON_MASTER_KEY").is_some() || path.exists() {
         return Ok(());
     }
-    use ring::rand::SecureRandom as _;
-    let mut key = [0u8; 32];
-    ring::rand::SystemRandom::new()
-        .fill(&mut key)
-        .map_err(|_| anyhow::anyhow!("No system randomness"))?;
+    let key = crate::domain::secret::try_random::<32>()
+        .ok_or_else(|| anyhow::anyhow!("No system randomness"))?;
     write_secret_file(&path, &crate::domain::hex(&key))
 }
 

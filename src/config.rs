@@ -433,7 +433,7 @@ impl Config {
 }
 
 /// `[outbox]`, checked: a usable schedule, a lease longer than a request, a valid allow-list.
-fn outbox_settings(raw: &RawOutbox) -> anyhow::Result<crate::service::OutboxSettings> {
+fn outbox_settings(raw: &RawOutbox) -> anyhow::Result<crate::domain::delivery::OutboxSettings> {
     if raw.schedule_s.len() > 100 {
         anyhow::bail!("outbox.schedule_s holds at most 100 steps");
     }
@@ -459,7 +459,7 @@ fn outbox_settings(raw: &RawOutbox) -> anyhow::Result<crate::service::OutboxSett
     }
     let allow = crate::domain::address::AddressPolicy::parse(&raw.allow)
         .map_err(|e| anyhow::anyhow!("outbox.allow: {e}"))?;
-    Ok(crate::service::OutboxSettings {
+    Ok(crate::domain::delivery::OutboxSettings {
         schedule: raw
             .schedule_s
             .iter()

@@ -410,7 +410,7 @@ mod tests {
     }
 
     async fn env(version: SpecVersion) -> Env {
-        crate::tls::install_crypto_provider();
+        crate::net::tls::install_crypto_provider();
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("liaison.db").display());
         let store = Store::open(&url).await.unwrap();

@@ -133,7 +133,7 @@ mod tests {
 
     /// Serves the router on a loopback port; returns its base URL.
     async fn serve(card: SignedCard) -> String {
-        crate::tls::install_crypto_provider();
+        crate::net::tls::install_crypto_provider();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(axum::serve(listener, router(ServedCard::new(card))).into_future());

@@ -357,7 +357,7 @@ mod tests {
 
     /// An HTTP client (after installing the process's rustls provider, as the server does).
     fn client() -> reqwest::Client {
-        crate::tls::install_crypto_provider();
+        crate::net::tls::install_crypto_provider();
         reqwest::Client::builder().build().unwrap()
     }
 

@@ -1,117 +1,20 @@
-//! The admin HTTP API under `/admin/v1` (scope `admin`), and the HTTP plumbing shared by every
-//! HTTP front: bearer authentication and the JSON error shape.
+//! The admin HTTP API under `/admin/v1` (scope `admin`).
 //!
 //! Decode, call the service, encode: no rule lives here.
 
 mod outbox;
 mod remotes;
 
-use axum::extract::{FromRequestParts, Path, Query, State};
-use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::extract::{Path, Query, State};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 
-use crate::domain::{
-    AgentIdentity, ApprovalPolicy, ChannelName, PersonId, PersonKind, PolicyChange,
-};
+use crate::domain::{ApprovalPolicy, ChannelName, PersonId, PersonKind, PolicyChange};
+use crate::http::{ApiError, ApiResult, Authed, Body};
 use crate::service::{
-    Caller, ChannelSpec, ErrorCode, MemberChange, PartySpec, Service, ServiceError, TokenSpec,
+    ChannelSpec, ErrorCode, MemberChange, PartySpec, Service, ServiceError, TokenSpec,
 };
-
-/// The header an agent may use to declare its identity (`agent_id@host:session`); never trusted.
-pub const AGENT_HEADER: &str = "liaison-agent";
-
-/// A service error as an HTTP response: `{"error": {"code", "message", "details"}}`.
-pub struct ApiError(pub ServiceError);
-
-impl From<ServiceError> for ApiError {
-    fn from(e: ServiceError) -> Self {
-        ApiError(e)
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.0.code.http_status())
-            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let mut response = (status, Json(serde_json::json!({ "error": self.0 }))).into_response();
-        if status == StatusCode::UNAUTHORIZED {
-            response.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                header::HeaderValue::from_static("Bearer"),
-            );
-        }
-        if let Some(s) = self.0.retry_after_s() {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, header::HeaderValue::from(s));
-        }
-        response
-    }
-}
-
-/// Reads `Authorization: Bearer …` and resolves it; `Liaison-Agent` adds the declared identity.
-pub async fn authenticate(service: &Service, headers: &HeaderMap) -> Result<Caller, ServiceError> {
-    let secret = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim)
-        .ok_or_else(|| {
-            ServiceError::new(
-                ErrorCode::Unauthenticated,
-                "send Authorization: Bearer <token>",
-            )
-        })?;
-    let caller = service.authenticate(secret).await?;
-    let agent = match headers.get(AGENT_HEADER).map(|v| v.to_str()) {
-        None => None,
-        Some(Ok(v)) => Some(AgentIdentity::parse(v)?),
-        Some(Err(_)) => {
-            return Err(ServiceError::invalid(
-                "the Liaison-Agent header is not visible ASCII",
-            ));
-        }
-    };
-    Ok(caller.declaring(agent))
-}
-
-/// The authenticated caller of an HTTP request.
-pub struct Authed(pub Caller);
-
-impl FromRequestParts<Service> for Authed {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        service: &Service,
-    ) -> Result<Self, Self::Rejection> {
-        Ok(Authed(authenticate(service, &parts.headers).await?))
-    }
-}
-
-type ApiResult<T> = Result<Json<T>, ApiError>;
-
-/// A JSON request body whose rejections (bad JSON, wrong content type, wrong fields) come back in
-/// the API's error shape with `invalid_input`.
-pub struct Body<T>(pub T);
-
-impl<T: serde::de::DeserializeOwned, S: Send + Sync> axum::extract::FromRequest<S> for Body<T> {
-    type Rejection = ApiError;
-
-    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
-        match <Json<T> as axum::extract::FromRequest<S>>::from_request(req, state).await {
-            Ok(Json(v)) => Ok(Body(v)),
-            Err(rejection) => Err(ApiError(ServiceError::invalid(rejection.body_text()))),
-        }
-    }
-}
 
 pub fn router(service: Service) -> Router {
     Router::new()

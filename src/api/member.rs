@@ -18,8 +18,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::ApiResult;
-use crate::admin::{ApiError, Authed, Body};
 use crate::domain::{AgentIdentity, ThreadId};
+use crate::http::{ApiError, Authed, Body};
 use crate::mcp::args::{ClaimActionArg, ClaimArgs, PostArgs};
 use crate::service::{Caller, ClaimAction, ClaimTarget, InboxRequest, Service, ServiceError};
 

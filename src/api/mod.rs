@@ -19,8 +19,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 
-use crate::admin::{ApiError, Authed};
 use crate::domain::{ApprovalId, Decision, DecisionPath};
+use crate::http::{ApiResult, Authed};
 use crate::service::{Service, ServiceError};
 
 pub fn router(service: Service) -> Router {
@@ -34,22 +34,6 @@ pub fn router(service: Service) -> Router {
         .route("/api/v1/messages", post(member::post))
         .route("/api/v1/claims", post(member::claim))
         .with_state(service)
-}
-
-type ApiResult<T> = Result<Json<T>, ApiError>;
-
-/// The answer to a request no route matches, on every prefix (the app's router fallback): `404`
-/// in the API's error shape, before any authentication, so a typo is never reported as a missing
-/// or insufficient token. A2A's own prefixes answer in their binding's shape (HTTP+JSON routes,
-/// gRPC `UNIMPLEMENTED`) before this is reached.
-pub async fn unknown_route(method: axum::http::Method) -> ApiError {
-    ApiError(ServiceError::new(
-        crate::service::ErrorCode::NotFound,
-        format!(
-            "no {method} route here: the APIs are under /admin/v1, /api/v1, /a2a, /mcp and \
-             /console (see the README)"
-        ),
-    ))
 }
 
 #[derive(Deserialize)]

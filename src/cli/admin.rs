@@ -481,7 +481,7 @@ pub(super) async fn request_json(
         .request(method, &url)
         .bearer_auth(token);
     if let Some(agent) = agent {
-        request = request.header(crate::admin::AGENT_HEADER, agent);
+        request = request.header(crate::http::AGENT_HEADER, agent);
     }
     if let Some(body) = body {
         request = request.json(&body);

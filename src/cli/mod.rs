@@ -157,7 +157,7 @@ pub struct ServerArgs {
 
 /// Runs the command; the result becomes the exit code in `main`.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    crate::tls::install_crypto_provider();
+    crate::net::tls::install_crypto_provider();
     match cli.command {
         Command::Serve(args) => serve::run(args).await,
         Command::Person(c) => admin::person(c).await,

@@ -23,8 +23,8 @@ use serde::Deserialize;
 
 use super::pages::{Via, card, single};
 use super::{Console, FORM_COOKIE, Page, SESSION_COOKIE, cookie};
-use crate::admin::{ApiError, Body, authenticate};
 use crate::domain::{ApprovalId, Decision, PersonId};
+use crate::http::{ApiError, Body, authenticate};
 use crate::service::{LINK_TTL_S, SESSION_TTL_S, ServiceError};
 use crate::store::LinkKind;
 

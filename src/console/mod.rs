@@ -155,7 +155,7 @@ struct Page {
 
 impl From<ServiceError> for Page {
     fn from(error: ServiceError) -> Self {
-        let status = StatusCode::from_u16(error.code.http_status())
+        let status = StatusCode::from_u16(crate::http::http_status(error.code))
             .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let title = match error.code {
             ErrorCode::Unauthenticated | ErrorCode::TokenExpired | ErrorCode::TokenRevoked => {

@@ -73,7 +73,7 @@ pub(super) async fn session(c: &Console, headers: &HeaderMap) -> Result<Session,
 async fn signed_in(c: &Console, headers: &HeaderMap) -> Result<Session, Response> {
     match session(c, headers).await {
         Ok(s) => Ok(s),
-        Err(e) if e.code.http_status() == 401 => {
+        Err(e) if crate::http::http_status(e.code) == 401 => {
             let page = c.render(
                 "login.html",
                 minijinja::context! { message => e.message, title => "Sign in" },

@@ -148,12 +148,7 @@ pub fn render_for_agent(label: &Label, header: &str, body: &str) -> String {
 }
 
 fn random_nonce() -> String {
-    use ring::rand::SecureRandom as _;
-    let mut bytes = [0u8; 8];
-    ring::rand::SystemRandom::new()
-        .fill(&mut bytes)
-        .expect("the system random source works");
-    super::hex(&bytes)
+    super::hex(&super::secret::random::<8>())
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 pub mod address;
 mod approval;
 mod channel;
+pub mod delivery;
 mod digest;
 pub mod duration;
 mod ids;
@@ -15,6 +16,7 @@ mod message;
 mod person;
 mod presence;
 mod remote;
+pub mod secret;
 mod task;
 pub mod text;
 mod thread;
@@ -32,7 +34,7 @@ pub use message::{
     Attachment, Impact, Kind, MAX_ATTACHMENT_BYTES, MAX_ATTACHMENTS, MAX_BODY_BYTES,
     MAX_SUBJECT_CHARS, Outcome,
 };
-pub use person::{AgentIdentity, PersonKind, Right, Rights, Scope, Scopes};
+pub use person::{AgentIdentity, PersonKind, Right, Rights, SERVER_PERSON, Scope, Scopes};
 pub use presence::{LeaseMode, Transition};
 pub use remote::{FollowMode, RemoteState};
 pub use task::{TaskEvent, TaskState, TaskTerminal};

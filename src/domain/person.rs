@@ -6,6 +6,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{ParseError, named_enum};
 
+/// The person whose name the server's own messages carry (created by the migrations).
+pub const SERVER_PERSON: &str = "liaison";
+
 named_enum! {
     /// A member drives internal agents; an external person is an outside A2A party that calls
     /// liaison; a remote is an outside A2A agent liaison calls on the members' behalf (SPEC §8b).

@@ -10,8 +10,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{KeyManager, KeysError};
-use crate::admin::{ApiError, authenticate};
 use crate::domain::Scope;
+use crate::http::{ApiError, authenticate};
 use crate::service::{ErrorCode, Service, ServiceError};
 
 #[derive(Clone)]

@@ -234,10 +234,5 @@ fn hostname() -> String {
 }
 
 fn random_hex() -> String {
-    use ring::rand::SecureRandom as _;
-    let mut bytes = [0u8; 4];
-    ring::rand::SystemRandom::new()
-        .fill(&mut bytes)
-        .expect("the system random source works");
-    crate::domain::hex(&bytes)
+    crate::domain::hex(&crate::domain::secret::random::<4>())
 }

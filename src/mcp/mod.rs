@@ -32,9 +32,9 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
-use crate::admin::{ApiError, authenticate};
 use crate::config::McpSettings;
 use crate::domain::Scope;
+use crate::http::{ApiError, authenticate};
 use crate::service::{Caller, ErrorCode, Service, ServiceError};
 
 pub use tools::Tools;
@@ -72,7 +72,7 @@ pub fn router(
     // long-poll (checked in config), and long-polls send progress when asked.
     sessions.session_config.keep_alive = Some(settings.session_idle);
     let sessions = Arc::new(sessions);
-    crate::metrics::get().watch_mcp_sessions(Arc::downgrade(&sessions));
+    crate::http::metrics::watch_mcp_sessions(Arc::downgrade(&sessions));
     let front = Front {
         service: service.clone(),
         metadata_url: format!("{public_url}{PRM_PATH}"),
@@ -181,7 +181,7 @@ async fn metadata(State(front): State<Front>) -> Response {
 async fn bearer(State(front): State<Front>, mut req: Request, next: Next) -> Response {
     // The endpoint is `/mcp` alone: anything below it is an unknown route, whatever the token.
     if !matches!(req.uri().path(), "/mcp" | "/mcp/") {
-        return crate::api::unknown_route(req.method().clone())
+        return crate::http::unknown_route(req.method().clone())
             .await
             .into_response();
     }

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use super::ClientAddr;
 use crate::a2a;
 use crate::a2a::errors::{A2aError, SpecVersion};
-use crate::admin::ApiError;
+use crate::http::ApiError;
 use crate::service::{Service, ServiceError};
 
 /// The middleware (`axum::middleware::from_fn_with_state`).

@@ -14,11 +14,17 @@
 //! So a flood of idle connections delays a well-behaved client by at most `header_read_timeout`
 //! rather than starving it. At shutdown the loop stops accepting, every connection is asked to
 //! close gracefully (long-polls and streams end on the service's shutdown), and the drain waits
-//! at most [`DRAIN_TIMEOUT`]. Depends on nothing but the router it serves.
+//! at most [`DRAIN_TIMEOUT`].
+//!
+//! Also the two other pieces of networking below the service: [`tls`] (the process's rustls
+//! provider and the listener's acceptor) and [`outbound`] (the SSRF-safe client of every
+//! server-side request to the outside). None of it knows the service or a front.
 
 mod body;
 mod conn;
 pub mod guard;
+pub mod outbound;
+pub mod tls;
 
 pub use body::hold;
 

@@ -9,7 +9,6 @@
 //! sweep. It depends on the service, the store's records, the A2A conversion and the key ring;
 //! nothing depends on it but the app.
 
-pub mod client;
 pub mod signature;
 
 use std::sync::Arc;
@@ -21,10 +20,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::bus::{Topic, WakeBus};
 use crate::domain::Timestamp;
-use crate::service::{SendFailure, SendResult, Service};
-use crate::store::{AttemptVerdict, DeliveryRecord, PUSH_EVENT};
+use crate::domain::delivery::{AttemptVerdict, SendFailure, SendResult};
+use crate::service::Service;
+use crate::store::{DeliveryRecord, PUSH_EVENT};
 
-pub use client::OutboundClient;
+use crate::net::outbound::OutboundClient;
 
 /// The longest a worker sleeps without looking at the outbox.
 const SAFETY_SWEEP: Duration = Duration::from_secs(30);

@@ -27,8 +27,9 @@ use tokio_util::sync::CancellationToken;
 use super::{A2aClient, CallError, RemoteTarget};
 use crate::a2a::pb;
 use crate::bus::{Topic, WakeBus};
+use crate::domain::delivery::{SendFailure, SendResult};
 use crate::domain::{FollowMode, RemoteState, ThreadId, Timestamp};
-use crate::service::{OutboundSend, RemoteUpdate, SendFailure, SendResult, Service};
+use crate::service::{OutboundSend, RemoteUpdate, Service};
 use crate::store::{DeliveryRecord, REMOTE_CANCEL, RemoteTaskRecord};
 
 /// The first and longest wait between two polls of a task that does not change.

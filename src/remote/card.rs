@@ -26,9 +26,9 @@ use serde_json::Value;
 use super::Binding;
 use crate::a2a::keys::{ALG_ES256, Jwk, Jwks};
 use crate::a2a::pb;
-use crate::outbox::OutboundClient;
-use crate::outbox::client::FetchError;
-use crate::service::SendFailure;
+use crate::domain::delivery::SendFailure;
+use crate::net::outbound::FetchError;
+use crate::net::outbound::OutboundClient;
 
 /// Largest card read.
 pub const MAX_CARD_BYTES: usize = 1024 * 1024;

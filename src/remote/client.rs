@@ -27,7 +27,7 @@ use super::error::excerpt;
 use super::oauth::{Grant, TokenCache};
 use super::{Binding, CallError, RemoteAuth, RemoteError, RemoteTarget, grpc, sse};
 use crate::a2a::pb;
-use crate::outbox::OutboundClient;
+use crate::net::outbound::OutboundClient;
 
 /// Largest answer (and stream event) read: the largest message liaison can store, encoded as an
 /// A2A message (`a2a::params::MAX_REQUEST_BYTES`, the bound of what liaison itself accepts).
@@ -406,13 +406,13 @@ impl A2aClient {
         if (200..300).contains(&status) && is_sse {
             return Ok(response);
         }
-        let retry_after = crate::outbox::client::retry_after(response.headers());
+        let retry_after = crate::net::outbound::retry_after(response.headers());
         let mut body = Vec::new();
         while body.len() < 64 * 1024 {
             match response.chunk().await {
                 Ok(Some(chunk)) => body.extend_from_slice(&chunk),
                 Ok(None) => break,
-                Err(e) => return Err(CallError::Transport(crate::outbox::client::classify(&e))),
+                Err(e) => return Err(CallError::Transport(crate::net::outbound::classify(&e))),
             }
         }
         if let Some(e) = serde_json::from_slice::<Value>(&body)
@@ -526,7 +526,7 @@ fn rest_error(status: u16, error: &Value) -> RemoteError {
         reason: error_info_reason(error.get("details")),
         message: excerpt(error["message"].as_str().unwrap_or("")),
         http_status: Some(status),
-        retryable: crate::service::status_retryable(status),
+        retryable: crate::domain::delivery::status_retryable(status),
     }
 }
 

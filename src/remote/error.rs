@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::service::SendFailure;
+use crate::domain::delivery::SendFailure;
 
 /// An error the remote agent answered in its binding's shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,7 +52,7 @@ impl CallError {
     pub fn retryable(&self) -> bool {
         match self {
             CallError::Transport(f) => f.retryable(),
-            CallError::Status { code, .. } => crate::service::status_retryable(*code),
+            CallError::Status { code, .. } => crate::domain::delivery::status_retryable(*code),
             CallError::Remote(e) => e.retryable,
             // A token endpoint that failed may recover; a refused client will not, but telling
             // them apart needs the endpoint's cooperation, so the schedule decides.
@@ -69,10 +69,10 @@ impl CallError {
         }
     }
 
-    pub(crate) fn from_fetch(e: crate::outbox::client::FetchError) -> CallError {
+    pub(crate) fn from_fetch(e: crate::net::outbound::FetchError) -> CallError {
         match e {
-            crate::outbox::client::FetchError::Send(f) => CallError::Transport(f),
-            crate::outbox::client::FetchError::TooLarge { limit } => CallError::TooLarge { limit },
+            crate::net::outbound::FetchError::Send(f) => CallError::Transport(f),
+            crate::net::outbound::FetchError::TooLarge { limit } => CallError::TooLarge { limit },
         }
     }
 }

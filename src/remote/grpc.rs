@@ -24,7 +24,7 @@ use super::client::{A2aClient, EventStream};
 use super::error::excerpt;
 use super::{CallError, RemoteError, RemoteTarget};
 use crate::a2a::pb;
-use crate::service::SendFailure;
+use crate::domain::delivery::SendFailure;
 
 /// The service path prefix of every method.
 const SERVICE: &str = "/lf.a2a.v1.A2AService/";
@@ -44,7 +44,7 @@ impl Connections {
         self.tls
             .get_or_init(|| {
                 use rustls_platform_verifier::ConfigVerifierExt as _;
-                crate::tls::install_crypto_provider();
+                crate::net::tls::install_crypto_provider();
                 let mut config = rustls::ClientConfig::with_platform_verifier()
                     .map_err(|e| format!("no TLS certificate verifier: {e}"))?;
                 config.alpn_protocols = vec![b"h2".to_vec()];
@@ -204,7 +204,7 @@ async fn call<Req: prost::Message>(
     if head.status != hyper::StatusCode::OK {
         return Err(CallError::Status {
             code: head.status.as_u16(),
-            retry_after: crate::outbox::client::retry_after(&head.headers),
+            retry_after: crate::net::outbound::retry_after(&head.headers),
         });
     }
     let grpc = head

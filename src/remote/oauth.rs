@@ -12,7 +12,7 @@ use base64::Engine as _;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 
 use super::CallError;
-use crate::outbox::OutboundClient;
+use crate::net::outbound::OutboundClient;
 
 /// Largest token response read.
 const MAX_TOKEN_RESPONSE: usize = 64 * 1024;

@@ -110,7 +110,7 @@ pub(super) fn events(
                     },
                     Ok(None) => return None,
                     Err(e) => {
-                        let failure = crate::outbox::client::classify(&e);
+                        let failure = crate::net::outbound::classify(&e);
                         return Some((Err(CallError::Transport(failure)), (None, parser, ready)));
                     }
                 }

@@ -131,7 +131,9 @@ impl Service {
         let admin = PersonId::parse("admin").expect("a valid slug");
         let people = store.persons().await?;
         if store.person(&admin).await?.is_some()
-            || people.iter().any(|p| p.id.as_str() != super::SERVER_PERSON)
+            || people
+                .iter()
+                .any(|p| p.id.as_str() != crate::domain::SERVER_PERSON)
         {
             return Ok(None);
         }
@@ -280,7 +282,7 @@ impl Service {
         if id == caller.id() {
             return Err(ServiceError::invalid("you cannot remove yourself"));
         }
-        if id.as_str() == super::SERVER_PERSON {
+        if id.as_str() == crate::domain::SERVER_PERSON {
             return Err(ServiceError::invalid(
                 "liaison is the server's own voice in threads (rejections, expiries); it cannot be removed",
             ));

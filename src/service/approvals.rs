@@ -30,8 +30,6 @@ use crate::store::{
     Settlement,
 };
 
-/// The person whose name the server's own messages carry (created by the migrations).
-pub const SERVER_PERSON: &str = "liaison";
 /// Longest rejection reason, in characters.
 const MAX_REASON_CHARS: usize = 1_000;
 

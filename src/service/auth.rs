@@ -4,7 +4,6 @@
 use std::net::IpAddr;
 
 use base64::Engine as _;
-use ring::rand::SecureRandom as _;
 
 use super::{Caller, ErrorCode, Result, Service, ServiceError, StreamPermit};
 use crate::domain::{Scope, Scopes, text};
@@ -14,12 +13,8 @@ pub(super) const SECRET_PREFIX: &str = "lsn_";
 
 /// A new random secret and its public id.
 pub(super) fn new_secret() -> (String, String) {
-    let rng = ring::rand::SystemRandom::new();
-    let mut secret = [0u8; 32];
-    let mut id = [0u8; 6];
-    rng.fill(&mut secret)
-        .expect("the system random source works");
-    rng.fill(&mut id).expect("the system random source works");
+    let secret = crate::domain::secret::random::<32>();
+    let id = crate::domain::secret::random::<6>();
     let secret = format!(
         "{SECRET_PREFIX}{}",
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(secret)
@@ -78,7 +73,7 @@ impl Service {
             agent: None,
         };
         // The access log names who called (the person, never the credential).
-        crate::metrics::access::identified(caller.person.id.as_str());
+        crate::metrics::identified(caller.person.id.as_str());
         self.inner.limits.admit(&caller)?;
         Ok(caller)
     }
@@ -111,7 +106,7 @@ impl Service {
             agent: None,
         };
         // The access log names who called (the person, never the credential).
-        crate::metrics::access::identified(caller.person.id.as_str());
+        crate::metrics::identified(caller.person.id.as_str());
         self.inner.limits.admit(&caller)?;
         Ok(caller)
     }

@@ -14,7 +14,9 @@
 //!   changes with every session. Logout ends a session for good.
 
 use super::auth::{SECRET_PREFIX, hash_secret, new_secret};
-use super::{Caller, ErrorCode, Result, SERVER_PERSON, Service, ServiceError};
+use super::{Caller, ErrorCode, Result, Service, ServiceError};
+use crate::domain::SERVER_PERSON;
+use crate::domain::secret::same;
 use crate::domain::{
     ApprovalId, ApprovalState, ChannelName, Decision, DecisionPath, PersonId, PersonKind, Scope,
     Scopes,
@@ -47,15 +49,6 @@ pub struct OpenedSession {
 /// The CSRF token of the session whose secret is `session_secret`.
 pub fn session_csrf(session_secret: &str) -> String {
     hash_secret(&format!("liaison console csrf\n{session_secret}"))
-}
-
-/// Equality that takes as long whatever the first difference.
-fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
 }
 
 fn bad_csrf() -> ServiceError {

@@ -1,8 +1,10 @@
-//! The service's errors: one code per kind of failure, each with its HTTP status, a message that
-//! says what was wrong and what to do, and optional structured details (e.g. a claim's holder).
+//! The service's errors: one code per kind of failure, a message that says what was wrong and what
+//! to do, and optional structured details (e.g. a claim's holder).
 //!
-//! Fronts map `ErrorCode` to their own shape (HTTP status + JSON here; MCP tool errors, A2A errors
-//! later) from this one table. Internal failures carry an opaque message; the cause is logged once.
+//! Transport-neutral: each front maps `ErrorCode` to its own shape through one table of its own
+//! (`crate::http::http_status` for the HTTP fronts, the MCP tool error's structured content, the
+//! A2A front's exhaustive mapping into its per-binding table). Internal failures carry an opaque
+//! message; the cause is logged once.
 
 use serde::Serialize;
 
@@ -73,38 +75,6 @@ named_enum! {
         Unavailable = "unavailable",
         /// A bug or an unexpected failure; details are in the server log.
         Internal = "internal",
-    }
-}
-
-impl ErrorCode {
-    /// The HTTP status for this code, used by every HTTP front.
-    pub fn http_status(self) -> u16 {
-        match self {
-            ErrorCode::Unauthenticated | ErrorCode::TokenExpired | ErrorCode::TokenRevoked => 401,
-            ErrorCode::Forbidden | ErrorCode::DeniedByPolicy => 403,
-            ErrorCode::NotFound => 404,
-            ErrorCode::InvalidInput | ErrorCode::ThreadRequired | ErrorCode::CursorAhead => 400,
-            ErrorCode::ThreadClosed
-            | ErrorCode::AlreadyClaimed
-            | ErrorCode::NotClaimable
-            | ErrorCode::ApprovalPending
-            | ErrorCode::ApprovalDecided
-            | ErrorCode::ApprovalExpired
-            | ErrorCode::LeaseHeld
-            | ErrorCode::TaskTerminal
-            | ErrorCode::TaskNotCancelable
-            | ErrorCode::IdempotencyConflict
-            | ErrorCode::KeysChanged
-            | ErrorCode::AlreadyExists => 409,
-            ErrorCode::CardRejected => 422,
-            ErrorCode::RemoteUnreachable => 502,
-            ErrorCode::TooManyWaiters
-            | ErrorCode::RateLimited
-            | ErrorCode::TooManyStreams
-            | ErrorCode::TooManySessions => 429,
-            ErrorCode::Unavailable => 503,
-            ErrorCode::Internal => 500,
-        }
     }
 }
 
@@ -210,10 +180,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_code_has_a_status_in_the_http_error_ranges() {
+    fn every_code_parses_back_from_its_name() {
         for code in ErrorCode::ALL {
-            let status = code.http_status();
-            assert!((400..600).contains(&status), "{code}");
             assert_eq!(code.as_str().parse::<ErrorCode>().unwrap(), *code);
         }
     }

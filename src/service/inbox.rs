@@ -127,6 +127,16 @@ impl Service {
         (waiters.values().sum(), self.inner.limits.open_streams())
     }
 
+    /// Approvals waiting for a human's decision, all channels (for `/metrics`).
+    pub async fn pending_approval_count(&self) -> Result<i64> {
+        Ok(self.inner.store.pending_approvals().await?)
+    }
+
+    /// The read pool's open and idle connections (for `/metrics`).
+    pub fn pool_usage(&self) -> (u32, usize) {
+        self.inner.store.pool_usage()
+    }
+
     /// Reads (and with `wait_s`, waits for) the caller's inbox. Dropping the returned future ends
     /// the wait and acknowledges nothing beyond the `after` the caller passed.
     pub async fn inbox(&self, caller: &Caller, req: InboxRequest) -> Result<InboxPage> {

@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 pub use admin::{ChannelSpec, IssuedToken, MemberChange, PartySpec, TokenSpec};
-pub use approvals::{ApprovalPage, ApprovalView, CONFIRM_CHARS, SERVER_PERSON};
+pub use approvals::{ApprovalPage, ApprovalView, CONFIRM_CHARS};
 pub use console::{
     IssuedLink, LINK_TTL_S, MAX_LINK_TTL_S, OpenedSession, SESSION_TTL_S, session_csrf,
 };
@@ -39,10 +39,7 @@ pub use messages::{
     ThreadView,
 };
 pub use outbound::{OutboundSend, RemoteUpdate};
-pub use outbox::{
-    DeliveryView, OutboxSettings, SendFailure, SendResult, WEBHOOK_EVENTS, WebhookSpec,
-    status_retryable, verdict,
-};
+pub use outbox::{DeliveryView, WEBHOOK_EVENTS, WebhookSpec};
 pub use remotes::{RefreshReport, RefreshSpec, RemoteAgent, RemoteSpec, RemoteView};
 pub use tasks::{
     A2A_KEY_PREFIX, PushConfigSpec, SkillRoute, TaskApproval, TaskListing, TaskMessage, TaskView,
@@ -50,6 +47,7 @@ pub use tasks::{
 
 use crate::bus::{Topic, WakeBus};
 use crate::clock::Clock;
+use crate::domain::delivery::OutboxSettings;
 use crate::domain::{AgentIdentity, LabelLanguage, PersonId, PersonKind, Scope, Scopes};
 use crate::store::{PersonRecord, Store};
 
@@ -176,7 +174,7 @@ struct Inner {
     /// Seals webhook secrets; set by the app (and tests) once the master key is loaded.
     master_key: std::sync::OnceLock<Arc<crate::a2a::keys::MasterKey>>,
     /// The SSRF-safe client of remote-agent calls, built from `[outbox]` on first use.
-    outbound: std::sync::OnceLock<crate::outbox::OutboundClient>,
+    outbound: std::sync::OnceLock<crate::net::outbound::OutboundClient>,
     /// The A2A client of the outbound bridge, built on first use.
     a2a_client: std::sync::OnceLock<crate::remote::A2aClient>,
 }

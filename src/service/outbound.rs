@@ -86,8 +86,8 @@ pub struct RemoteUpdate {
 }
 
 /// Why a delivery cannot be sent (permanent: the delivery dies, and a send closes the thread).
-fn gone(why: impl Into<String>) -> crate::service::SendFailure {
-    crate::service::SendFailure::Gone(why.into())
+fn gone(why: impl Into<String>) -> crate::domain::delivery::SendFailure {
+    crate::domain::delivery::SendFailure::Gone(why.into())
 }
 
 fn policy_severity(d: PolicyDecision) -> u8 {
@@ -336,8 +336,8 @@ impl Service {
     pub async fn outbound_send(
         &self,
         d: &DeliveryRecord,
-    ) -> std::result::Result<OutboundSend, crate::service::SendFailure> {
-        let internal = |e: StoreError| crate::service::SendFailure::Request(e.to_string());
+    ) -> std::result::Result<OutboundSend, crate::domain::delivery::SendFailure> {
+        let internal = |e: StoreError| crate::domain::delivery::SendFailure::Request(e.to_string());
         let payload: serde_json::Value =
             serde_json::from_str(d.payload.as_deref().unwrap_or_default())
                 .map_err(|_| gone("the delivery's payload"))?;
@@ -376,7 +376,7 @@ impl Service {
         let target = self
             .remote_target(&task.remote)
             .await
-            .map_err(|e| crate::service::SendFailure::Request(e.message))?
+            .map_err(|e| crate::domain::delivery::SendFailure::Request(e.message))?
             .ok_or_else(|| {
                 gone(format!(
                     "{} is no longer a registered remote agent",
@@ -393,7 +393,7 @@ impl Service {
         let push_token = match &task.sealed_push_token {
             Some(sealed) => Some(
                 self.open_secret(&push_token_id(&task.thread), sealed)
-                    .map_err(|e| crate::service::SendFailure::Request(e.message))?,
+                    .map_err(|e| crate::domain::delivery::SendFailure::Request(e.message))?,
             ),
             None => None,
         };
@@ -415,9 +415,7 @@ impl Service {
             return Ok(false);
         };
         let expected = self.open_secret(&push_token_id(thread), sealed)?;
-        // Digests compared, so the time taken says nothing about the token.
-        Ok(crate::domain::sha256_hex(expected.as_bytes())
-            == crate::domain::sha256_hex(token.as_bytes()))
+        Ok(crate::domain::secret::same(&expected, token))
     }
 
     /// The send an outbound approval holds, for its allow to enqueue.
@@ -710,7 +708,7 @@ impl Service {
             opens_thread: false,
             channel: channel.clone(),
             kind: Kind::Close,
-            author: PersonId::parse(super::approvals::SERVER_PERSON).expect("a valid slug"),
+            author: PersonId::parse(crate::domain::SERVER_PERSON).expect("a valid slug"),
             agent: None,
             recipients,
             subject: None,

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::{Caller, ErrorCode, Result, Service, ServiceError, input};
 use crate::a2a::keys::Jwks;
 use crate::domain::{ChannelName, PersonId, PersonKind, Right, Rights, Scope, Timestamp};
-use crate::outbox::OutboundClient;
+use crate::net::outbound::OutboundClient;
 use crate::remote::card::{self, CardError, Changes, Interface, Skill};
 use crate::remote::{A2aClient, Binding, Credentials, RemoteAuth, RemoteTarget};
 use crate::store::{PersonRecord, RemoteRecord, RemoteUpdate};

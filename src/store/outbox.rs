@@ -87,13 +87,7 @@ pub struct AttemptRecord {
     pub error: Option<String>,
 }
 
-/// What to do with a delivery after an attempt (decided by the service's retry rules).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AttemptVerdict {
-    Delivered,
-    RetryAt(Timestamp),
-    Dead,
-}
+pub use crate::domain::delivery::AttemptVerdict;
 
 /// An attempt to record and its verdict to apply.
 #[derive(Debug, Clone)]

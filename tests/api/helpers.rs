@@ -20,7 +20,7 @@ pub struct TestDb {
 
 impl TestDb {
     pub async fn new() -> TestDb {
-        liaison::tls::install_crypto_provider();
+        liaison::net::tls::install_crypto_provider();
         match std::env::var("LIAISON_TEST_DATABASE_URL") {
             Ok(admin_url) if admin_url.starts_with("postgres") => {
                 let name = format!("liaison_test_{}", uuid::Uuid::new_v4().simple());

@@ -11,13 +11,14 @@ use std::time::Duration;
 use axum::http::{HeaderMap, StatusCode};
 use liaison::a2a::keys::{KeyRing, MasterKey, SigningKey};
 use liaison::domain::address::AddressPolicy;
+use liaison::domain::delivery::{AttemptVerdict, OutboxSettings, SendFailure, SendResult};
 use liaison::domain::{Kind, PersonKind, Scope, ThreadId};
-use liaison::outbox::{OutboundClient, Worker};
+use liaison::net::outbound::OutboundClient;
+use liaison::outbox::Worker;
 use liaison::service::{
-    Caller, OutboxSettings, PushConfigSpec, SendFailure, SendResult, Service, Settings, SkillRoute,
-    TaskMessage, WebhookSpec,
+    Caller, PushConfigSpec, Service, Settings, SkillRoute, TaskMessage, WebhookSpec,
 };
-use liaison::store::{AttemptVerdict, DeliveryFilter, DeliveryState};
+use liaison::store::{DeliveryFilter, DeliveryState};
 
 use crate::helpers::{TestEnv, channel, post};
 

@@ -14,11 +14,10 @@ use liaison::a2a::pb;
 use liaison::app::App;
 use liaison::config::{Config, Overrides};
 use liaison::domain::address::AddressPolicy;
+use liaison::domain::delivery::OutboxSettings;
 use liaison::domain::{PersonKind, Scope};
 use liaison::remote::{Binding, CallError, Credentials, RemoteAuth, RemoteTarget};
-use liaison::service::{
-    Caller, ErrorCode, OutboxSettings, PartySpec, RefreshSpec, RemoteSpec, Service, Settings,
-};
+use liaison::service::{Caller, ErrorCode, PartySpec, RefreshSpec, RemoteSpec, Service, Settings};
 use tokio_util::sync::CancellationToken;
 
 use crate::helpers::{TestDb, TestEnv, pid, post};

@@ -112,7 +112,7 @@ async fn a_token_beyond_its_rate_is_refused_with_the_wait_and_other_tokens_are_n
     }
     let refused = env.service.authenticate(&first.secret).await.unwrap_err();
     assert_eq!(refused.code, ErrorCode::RateLimited);
-    assert_eq!(refused.code.http_status(), 429);
+    assert_eq!(liaison::http::http_status(refused.code), 429);
     assert!(
         refused.retry_after_s().is_some_and(|s| s >= 1),
         "{refused:?}"

@@ -1,10 +1,9 @@
 //! The access log and the request metrics: one middleware around every route. For each request
 //! it records the front, the method, the route *template* (`/api/v1/threads/{id}`, never the path
 //! with its ids), the status, the latency to the response head and who called (the person id the
-//! service authenticated, never a credential). Health checks and scrapes log at DEBUG, everything
+//! service authenticated and noted with `crate::metrics::identified`, never a credential). Health checks and scrapes log at DEBUG, everything
 //! else at INFO, under the target `liaison::access`.
 
-use std::cell::RefCell;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request};
@@ -12,17 +11,7 @@ use axum::http::header;
 use axum::middleware::Next;
 use axum::response::Response;
 
-use super::RequestLabels;
-
-tokio::task_local! {
-    /// The person the service authenticated during this request.
-    static CALLER: RefCell<Option<String>>;
-}
-
-/// Notes who is calling, for the access log of the request being served (if any).
-pub fn identified(person: &str) {
-    let _ = CALLER.try_with(|c| *c.borrow_mut() = Some(person.to_owned()));
-}
+use crate::metrics::RequestLabels;
 
 /// Copies the matched route template onto the response, where [`observe`] reads it (applied with
 /// `Router::route_layer`, so only to requests that matched a route).
@@ -45,13 +34,7 @@ pub async fn observe(req: Request, next: Next) -> Response {
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/grpc"));
     let front = front_of(req.uri().path(), grpc);
-    let (response, caller) = CALLER
-        .scope(RefCell::new(None), async move {
-            let response = next.run(req).await;
-            let caller = CALLER.with(|c| c.borrow_mut().take());
-            (response, caller)
-        })
-        .await;
+    let (response, caller) = crate::metrics::with_caller(next.run(req)).await;
     let elapsed = started.elapsed();
     let route = response
         .extensions()
@@ -72,7 +55,7 @@ pub async fn observe(req: Request, next: Next) -> Response {
     } else {
         tracing::info!(target: "liaison::access", %method, %route, status = status.as_u16(), latency_ms, %caller, "Request.");
     }
-    super::get().request(
+    crate::metrics::get().request(
         RequestLabels {
             front,
             method,
@@ -101,7 +84,7 @@ fn front_of(path: &str, grpc: bool) -> &'static str {
         "api"
     } else if under("/console") {
         "console"
-    } else if matches!(path, "/healthz" | "/readyz" | super::PATH) {
+    } else if matches!(path, "/healthz" | "/readyz" | super::metrics::PATH) {
         "ops"
     } else {
         "other"

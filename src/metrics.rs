@@ -1,39 +1,30 @@
-//! Prometheus metrics at `/metrics`, in the OpenMetrics text format (`prometheus-client`, chosen
+//! The process's metrics registry, in the OpenMetrics text format (`prometheus-client`, chosen
 //! for its weight: three small crates, no HTTP server of its own, against `metrics` +
 //! `metrics-exporter-prometheus`, which bring `metrics-util`, `quanta`, sketches and more).
 //!
-//! One registry per process ([`get`]): request counters and latency histograms (recorded by
-//! [`access`]), and the group-commit figures (recorded by the store's writer). Gauges of live
-//! things (inbox waiters, open A2A streams, MCP sessions, pending approvals, database
-//! connections) are read at scrape time. Labels are low-cardinality by construction: the front,
-//! the HTTP method, the route *template* (never the path), the outcome class. Depends on
-//! `service` (for the scrape-time gauges) and on nothing of the fronts.
+//! One registry per process ([`get`]): request counters and latency histograms (recorded by the
+//! HTTP front's access log), and the group-commit figures (recorded by the store's writer).
+//! Gauges of live things (inbox waiters, open A2A streams, MCP sessions, pending approvals,
+//! database connections) are set from a [`Live`] reading at scrape time by `GET /metrics`
+//! (`crate::http::metrics`). Labels are low-cardinality by construction: the front, the HTTP
+//! method, the route *template* (never the path), the outcome class.
+//!
+//! Also the access log's one piece of request state: who the request's caller is
+//! ([`identified`]), noted by the service when it authenticates and read by the access log.
+//!
+//! A leaf: it depends on `prometheus-client` and tokio's task-locals only, so the store, the
+//! service and every front may record into it.
 
-pub mod access;
-
-use std::sync::{Mutex, OnceLock, Weak};
+use std::cell::RefCell;
+use std::sync::OnceLock;
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-
-use crate::service::Service;
-
-/// The route of the scrape.
-pub const PATH: &str = "/metrics";
-
-/// The media type of the OpenMetrics text format.
-const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Request latency buckets in seconds, up to the longest inbox long-poll.
 const LATENCY_BUCKETS: [f64; 14] = [
@@ -86,8 +77,6 @@ pub struct Metrics {
     pending_approvals: Gauge,
     pool_open: Gauge,
     pool_idle: Gauge,
-    /// The MCP session managers of the apps in this process, counted at scrape.
-    session_managers: Mutex<Vec<Weak<LocalSessionManager>>>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -174,7 +163,6 @@ impl Metrics {
             pending_approvals,
             pool_open,
             pool_idle,
-            session_managers: Mutex::default(),
         }
     }
 
@@ -199,42 +187,16 @@ impl Metrics {
         self.commit_latency.observe(elapsed.as_secs_f64());
     }
 
-    /// Counts the sessions of `manager` at each scrape while it lives.
-    pub fn watch_mcp_sessions(&self, manager: Weak<LocalSessionManager>) {
-        let mut managers = self
-            .session_managers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        managers.retain(|m| m.strong_count() > 0);
-        managers.push(manager);
-    }
-
-    /// Reads the live gauges, then renders everything.
-    async fn scrape(&self, service: &Service) -> String {
-        let (waiters, streams) = service.waiting();
-        self.inbox_waiters.set(waiters as i64);
-        self.a2a_streams.set(streams as i64);
-        let managers: Vec<_> = self
-            .session_managers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect();
-        let mut sessions = 0;
-        for m in managers {
-            sessions += m.sessions.read().await.len();
+    /// Sets the live gauges from `live`, then renders every metric.
+    pub fn render(&self, live: &Live) -> String {
+        self.inbox_waiters.set(live.inbox_waiters as i64);
+        self.a2a_streams.set(live.a2a_streams as i64);
+        self.mcp_sessions.set(live.mcp_sessions as i64);
+        if let Some(n) = live.pending_approvals {
+            self.pending_approvals.set(n);
         }
-        self.mcp_sessions.set(sessions as i64);
-        match service.store().pending_approvals().await {
-            Ok(n) => {
-                self.pending_approvals.set(n);
-            }
-            Err(e) => tracing::warn!(error = %e, "Could not count pending approvals for /metrics."),
-        }
-        let (open, idle) = service.store().pool_usage();
-        self.pool_open.set(i64::from(open));
-        self.pool_idle.set(idle as i64);
+        self.pool_open.set(i64::from(live.pool_open));
+        self.pool_idle.set(live.pool_idle as i64);
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String cannot fail");
@@ -242,48 +204,36 @@ impl Metrics {
     }
 }
 
-#[derive(Clone)]
-struct Scrape {
-    service: Service,
-    /// The bearer token a scrape must send; none: open.
-    token: Option<std::sync::Arc<str>>,
+/// The live things a scrape reads, as they are now.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Live {
+    pub inbox_waiters: usize,
+    pub a2a_streams: usize,
+    pub mcp_sessions: usize,
+    /// `None` when they could not be counted (the gauge keeps its last value).
+    pub pending_approvals: Option<i64>,
+    pub pool_open: u32,
+    pub pool_idle: usize,
 }
 
-/// `GET /metrics`, behind `token` when one is configured.
-pub fn router(service: Service, token: Option<String>) -> Router {
-    Router::new()
-        .route(PATH, routing::get(scrape))
-        .with_state(Scrape {
-            service,
-            token: token.map(Into::into),
+tokio::task_local! {
+    /// The person the service authenticated during this request.
+    static CALLER: RefCell<Option<String>>;
+}
+
+/// Notes who is calling, for the access log of the request being served (if any).
+pub fn identified(person: &str) {
+    let _ = CALLER.try_with(|c| *c.borrow_mut() = Some(person.to_owned()));
+}
+
+/// Runs `request` with room for [`identified`] to note its caller; answers its output and the
+/// caller noted, if any.
+pub async fn with_caller<T>(request: impl Future<Output = T>) -> (T, Option<String>) {
+    CALLER
+        .scope(RefCell::new(None), async move {
+            let out = request.await;
+            let caller = CALLER.with(|c| c.borrow_mut().take());
+            (out, caller)
         })
-}
-
-async fn scrape(State(s): State<Scrape>, headers: HeaderMap) -> Response {
-    if let Some(expected) = &s.token {
-        let sent = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or("");
-        if !same(sent.trim(), expected) {
-            return (
-                StatusCode::UNAUTHORIZED,
-                [(header::WWW_AUTHENTICATE, "Bearer")],
-                "send Authorization: Bearer <the [metrics] token>\n",
-            )
-                .into_response();
-        }
-    }
-    let body = get().scrape(&s.service).await;
-    ([(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response()
-}
-
-/// Equality that takes as long whatever the first difference.
-fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
+        .await
 }

@@ -20,7 +20,7 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::header::HeaderMap;
 
 use crate::domain::address::AddressPolicy;
-use crate::service::{SendFailure, SendResult};
+use crate::domain::delivery::{SendFailure, SendResult};
 
 /// Most bytes of a response body read (the rest is dropped with the connection).
 pub const MAX_RESPONSE_BYTES: usize = 4096;
@@ -113,7 +113,7 @@ impl OutboundClient {
         timeout: Duration,
         stream_idle: Duration,
     ) -> anyhow::Result<OutboundClient> {
-        crate::tls::install_crypto_provider();
+        crate::net::tls::install_crypto_provider();
         let policy = Arc::new(policy);
         let builder = || {
             reqwest::Client::builder()

@@ -1,0 +1,170 @@
+//! The HTTP toolkit every HTTP front shares (admin, member API, console, MCP, the A2A push
+//! receiver): the JSON error shape and its status table, bearer authentication with the declared
+//! agent identity, the typed JSON body, the answer to an unknown route, the access log
+//! ([`access`]) and `GET /metrics` ([`metrics`]).
+//!
+//! It stands beside the fronts, on the service: it decodes and encodes, and holds no rule. No
+//! front imports another front's plumbing; they import this.
+
+pub mod access;
+pub mod metrics;
+
+use axum::Json;
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::domain::AgentIdentity;
+use crate::service::{Caller, ErrorCode, Service, ServiceError};
+
+/// The header an agent may use to declare its identity (`agent_id@host:session`); never trusted.
+pub const AGENT_HEADER: &str = "liaison-agent";
+
+/// A service error as an HTTP response: `{"error": {"code", "message", "details"}}`.
+pub struct ApiError(pub ServiceError);
+
+impl From<ServiceError> for ApiError {
+    fn from(e: ServiceError) -> Self {
+        ApiError(e)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(http_status(self.0.code))
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = (status, Json(serde_json::json!({ "error": self.0 }))).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+        }
+        if let Some(s) = self.0.retry_after_s() {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(s));
+        }
+        response
+    }
+}
+
+/// Reads `Authorization: Bearer …` and resolves it; `Liaison-Agent` adds the declared identity.
+pub async fn authenticate(service: &Service, headers: &HeaderMap) -> Result<Caller, ServiceError> {
+    let secret = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+        .ok_or_else(|| {
+            ServiceError::new(
+                ErrorCode::Unauthenticated,
+                "send Authorization: Bearer <token>",
+            )
+        })?;
+    let caller = service.authenticate(secret).await?;
+    let agent = match headers.get(AGENT_HEADER).map(|v| v.to_str()) {
+        None => None,
+        Some(Ok(v)) => Some(AgentIdentity::parse(v)?),
+        Some(Err(_)) => {
+            return Err(ServiceError::invalid(
+                "the Liaison-Agent header is not visible ASCII",
+            ));
+        }
+    };
+    Ok(caller.declaring(agent))
+}
+
+/// The authenticated caller of an HTTP request.
+pub struct Authed(pub Caller);
+
+impl FromRequestParts<Service> for Authed {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        service: &Service,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Authed(authenticate(service, &parts.headers).await?))
+    }
+}
+
+/// A handler's answer: JSON, or the error shape.
+pub type ApiResult<T> = Result<Json<T>, ApiError>;
+
+/// A JSON request body whose rejections (bad JSON, wrong content type, wrong fields) come back in
+/// the API's error shape with `invalid_input`.
+pub struct Body<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned, S: Send + Sync> axum::extract::FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
+        match <Json<T> as axum::extract::FromRequest<S>>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(Body(v)),
+            Err(rejection) => Err(ApiError(ServiceError::invalid(rejection.body_text()))),
+        }
+    }
+}
+
+/// The answer to a request no route matches, on every prefix (the app's router fallback): `404`
+/// in the API's error shape, before any authentication, so a typo is never reported as a missing
+/// or insufficient token. A2A's own prefixes answer in their binding's shape (HTTP+JSON routes,
+/// gRPC `UNIMPLEMENTED`) before this is reached.
+pub async fn unknown_route(method: axum::http::Method) -> ApiError {
+    ApiError(ServiceError::new(
+        ErrorCode::NotFound,
+        format!(
+            "no {method} route here: the APIs are under /admin/v1, /api/v1, /a2a, /mcp and \
+             /console (see the README)"
+        ),
+    ))
+}
+
+/// The HTTP status of a service error code: the one table of every HTTP front (admin, member
+/// API, console, MCP's HTTP answers). A2A has its own table, per binding (`wire::errors`).
+pub fn http_status(code: ErrorCode) -> u16 {
+    match code {
+        ErrorCode::Unauthenticated | ErrorCode::TokenExpired | ErrorCode::TokenRevoked => 401,
+        ErrorCode::Forbidden | ErrorCode::DeniedByPolicy => 403,
+        ErrorCode::NotFound => 404,
+        ErrorCode::InvalidInput | ErrorCode::ThreadRequired | ErrorCode::CursorAhead => 400,
+        ErrorCode::ThreadClosed
+        | ErrorCode::AlreadyClaimed
+        | ErrorCode::NotClaimable
+        | ErrorCode::ApprovalPending
+        | ErrorCode::ApprovalDecided
+        | ErrorCode::ApprovalExpired
+        | ErrorCode::LeaseHeld
+        | ErrorCode::TaskTerminal
+        | ErrorCode::TaskNotCancelable
+        | ErrorCode::IdempotencyConflict
+        | ErrorCode::KeysChanged
+        | ErrorCode::AlreadyExists => 409,
+        ErrorCode::CardRejected => 422,
+        ErrorCode::RemoteUnreachable => 502,
+        ErrorCode::TooManyWaiters
+        | ErrorCode::RateLimited
+        | ErrorCode::TooManyStreams
+        | ErrorCode::TooManySessions => 429,
+        ErrorCode::Unavailable => 503,
+        ErrorCode::Internal => 500,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_has_a_status_in_the_http_error_ranges() {
+        for code in ErrorCode::ALL {
+            let status = http_status(*code);
+            assert!((400..600).contains(&status), "{code}");
+        }
+    }
+}
