@@ -16,12 +16,12 @@ use liaison::domain::address::AddressPolicy;
 use liaison::domain::delivery::OutboxSettings;
 use liaison::domain::{ChannelName, Kind, PersonId, PersonKind, Scope, Scopes};
 use liaison::net::outbound::OutboundClient;
-use liaison::outbox::Worker;
 use liaison::service::{
     Caller, ChannelSpec, PostRequest, PushConfigSpec, Service, Settings, SkillRoute, TaskMessage,
     TokenSpec, WebhookSpec,
 };
 use liaison::store::Store;
+use liaison::workers::outbox::Worker;
 use tokio_util::sync::CancellationToken;
 
 const DELIVERIES: usize = 4_000;

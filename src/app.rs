@@ -44,9 +44,9 @@ pub struct App {
     pub bootstrap_token: Option<String>,
     shutdown: CancellationToken,
     /// Drains the outbox while the server runs.
-    worker: Arc<crate::outbox::Worker>,
+    worker: Arc<crate::workers::outbox::Worker>,
     /// Follows the tasks delegated to remote agents while the server runs.
-    follower: Arc<crate::remote::Follower>,
+    follower: Arc<crate::workers::remote::Follower>,
     bus: Arc<dyn WakeBus>,
     /// The signing keys: reloaded on every replica when one rotates.
     keys: Arc<crate::keys::KeyManager>,
@@ -142,11 +142,14 @@ impl App {
             let a2a = service
                 .a2a_client()
                 .map_err(|e| anyhow::anyhow!("Could not build the A2A client: {}", e.message))?;
-            let sender =
-                crate::remote::Sender::new(service.clone(), a2a.clone(), public_url.clone());
-            follower = Arc::new(crate::remote::Follower::new(service.clone(), a2a));
+            let sender = crate::workers::remote::Sender::new(
+                service.clone(),
+                a2a.clone(),
+                public_url.clone(),
+            );
+            follower = Arc::new(crate::workers::remote::Follower::new(service.clone(), a2a));
             Arc::new(
-                crate::outbox::Worker::new(
+                crate::workers::outbox::Worker::new(
                     service.clone(),
                     client,
                     keys.live(),
@@ -198,7 +201,7 @@ impl App {
             .merge(crate::admin::router(service.clone()))
             .merge(crate::keys::admin::router(service.clone(), keys.clone()))
             .merge(crate::api::router(service.clone()))
-            .merge(crate::remote::receiver::router(service.clone()))
+            .merge(crate::a2a::push_receiver::router(service.clone()))
             .merge(crate::console::router(service.clone(), &public_url))
             .merge(a2a::http::router(signed))
             .merge(a2a::rpc::router(a2a_handler.clone()))
@@ -260,7 +263,10 @@ impl App {
     /// Serves until the shutdown token is cancelled, then drains and closes the store.
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
         let shutdown = self.shutdown.clone();
-        let sweeper = tokio::spawn(sweep_approvals(self.service.clone(), shutdown.clone()));
+        let sweeper = tokio::spawn(crate::workers::sweep::sweep_approvals(
+            self.service.clone(),
+            shutdown.clone(),
+        ));
         let outbox = tokio::spawn(self.worker.clone().run(
             self.bus.clone(),
             self.service.settings().outbox.concurrency,
@@ -283,23 +289,6 @@ impl App {
         self.service.store().close().await;
         tracing::info!("Stopped.");
         Ok(())
-    }
-}
-
-/// How often pending approvals are checked for expiry. A claim or decision on an approval past its
-/// deadline expires it at once, so this only bounds how late an untouched thread is closed.
-const APPROVAL_SWEEP: Duration = Duration::from_secs(15);
-
-/// Expires approvals whose deadline passed (closing their threads), until shutdown.
-async fn sweep_approvals(service: Service, shutdown: CancellationToken) {
-    loop {
-        if let Err(e) = service.expire_approvals().await {
-            tracing::warn!(error = %e, "Could not expire approvals; will retry.");
-        }
-        tokio::select! {
-            () = tokio::time::sleep(APPROVAL_SWEEP) => {}
-            () = shutdown.cancelled() => return,
-        }
     }
 }
 

@@ -40,7 +40,7 @@ pub mod keys;
 pub mod mcp;
 pub mod metrics;
 pub mod net;
-pub mod outbox;
 pub mod remote;
 pub mod service;
 pub mod store;
+pub mod workers;

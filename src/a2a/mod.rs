@@ -30,6 +30,8 @@ pub use crate::keys::ring as keys;
 pub mod params;
 pub mod pb;
 pub mod protojson;
+pub mod push;
+pub mod push_receiver;
 pub use crate::keys::push_jwt as push_auth;
 pub mod query;
 pub mod rest;

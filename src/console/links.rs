@@ -60,7 +60,7 @@ async fn issue_login_link(
         .service
         .issue_login_link(&admin, &body.person, body.expires_in_s)
         .await?;
-    let url = format!("{}/console/login?link={}", c.public_url, issued.secret);
+    let url = super::login_link_url(&c.public_url, &issued.secret);
     Ok(Json(serde_json::json!({ "link": issued.link, "url": url })))
 }
 
@@ -85,10 +85,7 @@ async fn issue_approval_link(
         .service
         .issue_approval_link(&admin, &id, body.person.as_ref(), body.expires_in_s)
         .await?;
-    let url = format!(
-        "{}/console/approvals/{id}?link={}",
-        c.public_url, issued.secret
-    );
+    let url = super::approval_link_url(&c.public_url, &id, &issued.secret);
     Ok(Json(serde_json::json!({ "link": issued.link, "url": url })))
 }
 

@@ -243,6 +243,16 @@ fn label_parts(label: &Label) -> Vec<LabelPart> {
         .collect()
 }
 
+/// The address of a login link: the page that signs its person in.
+pub fn login_link_url(public_url: &str, secret: &str) -> String {
+    format!("{public_url}/console/login?link={secret}")
+}
+
+/// The address of an approval link: the page that shows the exact action and decides it once.
+pub fn approval_link_url(public_url: &str, id: &crate::domain::ApprovalId, secret: &str) -> String {
+    format!("{public_url}/console/approvals/{id}?link={secret}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

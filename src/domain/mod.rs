@@ -36,7 +36,7 @@ pub use message::{
 };
 pub use person::{AgentIdentity, PersonKind, Right, Rights, SERVER_PERSON, Scope, Scopes};
 pub use presence::{LeaseMode, Transition};
-pub use remote::{FollowMode, RemoteState};
+pub use remote::{FollowMode, RemoteState, RemoteUpdate};
 pub use task::{TaskEvent, TaskState, TaskTerminal};
 pub use thread::{ThreadState, TransitionError};
 pub use time::Timestamp;

@@ -9,7 +9,7 @@
 //! | completed | `reply`, the artifacts as attachments |
 //! | failed, rejected, canceled | `close` with that outcome |
 
-use super::{Kind, Outcome, named_enum};
+use super::{Attachment, Kind, Outcome, named_enum};
 
 named_enum! {
     /// A remote A2A task's state, as liaison records it (the proto's `TaskState` without its
@@ -77,6 +77,20 @@ impl FollowMode {
             (false, false) => FollowMode::Poll,
         }
     }
+}
+
+/// One look at a remote task, in liaison's terms (the A2A conversion is `crate::remote::observe`).
+#[derive(Debug, Clone)]
+pub struct RemoteUpdate {
+    pub task_id: String,
+    pub state: RemoteState,
+    /// The text of the status message (or of a direct message answer).
+    pub text: String,
+    /// Tells this event apart from others of the same state: the status message's id, else its
+    /// timestamp, else a hash of what it says.
+    pub event_key: String,
+    /// A completed task's artifacts (text parts are joined into the body).
+    pub attachments: Vec<Attachment>,
 }
 
 #[cfg(test)]

@@ -9,28 +9,34 @@
 //!   extra headers); sealed under the master key in the store, opened only into a
 //!   [`RemoteTarget`].
 //!
-//! Depends on the outbox's client (every byte leaves through its address guard) and the A2A wire
-//! types (`crate::a2a::pb`); the service calls it, never the reverse. Decisions (interface order,
+//! - [`observe`]: what the remote's answers mean in liaison's terms (`domain::RemoteUpdate`), and
+//!   a failed call as an attempt's result for the outbox's retry rules.
+//!
+//! The A2A client only: it depends on the outbound client (every byte leaves through its address
+//! guard), the A2A wire types and the key sets; the service and the workers call it, never the
+//! reverse (the sender and follower are `crate::workers::remote`, the push receiver
+//! `crate::a2a::push_receiver`). Decisions (interface order,
 //! caps, credentials) are in `README.md` next to this file.
 
-pub mod bridge;
 pub mod card;
 pub mod client;
 mod error;
 mod grpc;
 mod oauth;
-pub mod receiver;
+pub mod observe;
 mod sse;
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-pub use bridge::{Follower, Sender};
 pub use client::{A2aClient, EventStream};
 pub use error::{CallError, RemoteError};
 
 use crate::domain::PersonId;
+
+/// The path of liaison's receiver for the remote agents' push notifications.
+pub const PUSH_PATH: &str = "/remote/v1/push";
 
 /// An A2A protocol binding liaison can call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -10,13 +10,13 @@ mod approvals;
 mod auth;
 mod console;
 mod coordination;
+mod delivery;
 mod error;
 mod inbox;
 mod input;
 mod limits;
 mod messages;
 mod outbound;
-mod outbox;
 mod remotes;
 mod tasks;
 
@@ -31,6 +31,7 @@ pub use console::{
     IssuedLink, LINK_TTL_S, MAX_LINK_TTL_S, OpenedSession, SESSION_TTL_S, session_csrf,
 };
 pub use coordination::{ClaimAction, ClaimTarget, LeaseSpec, PresenceSpec};
+pub use delivery::{DeliveryView, PushParts, WEBHOOK_EVENTS, WebhookSpec};
 pub use error::{ErrorCode, Result, ServiceError};
 pub use inbox::{InboxItem, InboxPage, InboxRequest, ItemContent};
 pub use limits::{LimitSettings, Rate, StreamPermit};
@@ -38,8 +39,7 @@ pub use messages::{
     DeliveredMessage, MAX_SLICE_CHARS, MessageSlice, PostReceipt, PostRequest, ThreadMessage,
     ThreadView,
 };
-pub use outbound::{OutboundSend, RemoteUpdate};
-pub use outbox::{DeliveryView, WEBHOOK_EVENTS, WebhookSpec};
+pub use outbound::OutboundSend;
 pub use remotes::{RefreshReport, RefreshSpec, RemoteAgent, RemoteSpec, RemoteView};
 pub use tasks::{
     A2A_KEY_PREFIX, PushConfigSpec, SkillRoute, TaskApproval, TaskListing, TaskMessage, TaskView,

@@ -24,7 +24,7 @@
 use super::{Caller, ErrorCode, Result, Service, ServiceError};
 use crate::domain::{
     ApprovalKind, Attachment, ChannelName, FollowMode, Impact, Kind, MessageId, Outcome, PersonId,
-    PersonKind, PolicyDecision, RemoteState, Scope, Scopes, ThreadId, Timestamp,
+    PersonKind, PolicyDecision, RemoteState, RemoteUpdate, Scope, Scopes, ThreadId, Timestamp,
     outbound_fingerprint,
 };
 use crate::store::{
@@ -69,20 +69,6 @@ pub struct OutboundSend {
     pub continue_task: Option<String>,
     /// The token to give the remote for push notifications, when liaison follows it by push.
     pub push_token: Option<String>,
-}
-
-/// One look at a remote task, in liaison's terms (the A2A conversion is the remote module's).
-#[derive(Debug, Clone)]
-pub struct RemoteUpdate {
-    pub task_id: String,
-    pub state: RemoteState,
-    /// The text of the status message (or of a direct message answer).
-    pub text: String,
-    /// Tells this event apart from others of the same state: the status message's id, else its
-    /// timestamp, else a hash of what it says.
-    pub event_key: String,
-    /// A completed task's artifacts (text parts are joined into the body).
-    pub attachments: Vec<Attachment>,
 }
 
 /// Why a delivery cannot be sent (permanent: the delivery dies, and a send closes the thread).
@@ -317,7 +303,7 @@ impl Service {
         let sealed_push_token = if follow == FollowMode::Push {
             use base64::Engine as _;
             let token = base64::engine::general_purpose::URL_SAFE_NO_PAD
-                .encode(super::outbox::random_bytes()?);
+                .encode(super::delivery::random_bytes()?);
             Some(self.seal_secret(&push_token_id(f.thread), &token)?)
         } else {
             None

@@ -155,7 +155,7 @@ fn check_credentials(
             client_secret,
             scopes,
         }) => {
-            super::outbox::check_url(token_url, policy)?;
+            super::delivery::check_url(token_url, policy)?;
             header_value("the OAuth2 client id", client_id)?;
             header_value("the OAuth2 client secret", client_secret)?;
             if scopes
@@ -271,7 +271,7 @@ impl Service {
         caller.require(Scope::Admin)?;
         input::storable("remote", &spec)?;
         let policy = &self.inner.settings.outbox.allow;
-        super::outbox::check_url(&spec.card_url, policy)?;
+        super::delivery::check_url(&spec.card_url, policy)?;
         check_credentials(&spec.credentials, policy)?;
         let forced = parse_binding(spec.binding.as_deref())?;
         for (i, channel) in spec.channels.iter().enumerate() {
@@ -299,7 +299,7 @@ impl Service {
             .await
             .map_err(card_error)?;
         let interface = card::choose(&fetched.interfaces, forced).map_err(card_error)?;
-        super::outbox::check_url(&interface.url, policy).map_err(|e| {
+        super::delivery::check_url(&interface.url, policy).map_err(|e| {
             ServiceError::new(
                 ErrorCode::CardRejected,
                 format!(
@@ -450,7 +450,7 @@ impl Service {
             .map_err(card_error)?;
         let forced = r.binding_forced.then_some(before_binding);
         let interface = card::choose(&fetched.interfaces, forced).map_err(card_error)?;
-        super::outbox::check_url(&interface.url, policy).map_err(|e| {
+        super::delivery::check_url(&interface.url, policy).map_err(|e| {
             ServiceError::new(
                 ErrorCode::CardRejected,
                 format!(

@@ -14,11 +14,11 @@ use liaison::domain::address::AddressPolicy;
 use liaison::domain::delivery::{AttemptVerdict, OutboxSettings, SendFailure, SendResult};
 use liaison::domain::{Kind, PersonKind, Scope, ThreadId};
 use liaison::net::outbound::OutboundClient;
-use liaison::outbox::Worker;
 use liaison::service::{
     Caller, PushConfigSpec, Service, Settings, SkillRoute, TaskMessage, WebhookSpec,
 };
 use liaison::store::{DeliveryFilter, DeliveryState};
+use liaison::workers::outbox::Worker;
 
 use crate::helpers::{TestEnv, channel, post};
 
@@ -700,7 +700,8 @@ async fn outbox_webhooks_sign_message_events_and_filter_by_channel() {
             .unwrap()
             .parse()
             .unwrap();
-        let expected = liaison::outbox::signature::sign(&secret, id, ts, r.raw.as_bytes()).unwrap();
+        let expected =
+            liaison::workers::outbox::signature::sign(&secret, id, ts, r.raw.as_bytes()).unwrap();
         assert_eq!(r.headers["webhook-signature"], expected.as_str());
     }
     // Bad input changes nothing.
@@ -740,7 +741,7 @@ async fn outbox_webhooks_sign_message_events_and_filter_by_channel() {
     s.drain().await;
     let last = rx.got().pop().unwrap();
     assert_eq!(last.body["type"], "webhook.test");
-    let expected = liaison::outbox::signature::sign(
+    let expected = liaison::workers::outbox::signature::sign(
         &rotated,
         last.headers["webhook-id"].to_str().unwrap(),
         last.headers["webhook-timestamp"]

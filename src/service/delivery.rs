@@ -1,16 +1,18 @@
-//! The outbox's rules: what an attempt's result means (delivered, retry when, or dead), which
-//! URLs may be registered, and the admin operations on webhooks and deliveries. The worker that
-//! sends (and its HTTP client) lives in `crate::outbox`; the rows in `store/outbox.rs`.
+//! The outbox's operations: which URLs may be registered, the admin operations on webhooks and
+//! deliveries, and what the delivery worker asks for: the deliveries due (by lease), what one
+//! delivery needs to be sent (a push's parts, a webhook's secret, an approval link), and recording
+//! an attempt with its verdict (the retry policy is `domain::delivery`). The worker
+//! (`crate::workers::outbox`) never reads the store itself; the rows are `store/outbox.rs`'s.
 
 use std::time::Duration;
 
 use super::{Caller, Result, Service, ServiceError};
 use crate::domain::address::AddressPolicy;
-use crate::domain::delivery::{AttemptVerdict, SendResult, verdict};
-use crate::domain::{ChannelName, PersonId, Scope, Timestamp};
+use crate::domain::delivery::{AttemptVerdict, SendFailure, SendResult, verdict};
+use crate::domain::{ApprovalId, ChannelName, PersonId, Scope, Timestamp};
 use crate::store::{
     AttemptRecord, DeliveryFilter, DeliveryRecord, DeliveryState, Finished, FinishedAttempt,
-    WebhookRecord,
+    MessageRecord, PushConfigRecord, TaskEventRecord, WebhookRecord,
 };
 
 /// The events an admin webhook can subscribe to.
@@ -72,6 +74,27 @@ pub struct DeliveryView {
     #[serde(flatten)]
     pub delivery: DeliveryRecord,
     pub attempts_made: Vec<AttemptRecord>,
+}
+
+/// What an A2A push delivery is rendered from (by the A2A front's push renderer).
+#[derive(Debug, Clone)]
+pub struct PushParts {
+    pub config: PushConfigRecord,
+    /// The task as the party sees it now.
+    pub view: super::TaskView,
+    pub event: TaskEventRecord,
+    /// The message the event is about, if any.
+    pub cause: Option<MessageRecord>,
+}
+
+/// A delivery whose parts no longer exist: it cannot be sent, now or later.
+fn gone(what: &str) -> SendFailure {
+    SendFailure::Gone(format!("{what} no longer exists"))
+}
+
+/// A delivery's parts could not be read now (retryable).
+fn unreadable(e: crate::store::StoreError) -> SendFailure {
+    SendFailure::Request(e.to_string())
 }
 
 /// An internal failure: logged here, opaque to the caller.
@@ -151,6 +174,85 @@ impl Service {
             return Ok(None);
         }
         Ok(Some(self.task_view(thread, Some(0)).await?))
+    }
+
+    /// What an A2A push delivery renders: its push config, the task as the party sees it, the
+    /// task event, and the message that caused it. A part that no longer exists makes the
+    /// delivery `Gone` (it dies); a failure to read is retryable.
+    pub async fn push_delivery(
+        &self,
+        d: &DeliveryRecord,
+    ) -> std::result::Result<PushParts, SendFailure> {
+        let store = &self.inner.store;
+        let (Some(thread_id), Some(seq)) = (&d.thread, d.event_seq) else {
+            return Err(gone("the task event"));
+        };
+        let config_id = d
+            .endpoint
+            .strip_prefix(&format!("push:{thread_id}/"))
+            .ok_or_else(|| gone("the push config"))?;
+        let config = store
+            .push_config(thread_id, config_id)
+            .await
+            .map_err(unreadable)?
+            .ok_or_else(|| gone("the push config"))?;
+        let view = self
+            .push_view(thread_id)
+            .await
+            .map_err(|e| SendFailure::Request(e.message))?
+            .ok_or_else(|| gone("the task"))?;
+        let event = store
+            .task_event(thread_id, seq)
+            .await
+            .map_err(unreadable)?
+            .ok_or_else(|| gone("the task event"))?;
+        let cause = match &event.message {
+            Some(m) => store.message(m).await.map_err(unreadable)?,
+            None => None,
+        };
+        Ok(PushParts {
+            config,
+            view,
+            event,
+            cause,
+        })
+    }
+
+    /// The webhook a webhook delivery goes to, and its signing secret.
+    pub async fn webhook_delivery(
+        &self,
+        d: &DeliveryRecord,
+    ) -> std::result::Result<(WebhookRecord, String), SendFailure> {
+        let webhook_id = d
+            .endpoint
+            .strip_prefix("webhook:")
+            .ok_or_else(|| gone("the endpoint"))?;
+        let webhook = self
+            .inner
+            .store
+            .webhook(webhook_id)
+            .await
+            .map_err(unreadable)?
+            .ok_or_else(|| gone("the webhook"))?;
+        let secret = self
+            .webhook_secret(&webhook)
+            .map_err(|e| SendFailure::Request(e.message))?;
+        Ok((webhook, secret))
+    }
+
+    /// A fresh single-use approval link for an `approval.pending` webhook body: for `person` when
+    /// they are an approver, else for the first approver; issued in the bootstrap admin's name
+    /// (as an admin's `link issue` would be). `None` when there is none to give (the approval was
+    /// decided meanwhile).
+    pub async fn webhook_approval_link(
+        &self,
+        id: &ApprovalId,
+        person: Option<&PersonId>,
+    ) -> Option<super::IssuedLink> {
+        let admin = self.system_admin().await.ok()?;
+        self.issue_approval_link(&admin, id, person, None)
+            .await
+            .ok()
     }
 
     /// The service's current time (the outbox worker's clock).

@@ -1,0 +1,60 @@
+//! A webhook delivery's request: its stored body (an `approval.pending` body gains a fresh
+//! single-use approval link at each attempt, so the link's secret is never stored in the outbox),
+//! signed by Standard Webhooks ([`super::signature`]).
+
+use reqwest::header::HeaderMap;
+
+use super::signature;
+use crate::a2a::push::header;
+use crate::domain::delivery::SendFailure;
+use crate::domain::{ApprovalId, PersonId, Timestamp};
+use crate::service::Service;
+
+/// `body` signed with `secret`: the headers `webhook-id`, `webhook-timestamp`, `webhook-signature`.
+pub(super) fn signed(
+    mut headers: HeaderMap,
+    secret: &str,
+    event_id: &str,
+    now: Timestamp,
+    body: Vec<u8>,
+) -> Result<Vec<(HeaderMap, Vec<u8>)>, SendFailure> {
+    let timestamp = now.0 / 1000;
+    let signature = signature::sign(secret, event_id, timestamp, &body)
+        .ok_or_else(|| SendFailure::Gone("the webhook secret is malformed".into()))?;
+    headers.extend(header("webhook-id", event_id));
+    headers.extend(header("webhook-timestamp", &timestamp.to_string()));
+    headers.extend(header("webhook-signature", &signature));
+    Ok(vec![(headers, body)])
+}
+
+/// An `approval.pending` body with a fresh approval link for the webhook's person when they are
+/// an approver, else the first approver. Without one (the approval was decided meanwhile, or no
+/// console), `approval_link` is null.
+pub(super) async fn with_approval_link(
+    service: &Service,
+    public_url: &str,
+    body: &[u8],
+    person: Option<&PersonId>,
+) -> Vec<u8> {
+    let Ok(mut event) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return body.to_vec();
+    };
+    let approvers: Vec<PersonId> =
+        serde_json::from_value(event["data"]["approvers"].clone()).unwrap_or_default();
+    let person = person.filter(|p| approvers.contains(p));
+    let link = match ApprovalId::parse(event["data"]["approval_id"].as_str().unwrap_or_default()) {
+        Ok(id) => service
+            .webhook_approval_link(&id, person)
+            .await
+            .map(|issued| {
+                serde_json::json!({
+                    "url": crate::console::approval_link_url(public_url, &id, &issued.secret),
+                    "for": issued.link.person,
+                    "expires_at": issued.link.expires_at,
+                })
+            }),
+        Err(_) => None,
+    };
+    event["data"]["approval_link"] = link.unwrap_or(serde_json::Value::Null);
+    serde_json::to_vec(&event).unwrap_or_else(|_| body.to_vec())
+}
