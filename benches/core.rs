@@ -36,11 +36,14 @@ async fn main() {
 async fn run(backend: &str, url: &str) {
     let store = Store::open(url).await.unwrap();
     let service = Service::new(
-        Arc::new(store),
-        Arc::new(LocalBus::default()),
-        Arc::new(SystemClock),
-        Settings::default(),
-        CancellationToken::new(),
+        liaison::service::Deps::new(
+            Arc::new(store),
+            Arc::new(LocalBus::default()),
+            Arc::new(SystemClock),
+            Settings::default(),
+            CancellationToken::new(),
+        )
+        .unwrap(),
     );
     let admin = service
         .authenticate(&service.bootstrap().await.unwrap().unwrap().secret)

@@ -103,14 +103,16 @@ async fn world(url: &str) -> World {
     let bus = Arc::new(LocalBus::default());
     let store = Store::open(url).await.unwrap();
     let service = Service::new(
-        Arc::new(store),
-        bus.clone(),
-        Arc::new(SystemClock),
-        settings,
-        CancellationToken::new(),
+        liaison::service::Deps::new(
+            Arc::new(store),
+            bus.clone(),
+            Arc::new(SystemClock),
+            settings,
+            CancellationToken::new(),
+        )
+        .unwrap()
+        .with_master(MasterKey::from_hex(&"7e".repeat(32)).unwrap()),
     );
-    let master_hex = "7e".repeat(32);
-    service.set_master_key(MasterKey::from_hex(&master_hex).unwrap());
     let wake = bus.clone();
     service
         .store()

@@ -21,7 +21,7 @@ use crate::a2a::card::{CardDefinition, CardSigner, Endpoints};
 use crate::bus::{LocalBus, PgBus, WakeBus};
 use crate::clock::SystemClock;
 use crate::config::Config;
-use crate::service::Service;
+use crate::service::{Deps, Service};
 use crate::store::Store;
 
 /// Name of the file holding the bootstrap admin token, in the data directory.
@@ -87,13 +87,38 @@ impl App {
                 .await
                 .context("Could not listen for wake-ups on PostgreSQL")?
         };
-        let service = Service::new(
-            Arc::new(store),
-            bus.clone(),
-            Arc::new(SystemClock),
-            settings,
-            shutdown.clone(),
+        let store = Arc::new(store);
+        // Loaded once: it seals the service's secrets and opens the signing keys.
+        let master = Arc::new(
+            crate::keys::ring::MasterKey::load(&config.data_dir)
+                .context("Could not read the master key")?,
         );
+        let keys = Arc::new(
+            key_manager(store.clone(), master.clone(), &config.data_dir, bus.clone()).await?,
+        );
+        let outbox = &config.settings.outbox;
+        let outbound = crate::net::outbound::OutboundClient::new(
+            outbox.allow.clone(),
+            outbox.connect_timeout,
+            outbox.timeout,
+        )
+        .context("Could not build the outbound HTTP client")?;
+        // One A2A client: the registration, the sender and the follower share its OAuth2 tokens
+        // and gRPC connections.
+        let a2a_client = crate::remote::A2aClient::new(outbound.clone());
+        let wake = bus.clone();
+        store.on_outbox_enqueue(move || wake.publish(&crate::bus::Topic::outbox()));
+        let service = Service::new(Deps {
+            store,
+            bus: bus.clone(),
+            clock: Arc::new(SystemClock),
+            settings,
+            shutdown: shutdown.clone(),
+            master: Some(master),
+            keys: Some(keys.clone()),
+            outbound: outbound.clone(),
+            a2a: a2a_client.clone(),
+        });
         let bootstrap_token = match service.bootstrap().await? {
             Some(issued) => {
                 write_secret_file(&config.data_dir.join(ADMIN_TOKEN_FILE), &issued.secret)?;
@@ -120,45 +145,24 @@ impl App {
             rest_url: format!("{public_url}{}", a2a::rest::PATH),
             grpc_authority: Endpoints::authority_of(&public_url),
         };
-        let master = a2a::keys::MasterKey::load(&config.data_dir)
-            .context("Could not read the master key")?;
-        let keys =
-            Arc::new(key_manager(service.store().clone(), &config.data_dir, bus.clone()).await?);
-        let follower;
-        let worker = {
-            let outbox = &config.settings.outbox;
-            let client = crate::net::outbound::OutboundClient::new(
-                outbox.allow.clone(),
-                outbox.connect_timeout,
-                outbox.timeout,
-            )
-            .context("Could not build the outbound HTTP client")?;
-            let wake = bus.clone();
-            service
-                .store()
-                .on_outbox_enqueue(move || wake.publish(&crate::bus::Topic::outbox()));
-            // The service's client: the registration, the sender and the follower share its
-            // OAuth2 tokens and gRPC connections.
-            let a2a = service
-                .a2a_client()
-                .map_err(|e| anyhow::anyhow!("Could not build the A2A client: {}", e.message))?;
-            let sender = crate::workers::remote::Sender::new(
+        let sender = crate::workers::remote::Sender::new(
+            service.clone(),
+            a2a_client.clone(),
+            public_url.clone(),
+        );
+        let follower = Arc::new(crate::workers::remote::Follower::new(
+            service.clone(),
+            a2a_client,
+        ));
+        let worker = Arc::new(
+            crate::workers::outbox::Worker::new(
                 service.clone(),
-                a2a.clone(),
+                outbound,
+                keys.live(),
                 public_url.clone(),
-            );
-            follower = Arc::new(crate::workers::remote::Follower::new(service.clone(), a2a));
-            Arc::new(
-                crate::workers::outbox::Worker::new(
-                    service.clone(),
-                    client,
-                    keys.live(),
-                    public_url.clone(),
-                )
-                .with_remote(sender),
             )
-        };
-        service.set_master_key(master);
+            .with_remote(sender),
+        );
         // The card may only promise JWTs the server checks; JWTs accepted but not declared are
         // allowed (a party told out of band), with a warning.
         match (card.accepts_oidc(), config.jwt.is_some()) {
@@ -199,7 +203,6 @@ impl App {
             .route("/readyz", get(readyz))
             .with_state(service.clone())
             .merge(crate::admin::router(service.clone()))
-            .merge(crate::keys::admin::router(service.clone(), keys.clone()))
             .merge(crate::api::router(service.clone()))
             .merge(crate::a2a::push_receiver::router(service.clone()))
             .merge(crate::console::router(service.clone(), &public_url))
@@ -307,11 +310,10 @@ async fn readyz(State(service): State<Service>) -> (StatusCode, &'static str) {
 /// in the data directory (keeping its key id), else with one new key.
 async fn key_manager(
     store: Arc<crate::store::Store>,
+    master: Arc<crate::keys::ring::MasterKey>,
     data_dir: &Path,
     bus: Arc<dyn WakeBus>,
 ) -> anyhow::Result<crate::keys::KeyManager> {
-    let master =
-        crate::keys::ring::MasterKey::load(data_dir).context("Could not read the master key")?;
     let mut candidate = crate::keys::ring::load_records(data_dir)?;
     if candidate.is_empty() {
         candidate.push(crate::keys::ring::SigningKey::generate(&master)?.1);

@@ -426,11 +426,14 @@ mod tests {
             ..Settings::default()
         };
         let service = Service::new(
-            Arc::new(store),
-            Arc::new(LocalBus::default()),
-            Arc::new(ManualClock::starting_at(Timestamp(1_800_000_000_000))),
-            settings,
-            tokio_util::sync::CancellationToken::new(),
+            crate::service::Deps::new(
+                Arc::new(store),
+                Arc::new(LocalBus::default()),
+                Arc::new(ManualClock::starting_at(Timestamp(1_800_000_000_000))),
+                settings,
+                tokio_util::sync::CancellationToken::new(),
+            )
+            .unwrap(),
         );
         let issued = service.bootstrap().await.unwrap().unwrap();
         let admin = service.authenticate(&issued.secret).await.unwrap();

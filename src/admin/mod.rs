@@ -2,6 +2,7 @@
 //!
 //! Decode, call the service, encode: no rule lives here.
 
+mod keys;
 mod outbox;
 mod remotes;
 
@@ -32,6 +33,7 @@ pub fn router(service: Service) -> Router {
             axum::routing::put(set_policy).patch(change_policy),
         )
         .route("/admin/v1/audit", get(audit))
+        .merge(keys::router())
         .merge(outbox::router())
         .merge(remotes::router())
         .with_state(service)

@@ -5,9 +5,9 @@
 //! one row of the store shared by every replica; a change is announced on the bus's keys topic so
 //! every replica reloads it and re-signs its card at once.
 //!
-//! Used by the A2A card, the outbox worker and the admin API; depends on the store and the bus.
+//! Used by the A2A card, the outbox worker and the service (whose key operations the admin API
+//! calls); depends on the store and the bus.
 
-pub mod admin;
 pub mod push_jwt;
 pub mod ring;
 
@@ -81,7 +81,7 @@ type OnChange = Box<dyn Fn(&Arc<KeyRing>) + Send + Sync>;
 /// Rotation, retirement and reloading of the shared ring.
 pub struct KeyManager {
     store: Arc<Store>,
-    master: MasterKey,
+    master: Arc<MasterKey>,
     live: LiveRing,
     bus: Arc<dyn WakeBus>,
     /// Called with the new ring after every reload (re-signs the card).
@@ -92,7 +92,7 @@ impl KeyManager {
     /// Opens the stored ring (creating it with `initial` on a fresh database).
     pub async fn open(
         store: Arc<Store>,
-        master: MasterKey,
+        master: Arc<MasterKey>,
         bus: Arc<dyn WakeBus>,
         initial: Vec<SealedKey>,
     ) -> anyhow::Result<KeyManager> {

@@ -288,7 +288,7 @@ impl Service {
     /// opens it (MCP's `requestState` on stateless calls). URL-safe base64.
     pub fn seal_for(&self, caller: &Caller, purpose: &str, payload: &[u8]) -> Result<String> {
         use base64::Engine as _;
-        let key = self.inner.master_key.get().ok_or_else(|| {
+        let key = self.inner.master_key.as_deref().ok_or_else(|| {
             ServiceError::new(ErrorCode::Internal, "the master key is not loaded")
         })?;
         let sealed = key
@@ -306,7 +306,7 @@ impl Service {
             .ok()?;
         self.inner
             .master_key
-            .get()?
+            .as_deref()?
             .open(&bytes, principal_aad(caller, purpose).as_bytes())
     }
 

@@ -118,16 +118,11 @@ fn new_secret() -> Result<String> {
 }
 
 impl Service {
-    /// The master key that seals webhook secrets (the app sets it once at start).
-    pub fn set_master_key(&self, key: crate::a2a::keys::MasterKey) {
-        let _ = self.inner.master_key.set(std::sync::Arc::new(key));
-    }
-
-    pub(super) fn master_key(&self) -> Result<&crate::a2a::keys::MasterKey> {
+    /// The master key that seals secrets.
+    pub(super) fn master_key(&self) -> Result<&crate::keys::ring::MasterKey> {
         self.inner
             .master_key
-            .get()
-            .map(|k| &**k)
+            .as_deref()
             .ok_or_else(|| internal("the master key is not loaded"))
     }
 

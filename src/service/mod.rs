@@ -14,6 +14,7 @@ mod delivery;
 mod error;
 mod inbox;
 mod input;
+mod keys;
 mod limits;
 mod messages;
 mod outbound;
@@ -49,6 +50,10 @@ use crate::bus::{Topic, WakeBus};
 use crate::clock::Clock;
 use crate::domain::delivery::OutboxSettings;
 use crate::domain::{AgentIdentity, LabelLanguage, PersonId, PersonKind, Scope, Scopes};
+use crate::keys::KeyManager;
+use crate::keys::ring::MasterKey;
+use crate::net::outbound::OutboundClient;
+use crate::remote::A2aClient;
 use crate::store::{PersonRecord, Store};
 
 /// Tunables of the service, resolved from the configuration.
@@ -171,22 +176,85 @@ struct Inner {
     waiters: Mutex<HashMap<PersonId, usize>>,
     /// Rates per token and per address, open streams per party.
     limits: limits::Limits,
-    /// Seals webhook secrets; set by the app (and tests) once the master key is loaded.
-    master_key: std::sync::OnceLock<Arc<crate::a2a::keys::MasterKey>>,
-    /// The SSRF-safe client of remote-agent calls, built from `[outbox]` on first use.
-    outbound: std::sync::OnceLock<crate::net::outbound::OutboundClient>,
-    /// The A2A client of the outbound bridge, built on first use.
-    a2a_client: std::sync::OnceLock<crate::remote::A2aClient>,
+    /// Seals webhook secrets, remote credentials, push tokens and MCP request state.
+    master_key: Option<Arc<MasterKey>>,
+    /// The signing key ring (listing and rotation are admin operations).
+    keys: Option<Arc<KeyManager>>,
+    /// The SSRF-safe client of remote-agent calls (cards, key sets, OAuth2 tokens).
+    outbound: OutboundClient,
+    /// The A2A client of the outbound bridge; its clones share OAuth2 tokens and gRPC connections.
+    a2a_client: A2aClient,
 }
 
-impl Service {
+/// Everything the service is built from, handed in once by the app (or a test).
+pub struct Deps {
+    pub store: Arc<Store>,
+    pub bus: Arc<dyn WakeBus>,
+    pub clock: Arc<dyn Clock>,
+    pub settings: Settings,
+    /// Cancelled at shutdown: long-polls return their current (empty) answer.
+    pub shutdown: CancellationToken,
+    /// The master key (`master.key` or `LIAISON_MASTER_KEY`); without one, every operation that
+    /// seals or opens a secret answers `internal`.
+    pub master: Option<Arc<MasterKey>>,
+    /// The signing key ring's manager; without one, the key operations answer `unavailable`.
+    pub keys: Option<Arc<KeyManager>>,
+    /// The SSRF-safe outbound client, built from `[outbox]`.
+    pub outbound: OutboundClient,
+    /// The A2A client of the outbound bridge, over `outbound`; the workers share it.
+    pub a2a: A2aClient,
+}
+
+impl Deps {
+    /// The dependencies of a service over `store`, with the outbound clients built from
+    /// `settings.outbox`, and neither master key nor key manager (add them as needed).
     pub fn new(
         store: Arc<Store>,
         bus: Arc<dyn WakeBus>,
         clock: Arc<dyn Clock>,
         settings: Settings,
         shutdown: CancellationToken,
-    ) -> Self {
+    ) -> anyhow::Result<Deps> {
+        let o = &settings.outbox;
+        let outbound = OutboundClient::new(o.allow.clone(), o.connect_timeout, o.timeout)?;
+        Ok(Deps {
+            a2a: A2aClient::new(outbound.clone()),
+            outbound,
+            store,
+            bus,
+            clock,
+            settings,
+            shutdown,
+            master: None,
+            keys: None,
+        })
+    }
+
+    /// With `master` as the master key.
+    pub fn with_master(self, master: MasterKey) -> Deps {
+        self.with_optional_master(Some(master))
+    }
+
+    /// With `master`, if any, as the master key.
+    pub fn with_optional_master(mut self, master: Option<MasterKey>) -> Deps {
+        self.master = master.map(Arc::new);
+        self
+    }
+}
+
+impl Service {
+    pub fn new(deps: Deps) -> Self {
+        let Deps {
+            store,
+            bus,
+            clock,
+            settings,
+            shutdown,
+            master,
+            keys,
+            outbound,
+            a2a,
+        } = deps;
         forget_directory_on_notice(&store, bus.as_ref(), &shutdown);
         Self {
             inner: Arc::new(Inner {
@@ -197,13 +265,16 @@ impl Service {
                 settings,
                 shutdown,
                 waiters: Mutex::default(),
-                master_key: std::sync::OnceLock::new(),
-                outbound: std::sync::OnceLock::new(),
-                a2a_client: std::sync::OnceLock::new(),
+                master_key: master,
+                keys,
+                outbound,
+                a2a_client: a2a,
             }),
         }
     }
 
+    /// The store, for the app's wiring (start-up, readiness, shutdown) and tests; fronts and
+    /// workers ask the service instead (the layer test checks that they never call this).
     pub fn store(&self) -> &Arc<Store> {
         &self.inner.store
     }

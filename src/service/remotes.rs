@@ -11,7 +11,6 @@ use serde::{Deserialize, Serialize};
 use super::{Caller, ErrorCode, Result, Service, ServiceError, input};
 use crate::a2a::keys::Jwks;
 use crate::domain::{ChannelName, PersonId, PersonKind, Right, Rights, Scope, Timestamp};
-use crate::net::outbound::OutboundClient;
 use crate::remote::card::{self, CardError, Changes, Interface, Skill};
 use crate::remote::{A2aClient, Binding, Credentials, RemoteAuth, RemoteTarget};
 use crate::store::{PersonRecord, RemoteRecord, RemoteUpdate};
@@ -215,25 +214,10 @@ fn aad(name: &PersonId) -> String {
 }
 
 impl Service {
-    /// The SSRF-safe client of outbound calls (built once from `[outbox]`).
-    pub fn outbound_client(&self) -> Result<&OutboundClient> {
-        if let Some(c) = self.inner.outbound.get() {
-            return Ok(c);
-        }
-        let s = &self.inner.settings.outbox;
-        let client =
-            OutboundClient::new(s.allow.clone(), s.connect_timeout, s.timeout).map_err(internal)?;
-        Ok(self.inner.outbound.get_or_init(|| client))
-    }
-
     /// The A2A client of the outbound bridge (one per service: its clones share OAuth2 tokens
     /// and gRPC connections).
-    pub fn a2a_client(&self) -> Result<A2aClient> {
-        if let Some(c) = self.inner.a2a_client.get() {
-            return Ok(c.clone());
-        }
-        let client = A2aClient::new(self.outbound_client()?.clone());
-        Ok(self.inner.a2a_client.get_or_init(|| client).clone())
+    pub fn a2a_client(&self) -> &A2aClient {
+        &self.inner.a2a_client
     }
 
     fn seal_credentials(&self, name: &PersonId, c: &Credentials) -> Result<Option<String>> {
@@ -294,7 +278,7 @@ impl Service {
         if self.inner.store.person(&spec.name).await?.is_some() {
             return Err(taken());
         }
-        let client = self.outbound_client()?;
+        let client = &self.inner.outbound;
         let fetched = card::fetch(client, &spec.card_url, spec.allow_unsigned)
             .await
             .map_err(card_error)?;
@@ -445,7 +429,7 @@ impl Service {
         };
         // An unsigned card is fetched here; whether it may replace a signed one is decided
         // below with the other key changes.
-        let fetched = card::fetch(self.outbound_client()?, &r.card_url, true)
+        let fetched = card::fetch(&self.inner.outbound, &r.card_url, true)
             .await
             .map_err(card_error)?;
         let forced = r.binding_forced.then_some(before_binding);

@@ -34,11 +34,14 @@ async fn two_replicas(stop: &CancellationToken) -> (TestEnv, Service) {
     };
     let a = TestEnv::on(db, bus(url.clone()).await, Default::default()).await;
     let b = Service::new(
-        Arc::new(liaison::store::Store::open(&url).await.unwrap()),
-        bus(url).await,
-        Arc::new(liaison::clock::SystemClock),
-        Default::default(),
-        stop.clone(),
+        liaison::service::Deps::new(
+            Arc::new(liaison::store::Store::open(&url).await.unwrap()),
+            bus(url).await,
+            Arc::new(liaison::clock::SystemClock),
+            Default::default(),
+            stop.clone(),
+        )
+        .unwrap(),
     );
     (a, b)
 }

@@ -75,11 +75,14 @@ async fn child_process_posts() {
     };
     let store = Store::open(&url).await.unwrap();
     let service = Service::new(
-        Arc::new(store),
-        Arc::new(LocalBus::default()),
-        Arc::new(SystemClock),
-        Settings::default(),
-        CancellationToken::new(),
+        liaison::service::Deps::new(
+            Arc::new(store),
+            Arc::new(LocalBus::default()),
+            Arc::new(SystemClock),
+            Settings::default(),
+            CancellationToken::new(),
+        )
+        .unwrap(),
     );
     let issued = service.bootstrap().await.unwrap().unwrap();
     let admin = service.authenticate(&issued.secret).await.unwrap();

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use liaison::keys::ring::MasterKey;
 use liaison::bus::LocalBus;
 use liaison::clock::ManualClock;
 use liaison::domain::{ChannelName, PersonId, PersonKind, Scope, Scopes, Timestamp};
@@ -108,20 +109,39 @@ impl TestEnv {
         Self::on(TestDb::new().await, Arc::new(LocalBus::default()), settings).await
     }
 
+    /// A service with `settings` whose secrets are sealed under `master`.
+    pub async fn with_master(settings: Settings, master: MasterKey) -> TestEnv {
+        let db = TestDb::new().await;
+        Self::build(db, Arc::new(LocalBus::default()), settings, Some(master)).await
+    }
+
     /// A service over `db` with `bus` (e.g. one replica of several sharing a database).
     pub async fn on(
         db: TestDb,
         bus: Arc<dyn liaison::bus::WakeBus>,
         settings: Settings,
     ) -> TestEnv {
+        Self::build(db, bus, settings, None).await
+    }
+
+    async fn build(
+        db: TestDb,
+        bus: Arc<dyn liaison::bus::WakeBus>,
+        settings: Settings,
+        master: Option<MasterKey>,
+    ) -> TestEnv {
         let store = Store::open(&db.url).await.expect("open the store");
         let clock = ManualClock::starting_at(t0());
         let service = Service::new(
-            Arc::new(store),
-            bus,
-            Arc::new(clock.clone()),
-            settings,
-            CancellationToken::new(),
+            liaison::service::Deps::new(
+                Arc::new(store),
+                bus,
+                Arc::new(clock.clone()),
+                settings,
+                CancellationToken::new(),
+            )
+            .unwrap()
+            .with_optional_master(master),
         );
         let issued = service
             .bootstrap()

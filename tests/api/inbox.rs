@@ -227,11 +227,14 @@ async fn on_postgres_a_post_on_one_replica_wakes_a_long_poll_on_another() {
 
     // Replica b: its own store and bus on the same database.
     let b = Service::new(
-        Arc::new(liaison::store::Store::open(&url).await.unwrap()),
-        PgBus::start(&url, stop.clone()).await.unwrap(),
-        Arc::new(liaison::clock::SystemClock),
-        Default::default(),
-        stop.clone(),
+        liaison::service::Deps::new(
+            Arc::new(liaison::store::Store::open(&url).await.unwrap()),
+            PgBus::start(&url, stop.clone()).await.unwrap(),
+            Arc::new(liaison::clock::SystemClock),
+            Default::default(),
+            stop.clone(),
+        )
+        .unwrap(),
     );
     let bob_on_b = b.authenticate(&secret).await.unwrap();
     let waiter =

@@ -178,9 +178,9 @@ struct Setup {
 }
 
 async fn setup(outbox: OutboxSettings) -> Setup {
-    let env = TestEnv::with_settings(settings(outbox)).await;
-    env.service
-        .set_master_key(MasterKey::from_hex(MASTER_HEX).unwrap());
+    let env =
+        TestEnv::with_master(settings(outbox), MasterKey::from_hex(MASTER_HEX).unwrap()).await;
+
     let alice = env.member("alice", "claude@a:1").await;
     env.person("partner", PersonKind::External).await;
     env.channel("partners", &["alice", "partner"]).await;
@@ -784,11 +784,14 @@ async fn outbox_two_workers_on_one_database_never_make_the_same_attempt() {
     let db_url = s.env._db.as_ref().unwrap().url.clone();
     let store = liaison::store::Store::open(&db_url).await.unwrap();
     let replica = Service::new(
-        Arc::new(store),
-        Arc::new(liaison::bus::LocalBus::default()),
-        Arc::new(s.env.clock.clone()),
-        settings(outbox_settings()),
-        tokio_util::sync::CancellationToken::new(),
+        liaison::service::Deps::new(
+            Arc::new(store),
+            Arc::new(liaison::bus::LocalBus::default()),
+            Arc::new(s.env.clock.clone()),
+            settings(outbox_settings()),
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .unwrap(),
     );
     let other = worker(&replica, s.keys.clone());
     let (a, b) = tokio::join!(

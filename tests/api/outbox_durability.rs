@@ -78,13 +78,16 @@ async fn outbox_deliveries_survive_a_kill_9_and_are_all_delivered_after_restart(
     let store = Store::open(&db.url).await.unwrap();
     let later = chrono::Utc::now().timestamp_millis() + 10 * 60 * 1000;
     let service = Service::new(
-        Arc::new(store),
-        Arc::new(LocalBus::default()),
-        Arc::new(ManualClock::starting_at(Timestamp(later))),
-        settings(),
-        CancellationToken::new(),
+        liaison::service::Deps::new(
+            Arc::new(store),
+            Arc::new(LocalBus::default()),
+            Arc::new(ManualClock::starting_at(Timestamp(later))),
+            settings(),
+            CancellationToken::new(),
+        )
+        .unwrap()
+        .with_master(MasterKey::from_hex(MASTER_HEX).unwrap()),
     );
-    service.set_master_key(MasterKey::from_hex(MASTER_HEX).unwrap());
     rx.script.lock().unwrap().clear();
     let w = worker(&service, Arc::new(ring()));
     let mut after = 0;
@@ -129,13 +132,16 @@ async fn outbox_child_posts() {
     let store = Store::open(&url).await.unwrap();
     let bus = Arc::new(LocalBus::default());
     let service = Service::new(
-        Arc::new(store),
-        bus.clone(),
-        Arc::new(SystemClock),
-        settings(),
-        CancellationToken::new(),
+        liaison::service::Deps::new(
+            Arc::new(store),
+            bus.clone(),
+            Arc::new(SystemClock),
+            settings(),
+            CancellationToken::new(),
+        )
+        .unwrap()
+        .with_master(MasterKey::from_hex(MASTER_HEX).unwrap()),
     );
-    service.set_master_key(MasterKey::from_hex(MASTER_HEX).unwrap());
     let wake = bus.clone();
     service.store().on_outbox_enqueue(move || {
         liaison::bus::WakeBus::publish(&*wake, &liaison::bus::Topic::outbox())

@@ -165,13 +165,15 @@ fn outbox(allow_loopback: bool) -> OutboxSettings {
 
 /// The gateway under test: alice in channel `team`.
 async fn local(allow_loopback: bool) -> TestEnv {
-    let env = TestEnv::with_settings(Settings {
-        outbox: outbox(allow_loopback),
-        ..Settings::default()
-    })
+    let env = TestEnv::with_master(
+        Settings {
+            outbox: outbox(allow_loopback),
+            ..Settings::default()
+        },
+        MasterKey::from_hex(MASTER_HEX).unwrap(),
+    )
     .await;
-    env.service
-        .set_master_key(MasterKey::from_hex(MASTER_HEX).unwrap());
+
     env.member("alice", "claude@alice:1").await;
     env.channel("team", &["alice"]).await;
     env
@@ -357,7 +359,7 @@ async fn a_signed_remote_is_registered_with_its_skills_interfaces_and_pinned_key
 async fn the_client_sends_gets_cancels_streams_and_subscribes_over_every_binding() {
     let remote = RemoteApp::start().await;
     let env = local(true).await;
-    let client = env.service.a2a_client().unwrap();
+    let client = env.service.a2a_client().clone();
     for (name, binding) in [
         ("via-grpc", "grpc"),
         ("via-jsonrpc", "jsonrpc"),
@@ -434,7 +436,7 @@ async fn the_client_sends_gets_cancels_streams_and_subscribes_over_every_binding
 async fn a_wrong_credential_and_an_unknown_task_are_the_remote_s_errors() {
     let remote = RemoteApp::start().await;
     let env = local(true).await;
-    let client = env.service.a2a_client().unwrap();
+    let client = env.service.a2a_client().clone();
     for binding in ["grpc", "jsonrpc", "http-json"] {
         let name = format!("bad-{}", binding.replace('-', ""));
         let mut spec = spec(&name, &remote.card_url(), "not-a-token");
@@ -469,7 +471,7 @@ async fn a_wrong_credential_and_an_unknown_task_are_the_remote_s_errors() {
 async fn answers_beyond_the_cap_are_refused_cleanly_on_every_binding() {
     let remote = RemoteApp::start().await;
     let env = local(true).await;
-    let full = env.service.a2a_client().unwrap();
+    let full = env.service.a2a_client().clone();
     let small = full.clone().with_max_answer_bytes(200);
     for binding in ["grpc", "jsonrpc", "http-json"] {
         let name = format!("capped-{}", binding.replace('-', ""));
@@ -863,7 +865,7 @@ impl TokenEndpoint {
 async fn oauth2_tokens_are_fetched_once_cached_and_renewed_when_refused() {
     let remote = RemoteApp::start().await;
     let env = local(true).await;
-    let client = env.service.a2a_client().unwrap();
+    let client = env.service.a2a_client().clone();
     // The first token is refused by the remote; the next one is the party's.
     let idp = TokenEndpoint::start(&["expired-token", &remote.party_token]).await;
     let mut billing = spec("billing", &remote.card_url(), "unused");
