@@ -187,7 +187,7 @@ impl Service {
         limit: Option<i64>,
     ) -> Result<ApprovalPage> {
         caller.require(Scope::Human)?;
-        let limit = super::messages::page_limit(limit)?;
+        let limit = super::page_limit(limit)?;
         let mut approvals = self
             .inner
             .store

@@ -254,7 +254,7 @@ impl Service {
             .map_or_else(ThreadId::generate, |t| t.id.clone());
         let now = self.now();
         let outbound = self
-            .outbound(super::outbound::PostFacts {
+            .outbound(super::remote_send::PostFacts {
                 caller,
                 channel: &channel,
                 thread: &thread,
@@ -355,7 +355,7 @@ impl Service {
         limit: Option<i64>,
     ) -> Result<ThreadView> {
         caller.require_participant()?;
-        let limit = page_limit(limit)?;
+        let limit = super::page_limit(limit)?;
         let (thread, _) = self.visible_thread(caller, id).await?;
         let after = after.unwrap_or(0).max(0);
         let mut messages = self
@@ -645,16 +645,5 @@ fn subject_of(req: &PostRequest) -> String {
                 .unwrap_or("(no subject)");
             first.chars().take(80).collect()
         }
-    }
-}
-
-/// A page size: 1–100, default 50.
-pub(super) fn page_limit(limit: Option<i64>) -> Result<i64> {
-    match limit {
-        None => Ok(50),
-        Some(l) if (1..=100).contains(&l) => Ok(l),
-        Some(l) => Err(ServiceError::invalid(format!(
-            "limit {l} is out of range: use 1-100"
-        ))),
     }
 }

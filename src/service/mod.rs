@@ -8,7 +8,7 @@
 mod admin;
 mod approvals;
 mod auth;
-mod console;
+mod sessions;
 mod coordination;
 mod delivery;
 mod error;
@@ -17,7 +17,8 @@ mod input;
 mod keys;
 mod limits;
 mod messages;
-mod outbound;
+mod remote_follow;
+mod remote_send;
 mod remotes;
 mod tasks;
 
@@ -28,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use admin::{ChannelSpec, IssuedToken, MemberChange, PartySpec, TokenSpec};
 pub use approvals::{ApprovalPage, ApprovalView, CONFIRM_CHARS};
-pub use console::{
+pub use sessions::{
     IssuedLink, LINK_TTL_S, MAX_LINK_TTL_S, OpenedSession, SESSION_TTL_S, session_csrf,
 };
 pub use coordination::{ClaimAction, ClaimTarget, LeaseSpec, PresenceSpec};
@@ -40,7 +41,7 @@ pub use messages::{
     DeliveredMessage, MAX_SLICE_CHARS, MessageSlice, PostReceipt, PostRequest, ThreadMessage,
     ThreadView,
 };
-pub use outbound::OutboundSend;
+pub use remote_send::OutboundSend;
 pub use remotes::{RefreshReport, RefreshSpec, RemoteAgent, RemoteSpec, RemoteView};
 pub use tasks::{
     A2A_KEY_PREFIX, PushConfigSpec, SkillRoute, TaskApproval, TaskListing, TaskMessage, TaskView,
@@ -314,6 +315,17 @@ impl Service {
     /// has already forgotten its own).
     fn directory_changed(&self) {
         self.inner.bus.publish(&Topic::directory());
+    }
+}
+
+/// A page size: 1–100, default 50.
+fn page_limit(limit: Option<i64>) -> Result<i64> {
+    match limit {
+        None => Ok(50),
+        Some(l) if (1..=100).contains(&l) => Ok(l),
+        Some(l) => Err(ServiceError::invalid(format!(
+            "limit {l} is out of range: use 1-100"
+        ))),
     }
 }
 

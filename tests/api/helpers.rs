@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use liaison::keys::ring::MasterKey;
 use liaison::bus::LocalBus;
 use liaison::clock::ManualClock;
 use liaison::domain::{ChannelName, PersonId, PersonKind, Scope, Scopes, Timestamp};
+use liaison::keys::ring::MasterKey;
 use liaison::service::{Caller, ChannelSpec, Service, Settings, TokenSpec};
 use liaison::store::Store;
 use tokio_util::sync::CancellationToken;
