@@ -21,8 +21,8 @@ use axum::routing::post;
 use axum::{Json, Router};
 use serde::Deserialize;
 
-use super::pages::{Via, card, single};
-use super::{Console, FORM_COOKIE, Page, SESSION_COOKIE, cookie};
+use super::view::{Via, card};
+use super::{Console, FORM_COOKIE, Page, SESSION_COOKIE, cookie, no_get_decision};
 use crate::domain::{ApprovalId, Decision, PersonId};
 use crate::http::{ApiError, Body, authenticate};
 use crate::service::{LINK_TTL_S, SESSION_TTL_S, ServiceError};
@@ -91,7 +91,7 @@ async fn issue_approval_link(
 
 #[derive(Deserialize, Default)]
 pub(super) struct LinkQuery {
-    link: Option<String>,
+    pub(super) link: Option<String>,
     signed_out: Option<String>,
 }
 
@@ -183,24 +183,11 @@ async fn login(
     Ok(response)
 }
 
-/// `GET /console/approvals/{id}`: with `?link=…` the link's confirmation page, else the
-/// approval for a signed-in approver.
-pub(super) async fn approval_page(
-    State(c): State<Console>,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    q: Result<Query<LinkQuery>, QueryRejection>,
-) -> Response {
-    match q.ok().and_then(|q| q.0.link) {
-        Some(secret) => match link_page(&c, &id, &secret).await {
-            Ok(r) => r,
-            Err(e) => Page::from(e).with(&c, false).into_response(),
-        },
-        None => single(c, id, headers).await,
-    }
-}
-
-async fn link_page(c: &Console, id: &str, secret: &str) -> Result<Response, ServiceError> {
+pub(super) async fn link_page(
+    c: &Console,
+    id: &str,
+    secret: &str,
+) -> Result<Response, ServiceError> {
     // A malformed id cannot be the id of this link.
     let id = ApprovalId::parse(id).map_err(|_| {
         ServiceError::new(
@@ -307,9 +294,4 @@ async fn decide_by_link(
         c.cookie(FORM_COOKIE, "", &format!("/console/approvals/{id}"), 0),
     );
     Ok(response)
-}
-
-/// A GET on a decision route: refused, nothing changes.
-pub(super) async fn no_get_decision(State(c): State<Console>) -> Page {
-    Page::method_not_allowed().with(&c, false)
 }

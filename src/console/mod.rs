@@ -1,12 +1,13 @@
 //! The web console at `/console` (SPEC §11) and the single-use approval links (SPEC §5): pages
 //! rendered on the server from the templates beside this file, one stylesheet, one small script
 //! for live updates over server-sent events. Decode, call the service, encode: the rules (links,
-//! sessions, CSRF, who decides) live in `service::console` and `service::approvals`.
+//! sessions, CSRF, who decides) live in `service::sessions` and `service::approvals`.
 //!
 //! - `links`: login links, approval links (confirmation page, then a POST), and the admin routes
 //!   that issue them.
 //! - `pages`: the signed-in pages (approvals, threads, fleet, leases), decisions, logout and the
-//!   event stream.
+//!   event stream; `GET /console/approvals/{id}` dispatches to a link's page or the signed-in one.
+//! - `view`: the approval card both show.
 //!
 //! Every console response carries a strict Content-Security-Policy (no inline script or style, no
 //! framing), `X-Frame-Options: DENY`, `Referrer-Policy: no-referrer` (link secrets sit in URLs)
@@ -14,6 +15,7 @@
 
 mod links;
 mod pages;
+mod view;
 
 use std::sync::Arc;
 
@@ -241,6 +243,11 @@ fn label_parts(label: &Label) -> Vec<LabelPart> {
             strong: i % 2 == 1,
         })
         .collect()
+}
+
+/// A GET on a decision route: refused, nothing changes.
+async fn no_get_decision(axum::extract::State(c): axum::extract::State<Console>) -> Page {
+    Page::method_not_allowed().with(&c, false)
 }
 
 /// The address of a login link: the page that signs its person in.

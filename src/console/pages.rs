@@ -16,11 +16,11 @@ use futures::Stream;
 use minijinja::value::Serde;
 use serde::{Deserialize, Serialize};
 
-use super::{Console, LabelPart, Page, SESSION_COOKIE, cookie, label_parts, links};
-use crate::domain::{
-    ApprovalId, ApprovalState, ChannelName, Decision, DecisionPath, Label, ThreadId,
-};
-use crate::service::{ApprovalView, Caller, ServiceError, session_csrf};
+use super::links::{LinkQuery, link_page};
+use super::view::{Via, card};
+use super::{Console, LabelPart, Page, SESSION_COOKIE, cookie, label_parts, no_get_decision};
+use crate::domain::{ApprovalId, ApprovalState, ChannelName, Decision, DecisionPath, ThreadId};
+use crate::service::{Caller, ServiceError, session_csrf};
 
 pub(super) fn routes() -> Router<Console> {
     Router::new()
@@ -33,14 +33,14 @@ pub(super) fn routes() -> Router<Console> {
             get(|| async { Redirect::to("/console/approvals") }),
         )
         .route("/console/approvals", get(approvals))
-        .route("/console/approvals/{id}", get(links::approval_page))
+        .route("/console/approvals/{id}", get(approval_page))
         .route(
             "/console/approvals/{id}/allow",
-            post(allow).get(links::no_get_decision),
+            post(allow).get(no_get_decision),
         )
         .route(
             "/console/approvals/{id}/reject",
-            post(reject).get(links::no_get_decision),
+            post(reject).get(no_get_decision),
         )
         .route("/console/threads", get(threads))
         .route("/console/threads/{id}", get(thread))
@@ -105,94 +105,6 @@ fn frame<'a>(s: &'a Session, page: &'static str) -> Frame<'a> {
     }
 }
 
-/// A form a card's button submits: where, and its hidden fields.
-#[derive(Serialize)]
-pub(super) struct FormSpec {
-    action: String,
-    hidden: Vec<(&'static str, String)>,
-}
-
-/// How a card's buttons decide: through the session, or through a single-use link.
-pub(super) enum Via<'a> {
-    Session { csrf: &'a str },
-    Link { secret: &'a str, csrf: &'a str },
-}
-
-/// An approval as the approval card shows it.
-#[derive(Serialize)]
-pub(super) struct Card {
-    id: String,
-    subject: String,
-    requester: String,
-    channel: String,
-    impact: String,
-    thread: String,
-    thread_href: Option<String>,
-    approvers: String,
-    expires_at: String,
-    fingerprint: String,
-    /// For a message leaving the team: the remote agent it would go to.
-    destination: Option<String>,
-    label: Vec<LabelPart>,
-    body: String,
-    attachments: usize,
-    allow: Option<FormSpec>,
-    reject: Option<FormSpec>,
-}
-
-pub(super) fn card(c: &Console, view: &ApprovalView, via: Via<'_>) -> Card {
-    let a = &view.approval;
-    let label = Label::new(
-        &view.requested_by_name,
-        Some(a.impact),
-        c.service.settings().label_language,
-    );
-    let (allow, reject) = match (a.state, &via) {
-        (ApprovalState::Pending, Via::Session { csrf }) => {
-            let form = |verb: &str| FormSpec {
-                action: format!("/console/approvals/{}/{verb}", a.id),
-                hidden: vec![("csrf", (*csrf).to_owned())],
-            };
-            (Some(form("allow")), Some(form("reject")))
-        }
-        (ApprovalState::Pending, Via::Link { secret, csrf }) => {
-            let form = |decision: &str| FormSpec {
-                action: format!("/console/approvals/{}/link", a.id),
-                hidden: vec![
-                    ("link", (*secret).to_owned()),
-                    ("csrf", (*csrf).to_owned()),
-                    ("decision", decision.to_owned()),
-                ],
-            };
-            (Some(form("allow")), Some(form("reject")))
-        }
-        _ => (None, None),
-    };
-    Card {
-        id: a.id.to_string(),
-        subject: if view.subject.trim().is_empty() {
-            "(no subject)".to_owned()
-        } else {
-            crate::domain::text::one_line(&view.subject)
-        },
-        requester: view.requested_by_name.clone(),
-        channel: format!("#{}", a.channel),
-        impact: a.impact.to_string(),
-        thread: a.thread.to_string(),
-        thread_href: matches!(via, Via::Session { .. })
-            .then(|| format!("/console/threads/{}", a.thread)),
-        approvers: view.approver_names.join(", "),
-        expires_at: a.expires_at.to_string(),
-        fingerprint: a.fingerprint.clone(),
-        destination: view.destination.clone(),
-        label: label_parts(&label),
-        body: view.request.body.clone(),
-        attachments: view.request.attachments.len(),
-        allow,
-        reject,
-    }
-}
-
 #[derive(Deserialize, Default)]
 struct Notice {
     allowed: Option<String>,
@@ -212,6 +124,23 @@ impl Notice {
         id(&self.rejected).map(|id| {
             format!("Rejected {id}: the thread is closed and the requester is told your reason.")
         })
+    }
+}
+
+/// `GET /console/approvals/{id}`: with `?link=…` the link's confirmation page, else the
+/// approval for a signed-in approver.
+pub(super) async fn approval_page(
+    State(c): State<Console>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    q: Result<Query<LinkQuery>, QueryRejection>,
+) -> Response {
+    match q.ok().and_then(|q| q.0.link) {
+        Some(secret) => match link_page(&c, &id, &secret).await {
+            Ok(r) => r,
+            Err(e) => Page::from(e).with(&c, false).into_response(),
+        },
+        None => single(c, id, headers).await,
     }
 }
 

@@ -8,7 +8,6 @@
 mod admin;
 mod approvals;
 mod auth;
-mod sessions;
 mod coordination;
 mod delivery;
 mod error;
@@ -20,6 +19,7 @@ mod messages;
 mod remote_follow;
 mod remote_send;
 mod remotes;
+mod sessions;
 mod tasks;
 
 use std::collections::HashMap;
@@ -29,9 +29,6 @@ use tokio_util::sync::CancellationToken;
 
 pub use admin::{ChannelSpec, IssuedToken, MemberChange, PartySpec, TokenSpec};
 pub use approvals::{ApprovalPage, ApprovalView, CONFIRM_CHARS};
-pub use sessions::{
-    IssuedLink, LINK_TTL_S, MAX_LINK_TTL_S, OpenedSession, SESSION_TTL_S, session_csrf,
-};
 pub use coordination::{ClaimAction, ClaimTarget, LeaseSpec, PresenceSpec};
 pub use delivery::{DeliveryView, PushParts, WEBHOOK_EVENTS, WebhookSpec};
 pub use error::{ErrorCode, Result, ServiceError};
@@ -43,6 +40,9 @@ pub use messages::{
 };
 pub use remote_send::OutboundSend;
 pub use remotes::{RefreshReport, RefreshSpec, RemoteAgent, RemoteSpec, RemoteView};
+pub use sessions::{
+    IssuedLink, LINK_TTL_S, MAX_LINK_TTL_S, OpenedSession, SESSION_TTL_S, session_csrf,
+};
 pub use tasks::{
     A2A_KEY_PREFIX, PushConfigSpec, SkillRoute, TaskApproval, TaskListing, TaskMessage, TaskView,
 };
