@@ -448,8 +448,8 @@ impl Server {
         .expect("liaison serves within 60 s");
         // Keep reading stdout so the server never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        let demo = std::fs::read_to_string(dir.path().join(liaison::demo::DEMO_FILE)).unwrap();
-        let demo: liaison::demo::Demo = serde_json::from_str(&demo).unwrap();
+        let demo = std::fs::read_to_string(dir.path().join(liaison::app::demo::DEMO_FILE)).unwrap();
+        let demo: liaison::app::demo::Demo = serde_json::from_str(&demo).unwrap();
         Server {
             child,
             url,

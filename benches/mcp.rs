@@ -1274,7 +1274,7 @@ struct Server {
     /// The public base URL it printed (`http://127.0.0.1:PORT`).
     url: String,
     /// The demo's people and tokens (the replica reads them from the first server).
-    demo: Option<liaison::demo::Demo>,
+    demo: Option<liaison::app::demo::Demo>,
     /// The bootstrap admin token (written by the first server to start on a database).
     admin_token: String,
     /// Scrapes `/metrics`.
@@ -1344,8 +1344,8 @@ impl Server {
         // Keep reading stdout so the server never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).ok();
-        let demo = read(liaison::demo::DEMO_FILE)
-            .map(|text| serde_json::from_str::<liaison::demo::Demo>(&text).unwrap());
+        let demo = read(liaison::app::demo::DEMO_FILE)
+            .map(|text| serde_json::from_str::<liaison::app::demo::Demo>(&text).unwrap());
         let admin_token = read(liaison::app::ADMIN_TOKEN_FILE)
             .map(|t| t.trim().to_owned())
             .unwrap_or_default();
@@ -1388,7 +1388,7 @@ impl Server {
         }
     }
 
-    fn demo(&self) -> &liaison::demo::Demo {
+    fn demo(&self) -> &liaison::app::demo::Demo {
         self.demo.as_ref().expect("a server started with --demo")
     }
 

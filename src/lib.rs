@@ -33,7 +33,6 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod console;
-pub mod demo;
 pub mod domain;
 pub mod http;
 pub mod keys;

@@ -3,6 +3,7 @@
 //! directory). `anyhow` is fine here: errors end the process with a message.
 
 mod admin;
+pub mod agent;
 mod approvals;
 mod keys;
 pub mod logging;
@@ -111,12 +112,12 @@ pub enum Command {
     /// Claim a request or handoff thread (LIAISON_TOKEN), `next` for the oldest waiting; --release.
     Claim(member::ClaimArgs),
     /// MCP over stdio, for clients that only speak stdio; forwards to a running server.
-    Mcp(crate::mcp::agent::McpArgs),
+    Mcp(agent::McpArgs),
     /// Claude Code / Codex hooks: session-start and stop.
     #[command(subcommand)]
-    Hook(crate::mcp::agent::HookCommand),
+    Hook(agent::HookCommand),
     /// Wake-up relay: runs COMMAND (with a summary on stdin) when inbox entries arrive.
-    Watch(crate::mcp::watch::WatchArgs),
+    Watch(agent::watch::WatchArgs),
     /// Exit 0 when the server at URL answers /readyz, else 1 (for container health checks).
     Healthcheck {
         /// Base URL of the server, e.g. http://127.0.0.1:8080
@@ -185,9 +186,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Thread(a) => member::thread(a).await,
         Command::Post(a) => member::post(a).await,
         Command::Claim(a) => member::claim(a).await,
-        Command::Mcp(args) => crate::mcp::agent::mcp(args).await,
-        Command::Hook(command) => crate::mcp::agent::hook(command).await,
-        Command::Watch(args) => crate::mcp::watch::run(args).await,
+        Command::Mcp(args) => agent::mcp(args).await,
+        Command::Hook(command) => agent::hook(command).await,
+        Command::Watch(args) => agent::watch::run(args).await,
         Command::Completions { shell } => {
             use clap::CommandFactory as _;
             use std::io::Write as _;

@@ -54,11 +54,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ));
     }
     if args.demo {
-        let demo = crate::demo::ensure(&app)
+        let demo = crate::app::demo::ensure(&app)
             .await
             .context("Could not create the demo")?;
-        let file = app.data_dir().join(crate::demo::DEMO_FILE);
-        say(&crate::demo::instructions(&demo, &file));
+        let file = app.data_dir().join(crate::app::demo::DEMO_FILE);
+        say(&crate::app::demo::instructions(&demo, &file));
     }
     say(&format!(
         "liaison is serving at {} (listening on {})",

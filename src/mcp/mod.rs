@@ -8,16 +8,15 @@
 //! Depends on `service`, `domain` and `admin`'s header parsing; nothing depends on it but `app`.
 //! Protocol decisions are written down in `README.md` next to this file.
 
-pub mod agent;
 pub(crate) mod args;
 mod elicit;
-mod progress;
-mod remote;
+pub(crate) mod progress;
 pub(crate) mod render;
 mod sessions;
-mod stdio;
-mod tools;
-pub mod watch;
+mod settings;
+pub(crate) mod tools;
+
+pub use settings::McpSettings;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,7 +31,6 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::McpSettings;
 use crate::domain::Scope;
 use crate::http::{ApiError, authenticate};
 use crate::service::{Caller, ErrorCode, Service, ServiceError};

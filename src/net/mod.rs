@@ -22,7 +22,6 @@
 
 mod body;
 mod conn;
-pub mod guard;
 pub mod outbound;
 pub mod tls;
 

@@ -32,7 +32,7 @@ pub(super) type Parts = axum::http::request::Parts;
 
 impl Tools {
     /// Every tool: the message tools and the coordination tools.
-    pub(super) fn router() -> ToolRouter<Tools> {
+    pub(crate) fn router() -> ToolRouter<Tools> {
         Self::message_router() + Self::coordination_router()
     }
 
@@ -152,7 +152,7 @@ impl ServerHandler for Tools {
 }
 
 /// What liaison says about itself on both transports: tools only, and how to treat what it returns.
-pub(super) fn server_info() -> ServerConfig {
+pub(crate) fn server_info() -> ServerConfig {
     ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
         .with_server_info(Implementation::new("liaison", env!("CARGO_PKG_VERSION")))
         .with_instructions(INSTRUCTIONS.to_owned())

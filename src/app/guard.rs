@@ -10,10 +10,10 @@ use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::ClientAddr;
 use crate::a2a;
 use crate::a2a::errors::{A2aError, SpecVersion};
 use crate::http::ApiError;
+use crate::net::ClientAddr;
 use crate::service::{Service, ServiceError};
 
 /// The middleware (`axum::middleware::from_fn_with_state`).

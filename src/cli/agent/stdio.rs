@@ -11,10 +11,10 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt as _};
 use serde_json::Value;
 
-use super::Tools;
-use super::progress::with_progress;
-use super::remote::Remote;
-use super::tools::server_info;
+use super::client::Remote;
+use crate::mcp::Tools;
+use crate::mcp::progress::with_progress;
+use crate::mcp::tools::server_info;
 
 /// Forwards every tool call to the server.
 #[derive(Clone)]

@@ -3,6 +3,9 @@
 //! is known before it serves; `run_until_stopped` serves until the cancellation token fires, then
 //! ends long-polls, finishes in-flight requests and closes the store.
 
+pub mod demo;
+mod guard;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -224,7 +227,7 @@ impl App {
             .fallback(crate::http::unknown_route)
             .layer(axum::middleware::from_fn_with_state(
                 service.clone(),
-                crate::net::guard::auth_failures,
+                guard::auth_failures,
             ))
             .layer(tower_http::trace::TraceLayer::new_for_http())
             .layer(axum::middleware::from_fn(crate::http::access::observe));
@@ -329,7 +332,7 @@ fn card_definition(dir: &Path) -> anyhow::Result<CardDefinition> {
     }
     tracing::info!(dir = %dir.display(), "No card.toml there; using the built-in Agent Card.");
     Ok(CardDefinition::from_toml(include_str!(
-        "../agent-card/card.toml"
+        "../../agent-card/card.toml"
     ))?)
 }
 
