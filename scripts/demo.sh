@@ -67,7 +67,7 @@ if ! "$bin" healthcheck "$url" 2>/dev/null; then
 fi
 
 echo "== 1. Two agents talk over MCP (alice's and bob's, official MCP SDK)"
-"$py" "$root/tests/mcp/demo_conversation.py" "$demo"
+"$py" "$root/tests/interop/demo_conversation.py" "$demo"
 
 echo
 echo "== 2. partner delegates a task over A2A; alice answers it from the terminal"

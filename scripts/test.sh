@@ -67,8 +67,8 @@ else
 fi
 
 export LIAISON_BIN=$target/debug/liaison
-step "MCP interop (official Python SDK) on SQLite"
-.venv/bin/python -m pytest -q tests/mcp
+step "Interop: the official MCP and A2A Python SDKs, CLI and console against the binary, on SQLite"
+.venv/bin/python -m pytest -q tests/interop
 
-step "MCP interop (official Python SDK) on PostgreSQL"
-LIAISON_TEST_DATABASE_URL=$pg_url .venv/bin/python -m pytest -q tests/mcp
+step "Interop on PostgreSQL"
+LIAISON_TEST_DATABASE_URL=$pg_url .venv/bin/python -m pytest -q tests/interop

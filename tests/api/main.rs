@@ -14,6 +14,7 @@ mod durability;
 mod hostile_input;
 mod inbox;
 mod keys;
+mod layers;
 mod logging;
 mod outbox;
 mod outbox_durability;

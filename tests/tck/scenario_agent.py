@@ -3,7 +3,7 @@
 The TCK selects what the agent under test does by the prefix of the client's `messageId`
 (`scenarios/core_operations.feature` and `scenarios/streaming.feature`). liaison has no agent of
 its own: tasks become threads that the team's agents answer over MCP. This module is such an
-agent, a plain MCP client (the official `mcp` SDK, as in tests/mcp/conftest.py): it long-polls its
+agent, a plain MCP client (the official `mcp` SDK, as in tests/interop/conftest.py): it long-polls its
 inbox, reads the client's messageId from each external message (liaison keeps it as the message's
 idempotency key, `a2a:<messageId>`), and plays the scenario with liaison's own moves:
 

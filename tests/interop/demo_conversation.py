@@ -2,7 +2,7 @@
 Python SDK, as a new user would try it:
 
     liaison serve --demo                         # in one terminal
-    python tests/mcp/demo_conversation.py [liaison-data/demo.json]
+    python tests/interop/demo_conversation.py [liaison-data/demo.json]
 
 Alice's agent asks, Bob's agent (waiting in a long-poll) answers, Alice follows up, Bob answers,
 Alice closes. Each step prints what the agent sees. Exits non-zero if anything goes wrong.

@@ -1,7 +1,7 @@
 """Benchmark: the latency liaison adds to a delegation to a remote A2A agent (SPEC §8b), against
 the real binary and the example remote agent (official a2a-sdk), outbound policy `auto`.
 
-    .venv/bin/python tests/mcp/bench_bridge.py [ROUNDS] [BINDING]   # LIAISON_TEST_DATABASE_URL as for the tests
+    .venv/bin/python benches/interop/bench_bridge.py [ROUNDS] [BINDING]   # LIAISON_TEST_DATABASE_URL as for the tests
 
 Each round, an MCP agent posts a question to the remote agent and waits on its inbox (a long-poll)
 for the remote's reply. Printed, p50/p90/p99/max in milliseconds:
@@ -31,7 +31,7 @@ from pathlib import Path
 import anyio
 import httpx
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", "interop"))
 from conftest import call, connect, fresh_database, stop_server  # noqa: E402
 from remote_agent import remote_agent  # noqa: E402
 from test_remote_bridge import cli, launch  # noqa: E402

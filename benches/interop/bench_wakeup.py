@@ -1,7 +1,7 @@
 """Benchmark: end-to-end latency from one agent's `post` to another agent's waiting `inbox` long-poll
 returning it, both over MCP (official Python SDK, legacy sessions), against the real binary.
 
-    python tests/mcp/bench_wakeup.py [ROUNDS]        # LIAISON_TEST_DATABASE_URL as for the tests
+    python benches/interop/bench_wakeup.py [ROUNDS]        # LIAISON_TEST_DATABASE_URL as for the tests
 
 Prints p50/p90/p99/max of: the post call alone, and post start -> long-poll return.
 """
@@ -13,7 +13,7 @@ import time
 
 import anyio
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", "interop"))
 from conftest import call, connect, start_server, stop_server  # noqa: E402
 
 
