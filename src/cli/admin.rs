@@ -512,14 +512,7 @@ pub(super) fn member_token(what: &str) -> anyhow::Result<String> {
         .with_context(|| format!("Set LIAISON_TOKEN to your own token ({what})"))
 }
 
-/// Percent-encodes a query value (RFC 3986 unreserved characters pass).
+/// Percent-encodes a path segment or query value.
 pub(super) fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    crate::domain::text::percent_encode(s)
 }

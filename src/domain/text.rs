@@ -173,6 +173,26 @@ pub fn first_storable_violation(text: &str) -> Option<(usize, char)> {
     text.chars().enumerate().find(|(_, c)| *c == '\0')
 }
 
+/// Percent-encodes `s` for a URL path segment or a query or form value: RFC 3986's unreserved
+/// characters pass, every other byte of its UTF-8 becomes `%XX`.
+pub fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char);
+            }
+            _ => {
+                const HEX: &[u8; 16] = b"0123456789ABCDEF";
+                out.push('%');
+                out.push(HEX[usize::from(b >> 4)] as char);
+                out.push(HEX[usize::from(b & 0xf)] as char);
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,5 +234,13 @@ mod tests {
     fn only_nul_cannot_be_stored() {
         assert_eq!(first_storable_violation("ab\0c"), Some((2, '\0')));
         assert_eq!(first_storable_violation("é\u{1}\u{ffff}"), None);
+    }
+
+    #[test]
+    fn percent_encoding_keeps_unreserved_characters_and_escapes_every_other_byte() {
+        assert_eq!(percent_encode("aZ09-_.~"), "aZ09-_.~");
+        assert_eq!(percent_encode("a b/c?d&e=f%"), "a%20b%2Fc%3Fd%26e%3Df%25");
+        assert_eq!(percent_encode("é\u{2028}"), "%C3%A9%E2%80%A8");
+        assert_eq!(percent_encode(""), "");
     }
 }

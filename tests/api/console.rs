@@ -183,14 +183,7 @@ impl Console {
 
 /// Percent-encodes a form value.
 fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    liaison::domain::text::percent_encode(s)
 }
 
 /// The value of the first hidden input named `name` in a page.
