@@ -3,26 +3,30 @@
 //!
 //! # Layout
 //!
-//! - [`domain`]: pure types and rules (ids, kinds, the thread, task and approval state machines,
-//!   the label, the rules for showing untrusted text).
-//! - [`store`]: SQLite and PostgreSQL persistence behind one `Store`; group commit on SQLite.
-//! - [`bus`]: the wake-up bus that ends long-polls the moment an entry arrives.
-//! - [`clock`]: time as the service sees it; tests move it by hand.
-//! - [`service`]: every operation and every business rule, once, transport-neutral.
-//! - [`admin`]: the admin HTTP API under `/admin/v1`.
-//! - [`api`]: the member HTTP API under `/api/v1` (approvals for humans; inbox, thread, post, claim).
-//! - [`metrics`]: Prometheus metrics at `/metrics` and the access log.
-//! - [`console`]: the web console at `/console` for humans, and single-use login and approval links.
-//! - [`a2a`]: the A2A 1.0 front for external agents (wire types, error table, signed Agent Card).
-//! - [`mcp`]: the MCP front for internal agents (`/mcp`, tools, bearer check).
-//! - [`cli`]: the command line (serve, and the admin commands calling the admin API).
-//! - [`config`]: layered configuration (file, `LIAISON_*` environment, flags).
-//! - [`net`]: the listener: one accept loop for plain and TLS, connection cap and timeouts, the
-//!   failed-authentication guard.
-//! - [`outbox`]: durable outbound deliveries (A2A push, Standard Webhooks) and the SSRF-safe client.
-//! - [`remote`]: the outbound bridge: remote agents' cards, the A2A client that calls them.
-//! - [`keys`]: the signing key ring in the store, rotation with overlap, push JWTs.
-//! - [`app`]: wiring: `App::build` binds listeners, `App::run_until_stopped` serves.
+//! Every top-level module stands on one floor and imports only the floors below it
+//! (`tests/api/layers.rs` keeps this; the import graph has no circle between files either).
+//!
+//! 1. Pure: [`domain`] (ids, kinds, the thread, task and approval state machines, the label, the
+//!    rules for showing untrusted text, the delivery retry policy, secrets' primitives) and
+//!    [`metrics`] (the process's registry, and who the request's caller is).
+//! 2. Adapters to the world, no rules: [`store`] (SQLite and PostgreSQL behind one `Store`; group
+//!    commit), [`bus`] (the wake-up bus that ends long-polls), [`clock`], [`net`] (the listener,
+//!    TLS, the SSRF-safe outbound client), [`wire`] (the A2A protocol types shared by the server
+//!    front and the client).
+//! 3. [`keys`]: the signing key ring in the store, rotation with overlap, JWS/JWKS/JWT, push JWTs.
+//! 4. [`remote`]: the A2A client of the outbound bridge (cards, three bindings, what answers mean).
+//! 5. [`service`]: every operation and every business rule, once, transport-neutral.
+//! 6. [`http`]: the toolkit every HTTP front shares (error shape and status table, bearer
+//!    authentication, access log, `/metrics`).
+//! 7. The fronts: decode, call, encode. [`a2a`] (the A2A 1.0 server on three bindings, the signed
+//!    Agent Card, the push renderer and receiver), [`mcp`] (`/mcp`, tools, bearer check),
+//!    [`admin`] (`/admin/v1`), [`console`] (`/console` and the single-use links).
+//! 8. [`api`]: the member HTTP API under `/api/v1` (it shares MCP's argument shapes).
+//! 9. [`workers`]: the lease loop, the outbox worker, the remote sender and follower, sweeps.
+//! 10. [`config`]: layered configuration (embedded defaults, file, `LIAISON_*`, flags).
+//! 11. [`app`]: wiring: `App::build` binds listeners and builds the service once,
+//!     `App::run_until_stopped` serves; the failed-authentication guard; the first-run demo.
+//! 12. [`cli`]: the command line (serve, the admin and member commands, the agent-side helpers).
 
 pub mod a2a;
 pub mod admin;
