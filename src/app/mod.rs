@@ -6,6 +6,7 @@
 pub mod demo;
 mod guard;
 
+use futures::FutureExt as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -269,29 +270,70 @@ impl App {
     /// Serves until the shutdown token is cancelled, then drains and closes the store.
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
         let shutdown = self.shutdown.clone();
-        let sweeper = tokio::spawn(crate::workers::sweep::sweep_approvals(
-            self.service.clone(),
-            shutdown.clone(),
-        ));
-        let outbox = tokio::spawn(self.worker.clone().run(
-            self.bus.clone(),
-            self.service.settings().outbox.concurrency,
-            shutdown.clone(),
-        ));
-        let follower = tokio::spawn(
+        // Every background task is named, and how each ended is logged: a panicked worker is
+        // reported, never silently gone.
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut names = std::collections::HashMap::new();
+        let mut start = |name: &'static str, task: futures::future::BoxFuture<'static, ()>| {
+            names.insert(tasks.spawn(task).id(), name);
+        };
+        start(
+            "approval sweep",
+            crate::workers::sweep::sweep_approvals(self.service.clone(), shutdown.clone()).boxed(),
+        );
+        start(
+            "outbox worker",
+            self.worker
+                .clone()
+                .run(
+                    self.bus.clone(),
+                    self.service.settings().outbox.concurrency,
+                    shutdown.clone(),
+                )
+                .boxed(),
+        );
+        start(
+            "remote follower",
             self.follower
                 .clone()
-                .run(self.bus.clone(), shutdown.clone()),
+                .run(self.bus.clone(), shutdown.clone())
+                .boxed(),
         );
-        let keys = tokio::spawn(self.keys.clone().follow(shutdown.clone()));
+        start(
+            "key ring follower",
+            self.keys.clone().follow(shutdown.clone()).boxed(),
+        );
         tracing::info!(addr = %self.local_addr(), public_url = %self.public_url, "Serving.");
-        crate::net::serve(self.listener, self.router, self.tls, self.server, shutdown)
-            .await
-            .context("The server failed")?;
-        let _ = sweeper.await;
-        let _ = outbox.await;
-        let _ = follower.await;
-        let _ = keys.await;
+        let served = crate::net::serve(
+            self.listener,
+            self.router,
+            self.tls,
+            self.server,
+            shutdown.clone(),
+        )
+        .await
+        .context("The server failed");
+        // The server may fail before the token is cancelled: stop the workers in any case.
+        shutdown.cancel();
+        while let Some(ended) = tasks.join_next_with_id().await {
+            match ended {
+                Ok((id, ())) => {
+                    tracing::debug!(
+                        task = names.get(&id).copied().unwrap_or("?"),
+                        "A background task stopped."
+                    );
+                }
+                Err(e) => {
+                    let task = names.get(&e.id()).copied().unwrap_or("?");
+                    if e.is_panic() {
+                        tracing::error!(task, error = %e, "A background task panicked.");
+                    } else {
+                        tracing::warn!(task, error = %e, "A background task was cancelled.");
+                    }
+                }
+            }
+        }
+        served?;
         self.service.store().close().await;
         tracing::info!("Stopped.");
         Ok(())

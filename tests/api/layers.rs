@@ -104,7 +104,10 @@ fn every_module_imports_only_the_floors_below_it() {
             continue;
         };
         let Some(&floor) = floors.get(module.as_str()) else {
-            broken.push(format!("{}: module `{module}` has no floor in FLOORS", file.display()));
+            broken.push(format!(
+                "{}: module `{module}` has no floor in FLOORS",
+                file.display()
+            ));
             continue;
         };
         let text = std::fs::read_to_string(file).unwrap();
@@ -131,7 +134,11 @@ fn every_module_imports_only_the_floors_below_it() {
             ));
         }
     }
-    assert!(broken.is_empty(), "the floors are broken:\n{}", broken.join("\n"));
+    assert!(
+        broken.is_empty(),
+        "the floors are broken:\n{}",
+        broken.join("\n")
+    );
 }
 
 #[test]
@@ -142,11 +149,14 @@ fn the_layer_check_sees_an_upward_import_and_skips_comments() {
 
 #[test]
 fn every_top_level_module_of_lib_rs_has_a_floor() {
-    let lib = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"))
-        .unwrap();
+    let lib =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
     let floors: Vec<&str> = FLOORS.iter().map(|(m, _)| *m).collect();
     for line in lib.lines() {
-        if let Some(m) = line.strip_prefix("pub mod ").and_then(|m| m.strip_suffix(';')) {
+        if let Some(m) = line
+            .strip_prefix("pub mod ")
+            .and_then(|m| m.strip_suffix(';'))
+        {
             assert!(floors.contains(&m), "`{m}` is in lib.rs but has no floor");
         }
     }
