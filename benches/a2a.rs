@@ -38,6 +38,8 @@
 //! Client and server share the machine's cores, so on a small machine the figures are lower
 //! bounds for the server.
 
+#![allow(clippy::disallowed_methods)] // a client of the server under test
+
 use std::net::SocketAddr;
 use std::process::Stdio;
 use std::sync::Arc;

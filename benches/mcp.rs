@@ -69,6 +69,8 @@
 //! spent during the cell, divided by its operations; PostgreSQL's own CPU is not counted. Client
 //! and server share the machine's cores, so on a small machine the rates are lower bounds.
 
+#![allow(clippy::disallowed_methods)] // a client of the server under test
+
 use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};

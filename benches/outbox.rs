@@ -4,6 +4,8 @@
 //!
 //! Run: `cargo bench --bench outbox` (add `LIAISON_BENCH_PG_URL=postgres://postgres@127.0.0.1:5432/postgres`).
 
+#![allow(clippy::disallowed_methods)] // a client of the server under test
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

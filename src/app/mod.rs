@@ -197,6 +197,9 @@ impl App {
                 .with_rest_content_type(config.rest_content_type)
                 .with_extended_cards(cards);
         if let Some(jwt) = config.jwt.clone() {
+            // The operator's own identity provider, named in the configuration (often on a private
+            // address the SSRF guard would refuse); only its key set is fetched.
+            #[allow(clippy::disallowed_methods)]
             let http = reqwest::Client::builder()
                 .build()
                 .context("Could not build the HTTP client for the JWT key set")?;

@@ -116,6 +116,7 @@ impl OutboundClient {
         crate::net::tls::install_crypto_provider();
         let policy = Arc::new(policy);
         let builder = || {
+            #[allow(clippy::disallowed_methods)] // the one place the server builds a client
             reqwest::Client::builder()
                 .dns_resolver(GuardedResolver {
                     policy: policy.clone(),

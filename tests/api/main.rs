@@ -1,6 +1,8 @@
 //! The integration suite: one binary, run against SQLite by default and against PostgreSQL when
 //! `LIAISON_TEST_DATABASE_URL` points at a server (each test then gets a fresh database).
 
+#![allow(clippy::disallowed_methods)] // a client of the server under test
+
 mod helpers;
 
 mod admin_http;
