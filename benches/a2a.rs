@@ -488,7 +488,7 @@ impl Server {
 /// Fields left out are skipped on decoding, as protobuf does with unknown fields.
 mod pb {
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct SendMessageRequest {
+    pub(crate) struct SendMessageRequest {
         #[prost(message, optional, tag = "2")]
         pub message: Option<Message>,
         #[prost(message, optional, tag = "3")]
@@ -496,7 +496,7 @@ mod pb {
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Message {
+    pub(crate) struct Message {
         #[prost(string, tag = "1")]
         pub message_id: String,
         /// `Role` (an enum: a varint on the wire).
@@ -508,26 +508,26 @@ mod pb {
 
     /// `Part`: only the `text` member (1) of its `content` oneof.
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Part {
+    pub(crate) struct Part {
         #[prost(string, optional, tag = "1")]
         pub text: Option<String>,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct SendMessageConfiguration {
+    pub(crate) struct SendMessageConfiguration {
         #[prost(bool, tag = "4")]
         pub return_immediately: bool,
     }
 
     /// `SendMessageResponse`: only the `task` member (1) of its `payload` oneof.
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct SendMessageResponse {
+    pub(crate) struct SendMessageResponse {
         #[prost(message, optional, tag = "1")]
         pub task: Option<Task>,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Task {
+    pub(crate) struct Task {
         #[prost(string, tag = "1")]
         pub id: String,
         #[prost(message, optional, tag = "3")]
@@ -535,7 +535,7 @@ mod pb {
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct TaskStatus {
+    pub(crate) struct TaskStatus {
         /// `TaskState` (an enum: a varint on the wire).
         #[prost(int32, tag = "1")]
         pub state: i32,

@@ -15,7 +15,7 @@ const ERROR_SAMPLES: usize = 5;
 
 /// Runs `bench` with the URL of a fresh database on the server of `LIAISON_BENCH_PG_URL`, then
 /// drops the database; does nothing when the variable is unset.
-pub async fn with_postgres<F, Fut>(bench: F)
+pub(crate) async fn with_postgres<F, Fut>(bench: F)
 where
     F: FnOnce(String) -> Fut,
     Fut: Future<Output = ()>,
@@ -45,7 +45,7 @@ where
 
 /// What one run of operations gave: the successful ones' latencies and the failures.
 #[derive(Default)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub latencies: Vec<Duration>,
     /// Up to [`ERROR_SAMPLES`] distinct messages with their counts.
     pub errors: BTreeMap<String, usize>,
@@ -54,7 +54,7 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    pub fn record(&mut self, result: Result<Duration, String>) {
+    pub(crate) fn record(&mut self, result: Result<Duration, String>) {
         match result {
             Ok(latency) => self.latencies.push(latency),
             Err(message) => {
@@ -79,7 +79,7 @@ impl Outcome {
     }
 
     /// The successful latencies in milliseconds, sorted.
-    pub fn latencies_ms(&self) -> Vec<f64> {
+    pub(crate) fn latencies_ms(&self) -> Vec<f64> {
         let mut ms: Vec<f64> = self
             .latencies
             .iter()
@@ -90,7 +90,7 @@ impl Outcome {
     }
 
     /// Prints the failures' messages under a table row.
-    pub fn report(&self, phase: &str) {
+    pub(crate) fn report(&self, phase: &str) {
         for (message, count) in &self.errors {
             println!("    {phase}: {count} × {message}");
         }
@@ -106,7 +106,7 @@ impl Outcome {
 
 /// Runs `count` operations from `concurrency` workers, each taking the next operation number:
 /// `job(worker, n)`.
-pub async fn measure<F, Fut>(concurrency: usize, count: usize, job: F) -> Outcome
+pub(crate) async fn measure<F, Fut>(concurrency: usize, count: usize, job: F) -> Outcome
 where
     F: Fn(usize, usize) -> Fut + Clone + Send + 'static,
     Fut: Future<Output = Result<(), String>> + Send + 'static,
@@ -139,7 +139,7 @@ where
 }
 
 /// The value at quantile `q` of sorted `values`; NaN when there is none.
-pub fn percentile(values: &[f64], q: f64) -> f64 {
+pub(crate) fn percentile(values: &[f64], q: f64) -> f64 {
     if values.is_empty() {
         return f64::NAN;
     }
@@ -157,7 +157,7 @@ static CLOCK_TICKS: LazyLock<f64> = LazyLock::new(|| {
 });
 
 /// The CPU time (user + system) process `pid` has used so far, on Linux.
-pub fn cpu_time(pid: u32) -> Option<Duration> {
+pub(crate) fn cpu_time(pid: u32) -> Option<Duration> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // After "pid (comm) ", the fields from `state` on; utime and stime are fields 14 and 15.
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();

@@ -24,7 +24,7 @@ use crate::mcp::args::{ClaimActionArg, ClaimArgs, PostArgs};
 use crate::service::{Caller, ClaimAction, ClaimTarget, InboxRequest, Service, ServiceError};
 
 /// A query string whose rejections come back in the API's error shape with `invalid_input`.
-pub struct Params<T>(pub T);
+pub(super) struct Params<T>(pub T);
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Params<T> {
     type Rejection = ApiError;

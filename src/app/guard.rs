@@ -17,7 +17,11 @@ use crate::net::ClientAddr;
 use crate::service::{Service, ServiceError};
 
 /// The middleware (`axum::middleware::from_fn_with_state`).
-pub async fn auth_failures(State(service): State<Service>, req: Request, next: Next) -> Response {
+pub(super) async fn auth_failures(
+    State(service): State<Service>,
+    req: Request,
+    next: Next,
+) -> Response {
     let Some(ip) = req.extensions().get::<ClientAddr>().map(|c| c.0.ip()) else {
         return next.run(req).await;
     };

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::{LocalBus, Subscription, Topic, WakeBus};
 
 /// The PostgreSQL notification channel shared by all replicas.
-pub const CHANNEL: &str = "liaison_wake";
+pub(super) const CHANNEL: &str = "liaison_wake";
 
 /// Local waiters plus notifications across replicas.
 pub struct PgBus {

@@ -189,7 +189,7 @@ pub enum ChannelCommand {
     },
 }
 
-pub async fn person(c: PersonCommand) -> anyhow::Result<()> {
+pub(super) async fn person(c: PersonCommand) -> anyhow::Result<()> {
     match c {
         PersonCommand::Add {
             id,
@@ -223,7 +223,7 @@ pub async fn person(c: PersonCommand) -> anyhow::Result<()> {
     }
 }
 
-pub async fn party(c: PartyCommand) -> anyhow::Result<()> {
+pub(super) async fn party(c: PartyCommand) -> anyhow::Result<()> {
     match c {
         PartyCommand::Add {
             id,
@@ -257,7 +257,7 @@ pub async fn party(c: PartyCommand) -> anyhow::Result<()> {
     }
 }
 
-pub async fn token(c: TokenCommand) -> anyhow::Result<()> {
+pub(super) async fn token(c: TokenCommand) -> anyhow::Result<()> {
     match c {
         TokenCommand::Issue {
             person,
@@ -297,7 +297,7 @@ pub async fn token(c: TokenCommand) -> anyhow::Result<()> {
     }
 }
 
-pub async fn channel(c: ChannelCommand) -> anyhow::Result<()> {
+pub(super) async fn channel(c: ChannelCommand) -> anyhow::Result<()> {
     match c {
         ChannelCommand::Add {
             name,

@@ -61,7 +61,7 @@ pub enum ApprovalsCommand {
     },
 }
 
-pub async fn approvals(c: ApprovalsCommand) -> anyhow::Result<()> {
+pub(super) async fn approvals(c: ApprovalsCommand) -> anyhow::Result<()> {
     match c {
         ApprovalsCommand::Link {
             id,
@@ -144,7 +144,7 @@ pub async fn approvals(c: ApprovalsCommand) -> anyhow::Result<()> {
 }
 
 /// A single-use console login link (admins).
-pub async fn login_link(
+pub(super) async fn login_link(
     person: String,
     expires_in: Option<u64>,
     server: ServerArgs,
@@ -161,7 +161,7 @@ pub async fn login_link(
 }
 
 /// The audit log (admins): every approval event, oldest first.
-pub async fn audit(
+pub(super) async fn audit(
     since: Option<String>,
     after: Option<i64>,
     limit: Option<i64>,

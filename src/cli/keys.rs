@@ -40,7 +40,7 @@ pub enum KeysCommand {
     },
 }
 
-pub async fn keys(c: KeysCommand) -> anyhow::Result<()> {
+pub(super) async fn keys(c: KeysCommand) -> anyhow::Result<()> {
     match c {
         KeysCommand::List { format, server } => {
             let answer = fetch(&server, "GET", "/admin/v1/keys", None).await?;

@@ -115,7 +115,7 @@ pub struct ClaimArgs {
     pub member: MemberArgs,
 }
 
-pub async fn inbox(a: InboxArgs) -> anyhow::Result<()> {
+pub(super) async fn inbox(a: InboxArgs) -> anyhow::Result<()> {
     let mut query = vec![format!("consumer={}", encode(&a.consumer))];
     if let Some(after) = a.after {
         query.push(format!("after={after}"));
@@ -131,7 +131,7 @@ pub async fn inbox(a: InboxArgs) -> anyhow::Result<()> {
     show(&a.member, &page, render::inbox_value(&page))
 }
 
-pub async fn thread(a: ThreadArgs) -> anyhow::Result<()> {
+pub(super) async fn thread(a: ThreadArgs) -> anyhow::Result<()> {
     let mut query = Vec::new();
     if let Some(cursor) = a.cursor {
         query.push(format!("cursor={cursor}"));
@@ -144,7 +144,7 @@ pub async fn thread(a: ThreadArgs) -> anyhow::Result<()> {
     show(&a.member, &view, render::thread(&view))
 }
 
-pub async fn post(a: PostArgs) -> anyhow::Result<()> {
+pub(super) async fn post(a: PostArgs) -> anyhow::Result<()> {
     let body = if a.body == "-" {
         let mut text = String::new();
         std::io::stdin()
@@ -177,7 +177,7 @@ pub async fn post(a: PostArgs) -> anyhow::Result<()> {
     show(&a.member, &receipt, vec![render::posted(&receipt)])
 }
 
-pub async fn claim(a: ClaimArgs) -> anyhow::Result<()> {
+pub(super) async fn claim(a: ClaimArgs) -> anyhow::Result<()> {
     let action = if a.release { "release" } else { "claim" };
     let mut body = json!({ "thread": a.id, "action": action });
     if let Some(lease) = a.lease {

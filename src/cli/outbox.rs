@@ -89,7 +89,7 @@ pub enum DeliveriesCommand {
     },
 }
 
-pub async fn webhook(c: WebhookCommand) -> anyhow::Result<()> {
+pub(super) async fn webhook(c: WebhookCommand) -> anyhow::Result<()> {
     match c {
         WebhookCommand::Add {
             url,
@@ -135,7 +135,7 @@ pub async fn webhook(c: WebhookCommand) -> anyhow::Result<()> {
     }
 }
 
-pub async fn deliveries(c: DeliveriesCommand) -> anyhow::Result<()> {
+pub(super) async fn deliveries(c: DeliveriesCommand) -> anyhow::Result<()> {
     match c {
         DeliveriesCommand::List {
             failed,

@@ -79,7 +79,7 @@ pub enum RemoteCommand {
     },
 }
 
-pub async fn remote(c: RemoteCommand) -> anyhow::Result<()> {
+pub(super) async fn remote(c: RemoteCommand) -> anyhow::Result<()> {
     match c {
         RemoteCommand::Add {
             name,

@@ -33,7 +33,7 @@ pub struct ServeArgs {
     pub database_url: Option<String>,
 }
 
-pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+pub(super) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let overrides = Overrides {
         config: args.config,
         data_dir: args.data_dir,

@@ -14,7 +14,7 @@ pub struct Format {
 }
 
 /// A column: its header and how to read its cell from one row of the API's JSON.
-pub struct Column {
+pub(super) struct Column {
     pub header: &'static str,
     pub cell: fn(&Value) -> String,
 }
@@ -39,7 +39,7 @@ pub(crate) use col;
 /// Prints `answer` as JSON (`--json`), or the array under `key` as a table of `columns` (and
 /// `(none)` when empty); `next` names a paging field whose value, when present, is printed after
 /// the table so the next page can be asked for.
-pub fn print(
+pub(super) fn print(
     format: Format,
     answer: &Value,
     key: &str,
@@ -62,7 +62,7 @@ pub fn print(
 
 /// The rows as a table: a header line, then one line per row, columns padded to their widest
 /// cell, two spaces apart; trailing spaces trimmed.
-pub fn render(rows: &[Value], columns: &[Column]) -> String {
+pub(super) fn render(rows: &[Value], columns: &[Column]) -> String {
     if rows.is_empty() {
         return "(none)".to_owned();
     }
@@ -105,7 +105,7 @@ pub fn render(rows: &[Value], columns: &[Column]) -> String {
 /// One JSON value as a cell: strings on one line (line breaks as spaces, invisible characters
 /// as `\u{…}`, so a value cannot break the table's lines), arrays comma-joined, absent or null as
 /// `-`, anything else as its JSON.
-pub fn cell(v: &Value) -> String {
+pub(super) fn cell(v: &Value) -> String {
     match v {
         Value::Null => "-".to_owned(),
         Value::String(s) if s.is_empty() => "-".to_owned(),

@@ -58,7 +58,7 @@ struct SecondsVisitor;
 impl serde::de::Visitor<'_> for SecondsVisitor {
     type Value = u64;
 
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(
             "a duration: seconds (90) or a string such as \"30s\", \"10m\", \"24h\", \"7d\"",
         )

@@ -13,10 +13,10 @@ macro_rules! choice {
     ($(#[$meta:meta])* $name:ident => $domain:ty { $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
-        pub enum $name { $($(#[$vmeta])* #[serde(rename = $text)] $variant),+ }
+        pub(crate) enum $name { $($(#[$vmeta])* #[serde(rename = $text)] $variant),+ }
 
         impl $name {
-            pub fn domain(self) -> $domain {
+            pub(crate) fn domain(self) -> $domain {
                 let text = match self { $($name::$variant => $text),+ };
                 text.parse().expect("the names match the domain's")
             }
@@ -67,7 +67,7 @@ choice!(
 /// What to do with a claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum ClaimActionArg {
+pub(crate) enum ClaimActionArg {
     /// Claim the thread for this agent session (renews when you already hold it).
     #[default]
     Claim,
@@ -79,14 +79,14 @@ pub enum ClaimActionArg {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct WhoamiArgs {
+pub(crate) struct WhoamiArgs {
     /// Your agent identity `agent_id@host:session` (self-declared, shown as such, never trusted).
     pub agent: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     /// `next_cursor` from the previous page; omit for the first page.
     pub cursor: Option<String>,
     /// Items per page, 1-100 (default 50).
@@ -95,7 +95,7 @@ pub struct ListArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct PostArgs {
+pub(crate) struct PostArgs {
     /// announce, question, request, handoff, reply or close.
     pub kind: KindArg,
     /// Channel to open a new thread in (see `channels`). Optional when `thread` is given.
@@ -128,7 +128,7 @@ pub struct PostArgs {
 }
 
 impl PostArgs {
-    pub fn into_request(self) -> Result<PostRequest, ServiceError> {
+    pub(crate) fn into_request(self) -> Result<PostRequest, ServiceError> {
         let attachments = self
             .attachments
             .into_iter()
@@ -164,7 +164,7 @@ impl PostArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct InboxArgs {
+pub(crate) struct InboxArgs {
     /// Your consumer name (e.g. `claude`); each consumer has its own server-held cursor.
     pub consumer: String,
     /// The `cursor` of the previous inbox result: acknowledges everything up to it, then returns what
@@ -178,7 +178,7 @@ pub struct InboxArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ThreadArgs {
+pub(crate) struct ThreadArgs {
     /// The thread id (thr_…).
     pub thread: String,
     /// `next_cursor` from the previous page of messages; omit for the first page.
@@ -189,7 +189,7 @@ pub struct ThreadArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ReadMessageArgs {
+pub(crate) struct ReadMessageArgs {
     /// The message id (msg_…).
     pub message: String,
     /// Character offset to start at (default 0); use `next_offset` of the previous slice.
@@ -200,7 +200,7 @@ pub struct ReadMessageArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ClaimArgs {
+pub(crate) struct ClaimArgs {
     /// The thread (thr_…) to claim, or `next` for the oldest open unclaimed request or handoff
     /// addressed to you.
     pub thread: String,
@@ -215,7 +215,7 @@ pub struct ClaimArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct PresenceArgs {
+pub(crate) struct PresenceArgs {
     /// started, working, blocked, done or idle.
     pub transition: TransitionArg,
     /// One line saying what you are doing (at most 500 characters).
@@ -228,7 +228,7 @@ pub struct PresenceArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct LeaseAcquireArgs {
+pub(crate) struct LeaseAcquireArgs {
     /// The resource, e.g. `repo:whatsapp-bridge`, `service:api`.
     pub resource: String,
     /// exclusive (default) or shared.
@@ -244,7 +244,7 @@ pub struct LeaseAcquireArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct LeaseReleaseArgs {
+pub(crate) struct LeaseReleaseArgs {
     /// The resource whose lease you hold.
     pub resource: String,
     /// Your agent identity `agent_id@host:session` (self-declared, shown as such, never trusted).

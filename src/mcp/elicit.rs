@@ -60,7 +60,7 @@ struct SealedState {
 }
 
 /// What a stateless claim meeting a pending approval does next.
-pub enum Stateless {
+pub(super) enum Stateless {
     /// Ask the human: answer with this input-required result.
     Ask(Box<InputRequiredResult>),
     /// The human allowed it: claim again.
@@ -72,7 +72,7 @@ pub enum Stateless {
 /// The stateless (2026-07-28) form of [`ask`]: the first round returns the form with a sealed
 /// state; the retry round (`state` and `responses` present) checks the state and the answer and
 /// decides.
-pub async fn ask_stateless(
+pub(super) async fn ask_stateless(
     service: &Service,
     caller: &Caller,
     pending: &ServiceError,
@@ -192,7 +192,7 @@ async fn decide(
 /// Asks the approver's human to decide the approval behind `pending` (a claim's
 /// `approval_pending` error). Returns whether a decision was recorded; `Ok(false)` when this
 /// approval or client cannot be asked (then the original error stands).
-pub async fn ask(
+pub(super) async fn ask(
     service: &Service,
     caller: &Caller,
     peer: &Peer<RoleServer>,

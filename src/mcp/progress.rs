@@ -10,11 +10,11 @@ use rmcp::model::ProgressNotificationParam;
 use rmcp::service::RequestContext;
 
 /// How often a waiting call reports progress.
-pub const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+pub(crate) const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 /// Runs `work`, reporting progress (seconds waited, out of `total_s`) while it runs. `None` when the
 /// call was cancelled or the client stopped listening; `work` is then dropped.
-pub async fn with_progress<F: Future>(
+pub(crate) async fn with_progress<F: Future>(
     work: F,
     ctx: &RequestContext<RoleServer>,
     total_s: u64,

@@ -11,10 +11,10 @@ use crate::domain::{Label, render_for_agent, text};
 use crate::service::{InboxPage, MessageSlice, ServiceError};
 
 /// The vendor prefix of our `_meta` hints.
-pub const META_LOOP: &str = "dev.liaison/loop";
+pub(crate) const META_LOOP: &str = "dev.liaison/loop";
 
 /// A result with `value` as structured content and `text` blocks for the model.
-pub fn ok(value: impl Serialize, text: Vec<String>) -> CallToolResult {
+pub(crate) fn ok(value: impl Serialize, text: Vec<String>) -> CallToolResult {
     let value = serde_json::to_value(value).unwrap_or_else(|e| json!({ "error": e.to_string() }));
     let mut result = CallToolResult::structured(value);
     result.content = text.into_iter().map(ContentBlock::text).collect();
@@ -22,7 +22,7 @@ pub fn ok(value: impl Serialize, text: Vec<String>) -> CallToolResult {
 }
 
 /// Adds one vendor `_meta` entry.
-pub fn with_meta(mut result: CallToolResult, key: &str, value: Value) -> CallToolResult {
+pub(crate) fn with_meta(mut result: CallToolResult, key: &str, value: Value) -> CallToolResult {
     let mut meta = result
         .meta
         .take()
@@ -33,7 +33,7 @@ pub fn with_meta(mut result: CallToolResult, key: &str, value: Value) -> CallToo
 }
 
 /// A service error as a tool error.
-pub fn error(e: ServiceError) -> CallToolResult {
+pub(crate) fn error(e: ServiceError) -> CallToolResult {
     let text = match &e.details {
         Some(details) => format!("Error {}: {}\nDetails: {details}", e.code, e.message),
         None => format!("Error {}: {}", e.code, e.message),
@@ -45,7 +45,7 @@ pub fn error(e: ServiceError) -> CallToolResult {
 
 /// One message (the JSON of a `DeliveredMessage`, possibly flattened into an inbox item), labelled
 /// and delimited. Rendered from JSON because inbox items reach us only in that shape.
-pub fn message(m: &Value, extra: &str) -> String {
+pub(crate) fn message(m: &Value, extra: &str) -> String {
     let label = Label {
         text: m["label"]["text"].as_str().unwrap_or_default().to_owned(),
         author: m["label"]["author"].as_str().unwrap_or_default().to_owned(),
@@ -79,7 +79,7 @@ pub fn message(m: &Value, extra: &str) -> String {
 }
 
 /// One approval of a thread, in the server's words (person ids are slugs; reasons are quoted).
-pub fn approval(a: &Value) -> String {
+pub(crate) fn approval(a: &Value) -> String {
     let s = |k: &str| a[k].as_str().unwrap_or("?");
     let people = |k: &str| {
         a[k].as_array()
@@ -147,7 +147,7 @@ pub fn approval(a: &Value) -> String {
 }
 
 /// For a request with an approval: its id, state and fingerprint.
-pub fn approval_note(a: &Value) -> String {
+pub(crate) fn approval_note(a: &Value) -> String {
     match a["id"].as_str() {
         Some(id) => format!(
             ", approval {id} {} (fingerprint {})",
@@ -159,7 +159,7 @@ pub fn approval_note(a: &Value) -> String {
 }
 
 /// For a message whose body was cut (`body_truncated`), where it was cut and what to do.
-pub fn cut_note(m: &Value) -> String {
+pub(crate) fn cut_note(m: &Value) -> String {
     if m["body_truncated"] != true {
         return String::new();
     }
@@ -171,12 +171,12 @@ pub fn cut_note(m: &Value) -> String {
 }
 
 /// The inbox: one block per entry (messages labelled), then what to do next.
-pub fn inbox(page: &InboxPage) -> Vec<String> {
+pub(crate) fn inbox(page: &InboxPage) -> Vec<String> {
     inbox_value(&serde_json::to_value(page).unwrap_or(Value::Null))
 }
 
 /// [`inbox`] from the page's JSON (what the member API returns to the CLI).
-pub fn inbox_value(value: &Value) -> Vec<String> {
+pub(crate) fn inbox_value(value: &Value) -> Vec<String> {
     let mut blocks = Vec::new();
     let entries = value["entries"].as_array().map_or(&[][..], Vec::as_slice);
     for item in entries {
@@ -221,7 +221,7 @@ pub fn inbox_value(value: &Value) -> Vec<String> {
 
 /// A thread view (the JSON of a `ThreadView`): its header, approvals, labelled messages, and
 /// where the next page starts.
-pub fn thread(value: &Value) -> Vec<String> {
+pub(crate) fn thread(value: &Value) -> Vec<String> {
     let t = &value["thread"];
     let s = |v: &Value| v.as_str().unwrap_or("?").to_owned();
     let claim = &value["claim"];
@@ -275,7 +275,7 @@ pub fn thread(value: &Value) -> Vec<String> {
 }
 
 /// What a post did (the JSON of a `PostReceipt`).
-pub fn posted(receipt: &Value) -> String {
+pub(crate) fn posted(receipt: &Value) -> String {
     let s = |k: &str| receipt[k].as_str().unwrap_or("?").to_owned();
     let recipients: Vec<&str> = receipt["recipients"]
         .as_array()
@@ -309,7 +309,7 @@ pub fn posted(receipt: &Value) -> String {
 }
 
 /// What a claim call left (the JSON of a `ClaimRecord`, or null once released).
-pub fn claimed(claim: &Value) -> String {
+pub(crate) fn claimed(claim: &Value) -> String {
     if !claim.is_object() {
         return "Claim released.".to_owned();
     }
@@ -324,7 +324,7 @@ pub fn claimed(claim: &Value) -> String {
 /// A server notice in the server's words. Everything in it that a client chose (a resource name, a
 /// self-declared agent) is quoted by [`text::quote`] and called self-declared, so it cannot pass
 /// for the server's sentence around it.
-pub fn notice(seq: &Value, notice: &Value) -> String {
+pub(crate) fn notice(seq: &Value, notice: &Value) -> String {
     let s = |k: &str| notice[k].as_str().unwrap_or("?");
     let q = |k: &str| text::quote(s(k));
     let what = match s("type") {
@@ -371,7 +371,7 @@ pub fn notice(seq: &Value, notice: &Value) -> String {
 
 /// The first line of an inbox entry's body, at most 80 characters: a preview for hook and watch
 /// summaries (quoted with [`text::quote`] where shown, so it cannot pass for our own text).
-pub fn first_line(entry: &Value) -> String {
+pub(crate) fn first_line(entry: &Value) -> String {
     entry["body"]
         .as_str()
         .unwrap_or_default()
@@ -384,7 +384,7 @@ pub fn first_line(entry: &Value) -> String {
 }
 
 /// A slice of a body, labelled and delimited, with where to continue.
-pub fn slice(s: &MessageSlice) -> String {
+pub(crate) fn slice(s: &MessageSlice) -> String {
     let header = format!(
         "{} {} in thread {}, characters {}-{} of {}",
         s.kind,
@@ -407,7 +407,7 @@ pub fn slice(s: &MessageSlice) -> String {
 /// The remote agents the caller can ask, with their skills: one line each. Everything from a
 /// remote's card (its display name, skill ids, names and descriptions) is the remote's own text,
 /// so it is quoted, never shown as the server's words.
-pub fn remote_agents(agents: &[crate::service::RemoteAgent]) -> String {
+pub(crate) fn remote_agents(agents: &[crate::service::RemoteAgent]) -> String {
     if agents.is_empty() {
         return "No remote agents in your channels.".to_owned();
     }

@@ -20,7 +20,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use crate::service::{ErrorCode, ServiceError};
 
 /// The session header, as rmcp spells it.
-pub const SESSION_HEADER: &str = "mcp-session-id";
+pub(super) const SESSION_HEADER: &str = "mcp-session-id";
 
 /// One recorded session.
 struct Entry {

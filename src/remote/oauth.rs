@@ -53,7 +53,7 @@ pub(super) struct TokenCache {
 
 impl TokenCache {
     /// A valid access token for `grant`: the cached one, or a new one from the token endpoint.
-    pub async fn token(
+    pub(super) async fn token(
         &self,
         client: &OutboundClient,
         grant: &Grant<'_>,
@@ -72,7 +72,7 @@ impl TokenCache {
     }
 
     /// Drops the cached token of `grant` (the remote refused it).
-    pub fn forget(&self, grant: &Grant<'_>) {
+    pub(super) fn forget(&self, grant: &Grant<'_>) {
         self.lock().remove(&grant.key());
     }
 

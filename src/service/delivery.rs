@@ -27,7 +27,7 @@ pub const WEBHOOK_EVENTS: [&str; 6] = [
 
 /// An outbound URL as stored: http(s), at most 2048 bytes, and, when its host is an address
 /// literal, an address the policy allows (names are checked on every connection).
-pub fn check_url(url: &str, policy: &AddressPolicy) -> Result<()> {
+pub(super) fn check_url(url: &str, policy: &AddressPolicy) -> Result<()> {
     if url.len() > 2048 {
         return Err(ServiceError::invalid("the URL must be at most 2048 bytes"));
     }

@@ -16,7 +16,7 @@ use crate::store::{EntryContent, InboxEntry};
 
 /// Characters of body included in an inbox entry (less when the page's bodies together would pass
 /// [`MAX_SLICE_CHARS`]); `read_message` returns the rest.
-pub const PREVIEW_CHARS: usize = 2_000;
+pub(super) const PREVIEW_CHARS: usize = 2_000;
 
 #[derive(Debug, Clone, Default)]
 pub struct InboxRequest {

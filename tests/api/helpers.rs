@@ -13,14 +13,14 @@ use tokio_util::sync::CancellationToken;
 
 /// A database that exists for one test: a temporary SQLite file, or a PostgreSQL database dropped
 /// when the test ends.
-pub struct TestDb {
+pub(crate) struct TestDb {
     pub url: String,
     _dir: Option<tempfile::TempDir>,
     pg: Option<(String, String)>,
 }
 
 impl TestDb {
-    pub async fn new() -> TestDb {
+    pub(crate) async fn new() -> TestDb {
         liaison::net::tls::install_crypto_provider();
         match std::env::var("LIAISON_TEST_DATABASE_URL") {
             Ok(admin_url) if admin_url.starts_with("postgres") => {
@@ -59,7 +59,7 @@ impl TestDb {
 }
 
 impl TestDb {
-    pub fn is_postgres(&self) -> bool {
+    pub(crate) fn is_postgres(&self) -> bool {
         self.pg.is_some()
     }
 }
@@ -88,7 +88,7 @@ impl Drop for TestDb {
 }
 
 /// A service over a fresh database, with a clock that moves only when told.
-pub struct TestEnv {
+pub(crate) struct TestEnv {
     pub service: Service,
     pub clock: ManualClock,
     pub admin: Caller,
@@ -96,27 +96,27 @@ pub struct TestEnv {
     pub _db: Option<TestDb>,
 }
 
-pub fn t0() -> Timestamp {
+pub(crate) fn t0() -> Timestamp {
     Timestamp(1_800_000_000_000)
 }
 
 impl TestEnv {
-    pub async fn new() -> TestEnv {
+    pub(crate) async fn new() -> TestEnv {
         Self::with_settings(Settings::default()).await
     }
 
-    pub async fn with_settings(settings: Settings) -> TestEnv {
+    pub(crate) async fn with_settings(settings: Settings) -> TestEnv {
         Self::on(TestDb::new().await, Arc::new(LocalBus::default()), settings).await
     }
 
     /// A service with `settings` whose secrets are sealed under `master`.
-    pub async fn with_master(settings: Settings, master: MasterKey) -> TestEnv {
+    pub(crate) async fn with_master(settings: Settings, master: MasterKey) -> TestEnv {
         let db = TestDb::new().await;
         Self::build(db, Arc::new(LocalBus::default()), settings, Some(master)).await
     }
 
     /// A service over `db` with `bus` (e.g. one replica of several sharing a database).
-    pub async fn on(
+    pub(crate) async fn on(
         db: TestDb,
         bus: Arc<dyn liaison::bus::WakeBus>,
         settings: Settings,
@@ -158,12 +158,12 @@ impl TestEnv {
     }
 
     /// Adds a member and returns an agent caller for them, declaring `agent`.
-    pub async fn member(&self, id: &str, agent: &str) -> Caller {
+    pub(crate) async fn member(&self, id: &str, agent: &str) -> Caller {
         self.person(id, PersonKind::Member).await;
         self.caller(id, Scope::Agent, agent).await
     }
 
-    pub async fn person(&self, id: &str, kind: PersonKind) {
+    pub(crate) async fn person(&self, id: &str, kind: PersonKind) {
         let name = format!("{}{}", id[..1].to_uppercase(), &id[1..]);
         self.service
             .add_person(&self.admin, pid(id), kind, name)
@@ -172,7 +172,7 @@ impl TestEnv {
     }
 
     /// A new token for an existing person, authenticated, with a declared agent identity.
-    pub async fn caller(&self, id: &str, scope: Scope, agent: &str) -> Caller {
+    pub(crate) async fn caller(&self, id: &str, scope: Scope, agent: &str) -> Caller {
         let spec = TokenSpec {
             person: pid(id),
             scopes: Scopes::default().with(scope),
@@ -185,7 +185,7 @@ impl TestEnv {
     }
 
     /// Allows, as `person`'s human with the CLI path, every approval pending for them.
-    pub async fn allow_pending(&self, person: &str) {
+    pub(crate) async fn allow_pending(&self, person: &str) {
         let human = self
             .caller(person, Scope::Human, &format!("{person}@console:1"))
             .await;
@@ -209,7 +209,7 @@ impl TestEnv {
         }
     }
 
-    pub async fn channel(&self, name: &str, members: &[&str]) {
+    pub(crate) async fn channel(&self, name: &str, members: &[&str]) {
         let spec = ChannelSpec {
             name: ChannelName::parse(name).unwrap(),
             description: String::new(),
@@ -221,16 +221,16 @@ impl TestEnv {
     }
 }
 
-pub fn pid(s: &str) -> PersonId {
+pub(crate) fn pid(s: &str) -> PersonId {
     PersonId::parse(s).unwrap()
 }
 
-pub fn channel(s: &str) -> ChannelName {
+pub(crate) fn channel(s: &str) -> ChannelName {
     ChannelName::parse(s).unwrap()
 }
 
 /// A post request with the fields most tests need.
-pub fn post(
+pub(crate) fn post(
     kind: &str,
     channel_name: Option<&str>,
     thread: Option<&liaison::domain::ThreadId>,

@@ -12,7 +12,7 @@ const PROTOCOL: &str = "2026-07-28";
 
 /// Where the helpers find the server and who they are.
 #[derive(Debug, Clone)]
-pub struct Remote {
+pub(crate) struct Remote {
     http: reqwest::Client,
     /// The `/mcp` endpoint.
     endpoint: String,
@@ -24,7 +24,7 @@ pub struct Remote {
 
 /// A tool call the server answered: a tool error is still an answer.
 #[derive(Debug, Clone)]
-pub struct Answer {
+pub(crate) struct Answer {
     /// The whole `CallToolResult` as JSON.
     pub result: Value,
     pub is_error: bool,
@@ -32,7 +32,7 @@ pub struct Answer {
 
 impl Answer {
     /// The structured content, or the tool error's text as an error.
-    pub fn into_structured(self) -> anyhow::Result<Value> {
+    pub(crate) fn into_structured(self) -> anyhow::Result<Value> {
         if self.is_error {
             anyhow::bail!("{}", self.text());
         }
@@ -40,7 +40,7 @@ impl Answer {
     }
 
     /// The text blocks, joined.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let blocks = self.result["content"].as_array().into_iter().flatten();
         blocks
             .filter_map(|b| b["text"].as_str())
@@ -51,7 +51,7 @@ impl Answer {
 
 impl Remote {
     /// `url` is the server's base URL (e.g. `http://127.0.0.1:8080`).
-    pub fn new(url: &str, token: &str, agent: Option<String>) -> anyhow::Result<Self> {
+    pub(crate) fn new(url: &str, token: &str, agent: Option<String>) -> anyhow::Result<Self> {
         anyhow::ensure!(
             !token.trim().is_empty(),
             "no token: set LIAISON_TOKEN to your agent token"
@@ -69,7 +69,7 @@ impl Remote {
     }
 
     /// Calls one tool. `wait` is how long the call may legitimately take (a long-poll's `wait_s`).
-    pub async fn call(
+    pub(crate) async fn call(
         &self,
         tool: &str,
         arguments: Value,

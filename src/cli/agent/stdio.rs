@@ -72,7 +72,7 @@ fn failure(text: String) -> CallToolResult {
 }
 
 /// Serves MCP on stdin/stdout until the client closes it.
-pub async fn serve(remote: Remote) -> anyhow::Result<()> {
+pub(super) async fn serve(remote: Remote) -> anyhow::Result<()> {
     let proxy = Proxy {
         remote,
         tools: Tools::router().list_all(),
