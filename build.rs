@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 
 /// Our `google.protobuf.Timestamp`, with A2A's JSON form.
-const TIMESTAMP: &str = "crate::a2a::wkt::Timestamp";
+const TIMESTAMP: &str = "crate::wire::wkt::Timestamp";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
@@ -25,7 +25,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_client(false)
         .build_transport(false)
         // Undecodable requests become A2A errors, not INTERNAL (src/a2a/codec.rs).
-        .codec_path("crate::a2a::codec::A2aCodec")
+        .codec_path("crate::wire::codec::A2aCodec")
         // Well-known types come from pbjson-types, which carries their ProtoJSON forms, except
         // Timestamp: A2A wants `Z` and milliseconds (see src/a2a/wkt.rs).
         .compile_well_known_types(true)

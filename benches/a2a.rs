@@ -26,7 +26,7 @@
 //!   for all 64 would serialise every frame through a single connection task on each side; 4
 //!   keeps that task from being what is measured on 2 cores and is still a realistic client.
 //!
-//! The protobuf types of the server (`crate::a2a::pb`) are private to the crate, so the bench
+//! The protobuf types of the server (`crate::wire::pb`) are private to the crate, so the bench
 //! declares the few fields it sends and reads below, with the field numbers of `proto/a2a.proto`
 //! (a mismatch would fail every gRPC response check).
 //!
@@ -51,7 +51,7 @@ use hyper::client::conn::http2::SendRequest;
 use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, TE};
 use hyper::{Request, StatusCode, Uri};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use liaison::a2a::params::{VERSION_HEADER, VERSION_METADATA};
+use liaison::wire::params::{VERSION_HEADER, VERSION_METADATA};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 

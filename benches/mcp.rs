@@ -656,7 +656,7 @@ async fn delegate(http: &reqwest::Client, url: &str, token: &str, n: usize) -> R
     let response = http
         .post(url)
         .bearer_auth(token)
-        .header(liaison::a2a::params::VERSION_HEADER, "1.0")
+        .header(liaison::wire::params::VERSION_HEADER, "1.0")
         .json(&body)
         .send()
         .await

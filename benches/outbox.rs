@@ -11,12 +11,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use liaison::a2a::keys::{KeyRing, MasterKey, SigningKey};
 use liaison::bus::{LocalBus, Topic, WakeBus};
 use liaison::clock::SystemClock;
 use liaison::domain::address::AddressPolicy;
 use liaison::domain::delivery::OutboxSettings;
 use liaison::domain::{ChannelName, Kind, PersonId, PersonKind, Scope, Scopes};
+use liaison::keys::ring::{KeyRing, MasterKey, SigningKey};
 use liaison::net::outbound::OutboundClient;
 use liaison::service::{
     Caller, ChannelSpec, PostRequest, PushConfigSpec, Service, Settings, SkillRoute, TaskMessage,

@@ -104,7 +104,7 @@ struct RawA2a {
     card_dir: PathBuf,
     #[serde(deserialize_with = "seconds")]
     blocking_wait_s: u64,
-    spec_version: crate::a2a::errors::SpecVersion,
+    spec_version: crate::wire::errors::SpecVersion,
     rest_content_type: String,
     jwt: Option<RawJwt>,
 }
@@ -253,7 +253,7 @@ pub struct Config {
     /// Longest wait of a blocking SendMessage before it returns the task as it stands.
     pub blocking_wait_s: u64,
     /// The A2A error table answered with (v1.0.1 unless configured).
-    pub spec_version: crate::a2a::errors::SpecVersion,
+    pub spec_version: crate::wire::errors::SpecVersion,
     /// The media type of A2A HTTP+JSON responses.
     pub rest_content_type: &'static str,
     /// JWTs of this issuer authenticate parties (`[a2a.jwt]`).
@@ -662,8 +662,8 @@ mod tests {
 
     #[test]
     fn a2a_switches_resolve_and_bad_values_are_refused() {
-        use crate::a2a::errors::SpecVersion;
         use crate::a2a::jwt::KeySource;
+        use crate::wire::errors::SpecVersion;
         let c = with_env(&[]).unwrap();
         assert_eq!(c.spec_version, SpecVersion::V1_0_1);
         assert_eq!(c.rest_content_type, "application/json");

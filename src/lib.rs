@@ -49,4 +49,5 @@ pub mod net;
 pub mod remote;
 pub mod service;
 pub mod store;
+pub mod wire;
 pub mod workers;

@@ -19,9 +19,9 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::keys::{ALG_ES256, Jwks, KeyError, KeyRing};
-use super::pb;
 use crate::domain::{ChannelName, Impact, Kind};
+use crate::keys::ring::{ALG_ES256, Jwks, KeyError, KeyRing};
+use crate::wire::pb;
 
 /// The card definition file inside the card directory.
 pub const CARD_FILE: &str = "card.toml";

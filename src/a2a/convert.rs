@@ -11,16 +11,15 @@
 //!
 //! Service errors map onto the A2A error table here too, so every binding answers alike.
 
-use base64::Engine as _;
-
-use super::errors::{A2aError, ErrorKind};
-use super::pb;
-use super::wkt::Timestamp as PbTimestamp;
-use crate::domain::{Attachment, Kind, MessageId, TaskState, ThreadId, Timestamp};
+use crate::domain::{Kind, MessageId, TaskState, ThreadId, Timestamp};
 use crate::service::{
     A2A_KEY_PREFIX, ErrorCode, PushConfigSpec, ServiceError, TaskApproval, TaskMessage, TaskView,
 };
 use crate::store::{MessageRecord, PushConfigRecord, TaskEventRecord, TaskFilter, ThreadRecord};
+use crate::wire::errors::{A2aError, ErrorKind};
+use crate::wire::parts::{parts_in, parts_out};
+use crate::wire::pb;
+use crate::wire::wkt::Timestamp as PbTimestamp;
 
 /// The `message.metadata` key naming the skill of a new task.
 pub const SKILL_METADATA: &str = "skill";
@@ -112,89 +111,6 @@ fn not_found_task(id: &str) -> A2aError {
     A2aError::new(ErrorKind::TaskNotFound, format!("no task {id}"))
 }
 
-/// Parts as liaison stores them: text parts joined into a body, the rest as attachments.
-pub fn parts_in(parts: Vec<pb::Part>) -> Result<(String, Vec<Attachment>), A2aError> {
-    let mut texts = Vec::new();
-    let mut attachments = Vec::new();
-    for (i, part) in parts.into_iter().enumerate() {
-        let media_type = (!part.media_type.is_empty()).then_some(part.media_type);
-        let filename = (!part.filename.is_empty()).then_some(part.filename);
-        match part.content {
-            Some(pb::part::Content::Text(t)) => texts.push(t),
-            Some(pb::part::Content::Raw(bytes)) => attachments.push(Attachment::Inline {
-                filename: filename.unwrap_or_else(|| format!("part-{i}")),
-                media_type: media_type.unwrap_or_else(|| "application/octet-stream".into()),
-                data_base64: base64::engine::general_purpose::STANDARD.encode(bytes),
-            }),
-            Some(pb::part::Content::Url(url)) => attachments.push(Attachment::Url {
-                url,
-                filename,
-                media_type,
-            }),
-            Some(pb::part::Content::Data(value)) => {
-                let data = serde_json::to_value(&value).map_err(|e| {
-                    A2aError::new(ErrorKind::InvalidParams, format!("part {i}: {e}"))
-                })?;
-                attachments.push(Attachment::Data { data });
-            }
-            None => {
-                return Err(A2aError::new(
-                    ErrorKind::InvalidParams,
-                    format!("part {i} has no content"),
-                ));
-            }
-        }
-    }
-    Ok((texts.join("\n\n"), attachments))
-}
-
-/// A message's body and attachments as parts.
-pub fn parts_out(m: &MessageRecord) -> Vec<pb::Part> {
-    let mut parts = Vec::with_capacity(1 + m.attachments.len());
-    if !m.body.is_empty() || m.attachments.is_empty() {
-        parts.push(pb::Part {
-            content: Some(pb::part::Content::Text(m.body.clone())),
-            ..Default::default()
-        });
-    }
-    for a in &m.attachments {
-        parts.push(match a {
-            Attachment::Inline {
-                filename,
-                media_type,
-                data_base64,
-            } => pb::Part {
-                content: Some(pb::part::Content::Raw(
-                    base64::engine::general_purpose::STANDARD
-                        .decode(data_base64)
-                        .unwrap_or_default(),
-                )),
-                filename: filename.clone(),
-                media_type: media_type.clone(),
-                ..Default::default()
-            },
-            Attachment::Url {
-                url,
-                filename,
-                media_type,
-            } => pb::Part {
-                content: Some(pb::part::Content::Url(url.clone())),
-                filename: filename.clone().unwrap_or_default(),
-                media_type: media_type.clone().unwrap_or_default(),
-                ..Default::default()
-            },
-            Attachment::Data { data } => pb::Part {
-                content: serde_json::from_value(data.clone())
-                    .ok()
-                    .map(pb::part::Content::Data),
-                media_type: "application/json".into(),
-                ..Default::default()
-            },
-        });
-    }
-    parts
-}
-
 /// One thread message as an A2A message of its task.
 /// The id a message goes by on A2A: the party's own `messageId` for its messages (kept as the
 /// idempotency key `a2a:<messageId>`, see `service::tasks`), so a client finds its messages in
@@ -219,7 +135,7 @@ pub fn message(m: &MessageRecord, thread: &ThreadRecord) -> pb::Message {
         context_id: task.map(|t| t.context_id.clone()).unwrap_or_default(),
         task_id: thread.id.to_string(),
         role: role as i32,
-        parts: parts_out(m),
+        parts: parts_out(&m.body, &m.attachments),
         reference_task_ids: if m.position == 1 {
             task.map(|t| {
                 t.reference_task_ids
@@ -240,7 +156,7 @@ pub fn artifact(m: &MessageRecord) -> pb::Artifact {
     pb::Artifact {
         artifact_id: m.id.to_string(),
         name: "reply".into(),
-        parts: parts_out(m),
+        parts: parts_out(&m.body, &m.attachments),
         ..Default::default()
     }
 }
@@ -512,7 +428,7 @@ pub fn service_error(e: ServiceError) -> A2aError {
     let retry_after = e.retry_after_s();
     let error = A2aError::new(kind, e.message);
     match retry_after {
-        Some(s) => error.with_metadata(super::errors::RETRY_AFTER_KEY, s.to_string()),
+        Some(s) => error.with_metadata(crate::wire::errors::RETRY_AFTER_KEY, s.to_string()),
         None => error,
     }
 }
@@ -526,36 +442,6 @@ mod tests {
             content: Some(pb::part::Content::Text(t.into())),
             ..Default::default()
         }
-    }
-
-    #[test]
-    fn parts_become_body_and_attachments_and_back() {
-        let data: pbjson_types::Value =
-            serde_json::from_value(serde_json::json!({"a": [1, 2]})).unwrap();
-        let parts = vec![
-            text("first"),
-            pb::Part {
-                content: Some(pb::part::Content::Raw(b"\x00\x01".to_vec())),
-                filename: "a.bin".into(),
-                ..Default::default()
-            },
-            text("second"),
-            pb::Part {
-                content: Some(pb::part::Content::Url("https://x.test/f".into())),
-                ..Default::default()
-            },
-            pb::Part {
-                content: Some(pb::part::Content::Data(data)),
-                ..Default::default()
-            },
-        ];
-        let (body, attachments) = parts_in(parts).unwrap();
-        assert_eq!(body, "first\n\nsecond");
-        assert_eq!(attachments.len(), 3);
-        assert!(
-            matches!(&attachments[0], Attachment::Inline { filename, media_type, .. } if filename == "a.bin" && media_type == "application/octet-stream")
-        );
-        assert!(matches!(&attachments[2], Attachment::Data { data } if data["a"][1] == 2.0));
     }
 
     #[test]
@@ -603,7 +489,7 @@ mod tests {
         let filter = list_filter(&pb::ListTasksRequest {
             context_id: "ctx".into(),
             status: pb::TaskState::InputRequired as i32,
-            status_timestamp_after: Some(crate::a2a::wkt::Timestamp {
+            status_timestamp_after: Some(crate::wire::wkt::Timestamp {
                 seconds: 10,
                 nanos: 1,
             }),

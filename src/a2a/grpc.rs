@@ -15,12 +15,12 @@ use futures::{Stream, StreamExt as _};
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 
-use super::errors::{A2aError, ErrorKind};
 use super::handler::A2a;
-use super::params::check_grpc_version;
-use super::pb;
-use super::pb::a2a_service_server::{A2aService, A2aServiceServer};
 use crate::service::Caller;
+use crate::wire::errors::{A2aError, ErrorKind};
+use crate::wire::params::check_grpc_version;
+use crate::wire::pb;
+use crate::wire::pb::a2a_service_server::{A2aService, A2aServiceServer};
 
 /// The gRPC routes (`/lf.a2a.v1.A2AService/*`) as an axum router, to merge into the main router
 /// (served on the same port).
@@ -31,7 +31,7 @@ use crate::service::Caller;
 pub fn grpc_routes(a2a: A2a) -> axum::Router {
     use tonic::server::NamedService as _;
     let server = A2aServiceServer::new(GrpcA2a::new(a2a))
-        .max_decoding_message_size(super::params::MAX_REQUEST_BYTES);
+        .max_decoding_message_size(crate::wire::params::MAX_REQUEST_BYTES);
     let path = format!("/{}/{{*rpc}}", A2aServiceServer::<GrpcA2a>::NAME);
     axum::Router::new()
         .route_service(&path, server)
@@ -56,10 +56,10 @@ async fn oversize_as_a2a_error(mut response: axum::response::Response) -> axum::
             ErrorKind::PayloadTooLarge,
             format!(
                 "the request is larger than {} bytes, the largest valid request ({message})",
-                super::params::MAX_REQUEST_BYTES
+                crate::wire::params::MAX_REQUEST_BYTES
             ),
         )
-        .grpc_status(super::errors::SpecVersion::default());
+        .grpc_status(crate::wire::errors::SpecVersion::default());
         if let Err(e) = status.add_header(headers) {
             tracing::error!(error = %e, "Could not render the oversize gRPC status.");
         }
@@ -122,7 +122,7 @@ impl GrpcA2a {
 
 /// The bearer secret of the `authorization` metadata.
 fn bearer(metadata: &MetadataMap) -> Option<&str> {
-    super::params::bearer_credential(metadata.get("authorization")?.to_str().ok()?)
+    crate::wire::params::bearer_credential(metadata.get("authorization")?.to_str().ok()?)
 }
 
 #[tonic::async_trait]
@@ -259,7 +259,6 @@ mod tests {
     use super::*;
     use crate::a2a::card::Capabilities;
     use crate::a2a::convert::{self, task_id};
-    use crate::a2a::errors::{ErrorKind, SpecVersion};
     use crate::bus::LocalBus;
     use crate::clock::ManualClock;
     use crate::domain::{AgentIdentity, ChannelName, Kind, PersonId, PersonKind, Scope, Scopes};
@@ -267,6 +266,7 @@ mod tests {
     use crate::service::{ChannelSpec, PostRequest, Settings, SkillRoute, TokenSpec};
     use crate::service::{ErrorCode, Service, ServiceError};
     use crate::store::{Store, TaskFilter};
+    use crate::wire::errors::{ErrorKind, SpecVersion};
     use std::time::Duration;
 
     fn text(t: &str) -> pb::Part {

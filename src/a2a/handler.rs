@@ -11,12 +11,12 @@ use futures::Stream;
 
 use super::card::{Capabilities, CardSigner};
 use super::convert::{self, history_length, task_id};
-use super::errors::{A2aError, ErrorKind, SpecVersion};
 use super::jwt::JwtVerifier;
-use super::pb;
 use crate::bus::Subscription;
 use crate::domain::{TaskState, ThreadId};
 use crate::service::{Caller, ErrorCode, Service, ServiceError, StreamPermit, TaskView};
+use crate::wire::errors::{A2aError, ErrorKind, SpecVersion};
+use crate::wire::pb;
 
 /// A stream of responses: SubscribeToTask's ends after a terminal state, SendStreamingMessage's
 /// also after an interrupted one (README.md, "Streams").

@@ -119,7 +119,7 @@ fn opaque(tag: &str) -> &str {
 mod tests {
     use super::*;
     use crate::a2a::card::{CardDefinition, Endpoints, verify_card};
-    use crate::a2a::keys::{Jwks, KeyRing, MasterKey, SigningKey};
+    use crate::keys::ring::{Jwks, KeyRing, MasterKey, SigningKey};
 
     fn signed_card() -> SignedCard {
         let master = MasterKey::from_hex(&"07".repeat(32)).unwrap();

@@ -350,7 +350,7 @@ fn find<'k>(keys: &'k [Key], kid: Option<&str>, alg: &str) -> Option<&'k Key> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::a2a::keys::{MasterKey, SigningKey};
+    use crate::keys::ring::{MasterKey, SigningKey};
     use serde_json::json;
 
     const NOW: i64 = 1_800_000_000;

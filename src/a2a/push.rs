@@ -46,7 +46,7 @@ pub fn requests(
     );
     let mut out = Vec::new();
     for response in responses {
-        let body = serde_json::to_vec(&crate::a2a::protojson::render(&response))
+        let body = serde_json::to_vec(&crate::wire::protojson::render(&response))
             .map_err(|e| SendFailure::Request(e.to_string()))?;
         let mut headers = common.clone();
         let authorization = match (&parts.config.auth_scheme, &parts.config.auth_credentials) {

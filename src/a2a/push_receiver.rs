@@ -14,12 +14,12 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 
-use crate::a2a::pb;
 use crate::domain::{RemoteState, ThreadId, Timestamp};
 use crate::http::ApiError;
 use crate::remote::PUSH_PATH;
 use crate::remote::observe::{PUSH_SAFETY, ms, state_of, status_update};
 use crate::service::{ErrorCode, Service, ServiceError};
+use crate::wire::pb;
 
 /// The largest push body read (a progress note; the task itself is read with `GetTask`).
 const MAX_PUSH_BYTES: usize = 1024 * 1024;

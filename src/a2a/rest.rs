@@ -16,11 +16,11 @@ use futures::StreamExt as _;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::errors::{A2aError, ErrorKind, SpecVersion};
 use super::handler::{A2a, Events};
 use super::rpc::json_text;
-use super::{params, pb, protojson, query};
 use crate::service::Caller;
+use crate::wire::errors::{A2aError, ErrorKind, SpecVersion};
+use crate::wire::{params, pb, protojson, query};
 
 /// Where the binding is served (the card advertises `<public_url>` + this).
 pub const PATH: &str = "/a2a/rest";
@@ -158,7 +158,7 @@ async fn endpoint(
 ) -> Response {
     // The credential is checked before the body is read: see the JSON-RPC binding.
     let auth = a2a.authenticate(params::bearer(&headers)).await;
-    let body = match params::read_body(body, &auth).await {
+    let body = match super::body::read_body(body, &auth).await {
         Ok(b) => b,
         // A refused credential's error when it read too much body without one.
         Err(e) => return auth_failure(&a2a, &e),

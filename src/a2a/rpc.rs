@@ -12,11 +12,11 @@ use futures::StreamExt as _;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::errors::{A2aError, ErrorKind};
 use super::handler::{A2a, Events};
-use super::jsonrpc::{self, Method};
-use super::{params, pb, protojson};
 use crate::service::ErrorCode;
+use crate::wire::errors::{A2aError, ErrorKind};
+use crate::wire::jsonrpc::{self, Method};
+use crate::wire::{params, pb, protojson};
 
 /// Where the binding is served (the card advertises `<public_url>` + this).
 pub const PATH: &str = "/a2a/jsonrpc";
@@ -68,7 +68,7 @@ async fn endpoint(
     if let Err(e) = params::check_json_content_type(content_type) {
         return json(StatusCode::OK, &jsonrpc::failure(&Value::Null, &e));
     }
-    let body = match (params::read_body(body, &auth).await, auth.as_ref()) {
+    let body = match (super::body::read_body(body, &auth).await, auth.as_ref()) {
         (Ok(b), _) => b,
         // Too much body without a valid credential: the credential's refusal answers.
         (Err(_), Err(refused)) => return auth_refusal(&Value::Null, refused.clone()),

@@ -11,10 +11,10 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::a2a;
-use crate::a2a::errors::{A2aError, SpecVersion};
 use crate::http::ApiError;
 use crate::net::ClientAddr;
 use crate::service::{Service, ServiceError};
+use crate::wire::errors::{A2aError, SpecVersion};
 
 /// The middleware (`axum::middleware::from_fn_with_state`).
 pub(super) async fn auth_failures(

@@ -24,11 +24,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::Binding;
-use crate::a2a::keys::{ALG_ES256, Jwk, Jwks};
-use crate::a2a::pb;
 use crate::domain::delivery::SendFailure;
+use crate::keys::ring::{ALG_ES256, Jwk, Jwks};
 use crate::net::outbound::FetchError;
 use crate::net::outbound::OutboundClient;
+use crate::wire::pb;
 
 /// Largest card read.
 pub const MAX_CARD_BYTES: usize = 1024 * 1024;

@@ -26,13 +26,13 @@ use serde_json::Value;
 use super::error::excerpt;
 use super::oauth::{Grant, TokenCache};
 use super::{Binding, CallError, RemoteAuth, RemoteError, RemoteTarget, grpc, sse};
-use crate::a2a::pb;
 use crate::net::outbound::OutboundClient;
+use crate::wire::pb;
 
 /// Largest answer (and stream event) read: the largest message liaison can store, encoded as an
 /// A2A message (`a2a::params::MAX_REQUEST_BYTES`, the bound of what liaison itself accepts).
 /// Larger answers could not become a message in the thread anyway.
-pub const MAX_ANSWER_BYTES: usize = crate::a2a::params::MAX_REQUEST_BYTES;
+pub const MAX_ANSWER_BYTES: usize = crate::wire::params::MAX_REQUEST_BYTES;
 
 /// The protocol version liaison speaks.
 pub const A2A_VERSION: &str = "1.0";

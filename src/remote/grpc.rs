@@ -23,8 +23,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use super::client::{A2aClient, EventStream};
 use super::error::excerpt;
 use super::{CallError, RemoteError, RemoteTarget};
-use crate::a2a::pb;
 use crate::domain::delivery::SendFailure;
+use crate::wire::pb;
 
 /// The service path prefix of every method.
 const SERVICE: &str = "/lf.a2a.v1.A2AService/";

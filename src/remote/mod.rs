@@ -174,7 +174,7 @@ pub struct RemoteTarget {
     pub push: bool,
     /// The pinned signing keys (empty for a card registered unsigned): they verify the remote's
     /// push JWTs.
-    pub keys: crate::a2a::keys::Jwks,
+    pub keys: crate::keys::ring::Jwks,
     /// The opened credentials; `Debug` never shows a secret.
     pub credentials: Arc<Credentials>,
     /// The ids of the skills the card lists (a message may ask for one of them).

@@ -8,9 +8,9 @@
 use std::time::Duration;
 
 use super::CallError;
-use crate::a2a::pb;
 use crate::domain::delivery::{SendFailure, SendResult};
 use crate::domain::{RemoteState, RemoteUpdate};
+use crate::wire::pb;
 
 /// The first and longest wait between two polls of a task that does not change.
 pub const POLL_MIN: Duration = Duration::from_secs(1);
@@ -87,7 +87,7 @@ pub fn task_update(task: &pb::Task) -> Result<RemoteUpdate, String> {
             .flat_map(|a| a.parts.iter().cloned())
             .collect();
         let (text, attachments) =
-            crate::a2a::convert::parts_in(parts).map_err(|e| format!("an artifact: {e}"))?;
+            crate::wire::parts::parts_in(parts).map_err(|e| format!("an artifact: {e}"))?;
         if !text.is_empty() {
             if !update.text.is_empty() {
                 update.text.push_str("\n\n");
@@ -101,7 +101,7 @@ pub fn task_update(task: &pb::Task) -> Result<RemoteUpdate, String> {
 
 /// A direct message answer (no task): a completed exchange.
 pub fn message_update(m: &pb::Message) -> Result<RemoteUpdate, String> {
-    let (text, attachments) = crate::a2a::convert::parts_in(m.parts.clone())
+    let (text, attachments) = crate::wire::parts::parts_in(m.parts.clone())
         .map_err(|e| format!("the remote's answer: {e}"))?;
     Ok(RemoteUpdate {
         task_id: format!("message:{}", m.message_id),

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::{Caller, ErrorCode, Result, Service, ServiceError, input};
-use crate::a2a::keys::Jwks;
 use crate::domain::{ChannelName, PersonId, PersonKind, Right, Rights, Scope, Timestamp};
+use crate::keys::ring::Jwks;
 use crate::remote::card::{self, CardError, Changes, Interface, Skill};
 use crate::remote::{A2aClient, Binding, Credentials, RemoteAuth, RemoteTarget};
 use crate::store::{PersonRecord, RemoteRecord, RemoteUpdate};

@@ -9,10 +9,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::http::{HeaderMap, StatusCode};
-use liaison::a2a::keys::{KeyRing, MasterKey, SigningKey};
 use liaison::domain::address::AddressPolicy;
 use liaison::domain::delivery::{AttemptVerdict, OutboxSettings, SendFailure, SendResult};
 use liaison::domain::{Kind, PersonKind, Scope, ThreadId};
+use liaison::keys::ring::{KeyRing, MasterKey, SigningKey};
 use liaison::net::outbound::OutboundClient;
 use liaison::service::{
     Caller, PushConfigSpec, Service, Settings, SkillRoute, TaskMessage, WebhookSpec,
@@ -287,7 +287,7 @@ async fn outbox_push_events_arrive_in_order_with_a_jwt_that_verifies() {
             .strip_prefix("Bearer ")
             .unwrap()
             .to_owned();
-        let expected = liaison::a2a::push_auth::PushDelivery {
+        let expected = liaison::keys::push_jwt::PushDelivery {
             issuer: "https://liaison.test",
             audience: &rx.url,
             task_id: Some(task.as_str()),
@@ -295,15 +295,15 @@ async fn outbox_push_events_arrive_in_order_with_a_jwt_that_verifies() {
             now: crate::helpers::t0().0 / 1000,
         };
         let claims =
-            liaison::a2a::push_auth::verify_push_jwt(&s.keys.jwks(), &token, &expected).unwrap();
+            liaison::keys::push_jwt::verify_push_jwt(&s.keys.jwks(), &token, &expected).unwrap();
         assert_eq!(claims["taskId"], task.as_str());
         // Another body under the same token is refused.
-        let swapped = liaison::a2a::push_auth::PushDelivery {
+        let swapped = liaison::keys::push_jwt::PushDelivery {
             body: b"{}",
             ..expected
         };
         assert!(
-            liaison::a2a::push_auth::verify_push_jwt(&s.keys.jwks(), &token, &swapped).is_err()
+            liaison::keys::push_jwt::verify_push_jwt(&s.keys.jwks(), &token, &swapped).is_err()
         );
     }
     assert_eq!(got[0].headers["x-liaison-event-id"], format!("{task}:1"));

@@ -12,10 +12,10 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use liaison::a2a::keys::MasterKey;
 use liaison::bus::LocalBus;
 use liaison::clock::{ManualClock, SystemClock};
 use liaison::domain::Timestamp;
+use liaison::keys::ring::MasterKey;
 use liaison::service::{Service, Settings, WebhookSpec};
 use liaison::store::Store;
 use tokio_util::sync::CancellationToken;

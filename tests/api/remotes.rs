@@ -9,15 +9,15 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use liaison::a2a::card::{CardDefinition, Endpoints, SignedCard};
-use liaison::a2a::keys::{KeyRing, MasterKey, SigningKey};
-use liaison::a2a::pb;
 use liaison::app::App;
 use liaison::config::{Config, Overrides};
 use liaison::domain::address::AddressPolicy;
 use liaison::domain::delivery::OutboxSettings;
 use liaison::domain::{PersonKind, Scope};
+use liaison::keys::ring::{KeyRing, MasterKey, SigningKey};
 use liaison::remote::{Binding, CallError, Credentials, RemoteAuth, RemoteTarget};
 use liaison::service::{Caller, ErrorCode, PartySpec, RefreshSpec, RemoteSpec, Service, Settings};
+use liaison::wire::pb;
 use tokio_util::sync::CancellationToken;
 
 use crate::helpers::{TestDb, TestEnv, pid, post};

@@ -5,9 +5,9 @@
 use std::path::Path;
 
 use liaison::a2a::card::verify_card;
-use liaison::a2a::keys::{Jwks, MasterKey, SigningKey};
 use liaison::app::App;
 use liaison::config::{Config, Overrides};
+use liaison::keys::ring::{Jwks, MasterKey, SigningKey};
 use tokio_util::sync::CancellationToken;
 
 use crate::helpers::TestDb;

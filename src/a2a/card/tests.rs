@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::a2a::keys::{MasterKey, SigningKey};
+use crate::keys::ring::{MasterKey, SigningKey};
 
 // ---- RFC 8785 (JCS) published vectors -------------------------------------------------------
 
@@ -103,7 +103,7 @@ fn master() -> MasterKey {
     MasterKey::from_hex(&"42".repeat(32)).unwrap()
 }
 
-fn ring_of(count: usize) -> (KeyRing, Vec<crate::a2a::keys::SealedKey>) {
+fn ring_of(count: usize) -> (KeyRing, Vec<crate::keys::ring::SealedKey>) {
     let mut records = Vec::new();
     for index in 0..count {
         let (_, mut record) = SigningKey::generate(&master()).unwrap();

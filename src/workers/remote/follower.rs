@@ -19,7 +19,6 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use tokio_util::sync::CancellationToken;
 
-use crate::a2a::pb;
 use crate::bus::{Topic, WakeBus};
 use crate::domain::{FollowMode, RemoteState, Timestamp};
 use crate::remote::observe::{
@@ -28,6 +27,7 @@ use crate::remote::observe::{
 use crate::remote::{A2aClient, CallError, RemoteTarget};
 use crate::service::{Service, ServiceError};
 use crate::store::RemoteTaskRecord;
+use crate::wire::pb;
 use crate::workers::lease::{self, Leased};
 
 /// How long a follower owns a task before it must renew.

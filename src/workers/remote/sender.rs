@@ -8,7 +8,6 @@
 //! own receiver with a token it keeps sealed. What the remote answers is recorded through the
 //! service, and the follower ([`super::follower`]) takes over.
 
-use crate::a2a::pb;
 use crate::domain::delivery::{SendFailure, SendResult};
 use crate::domain::{FollowMode, Timestamp};
 use crate::remote::observe::{
@@ -17,6 +16,7 @@ use crate::remote::observe::{
 use crate::remote::{A2aClient, PUSH_PATH};
 use crate::service::{OutboundSend, Service};
 use crate::store::{DeliveryRecord, REMOTE_CANCEL};
+use crate::wire::pb;
 
 const DELIVERED: SendResult = SendResult::Status {
     code: 200,
@@ -127,7 +127,7 @@ impl Sender {
             context_id: send.task.context_id.clone(),
             task_id: send.continue_task.clone().unwrap_or_default(),
             role: pb::Role::User as i32,
-            parts: crate::a2a::convert::parts_out(m),
+            parts: crate::wire::parts::parts_out(&m.body, &m.attachments),
             metadata: (!metadata.fields.is_empty()).then_some(metadata),
             extensions: Vec::new(),
             reference_task_ids,

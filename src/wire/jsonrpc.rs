@@ -367,7 +367,7 @@ mod tests {
             status: Some(pb::TaskStatus {
                 state: pb::TaskState::Completed as i32,
                 message: None,
-                timestamp: Some(crate::a2a::wkt::Timestamp {
+                timestamp: Some(crate::wire::wkt::Timestamp {
                     seconds: 1_780_000_000,
                     nanos: 123_000_000,
                 }),
@@ -428,7 +428,7 @@ mod tests {
 
     #[test]
     fn an_answer_written_as_text_is_the_answer_built_as_a_tree() {
-        use crate::a2a::{pb, protojson};
+        use crate::wire::{pb, protojson};
         let task = pb::Task {
             id: "t\"1\u{2028}".into(),
             context_id: "c".into(),
