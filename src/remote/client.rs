@@ -14,15 +14,15 @@
 //! between reads. An answer (or one stream event) larger than [`MAX_ANSWER_BYTES`] is
 //! [`CallError::TooLarge`], read no further.
 
-use std::pin::Pin;
 use std::sync::Arc;
 
-use futures::{Stream, StreamExt as _};
+use futures::StreamExt as _;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::call::{Call, EventStream};
 use super::error::excerpt;
 use super::oauth::{Grant, TokenCache};
 use super::{Binding, CallError, RemoteAuth, RemoteError, RemoteTarget, grpc, sse};
@@ -36,9 +36,6 @@ pub const MAX_ANSWER_BYTES: usize = crate::wire::params::MAX_REQUEST_BYTES;
 
 /// The protocol version liaison speaks.
 pub const A2A_VERSION: &str = "1.0";
-
-/// A stream of task events from a remote; it ends after the last event, or with one error.
-pub type EventStream = Pin<Box<dyn Stream<Item = Result<pb::StreamResponse, CallError>> + Send>>;
 
 /// The A2A client of the outbound bridge. Cheap to clone (clones share the OAuth2 token cache and
 /// the gRPC connections).
@@ -210,12 +207,13 @@ impl A2aClient {
         Ok(headers)
     }
 
-    pub(super) fn outbound(&self) -> &OutboundClient {
-        &self.outbound
-    }
-
-    pub(super) fn max_answer(&self) -> usize {
-        self.max_answer
+    /// What one call to `t` carries: its headers, the answer cap, the guarded client.
+    async fn call(&self, t: &RemoteTarget) -> Result<Call<'_>, CallError> {
+        Ok(Call {
+            outbound: &self.outbound,
+            headers: self.headers(t).await?,
+            max_answer: self.max_answer,
+        })
     }
 
     async fn jsonrpc<P: Serialize, R: DeserializeOwned>(
@@ -443,7 +441,8 @@ impl A2aClient {
         Req: prost::Message,
         Resp: prost::Message + Default,
     {
-        grpc::unary(self, &self.grpc, t, method, req).await
+        let call = self.call(t).await?;
+        grpc::unary(&call, &self.grpc, t, method, req).await
     }
 
     async fn grpc_stream<Req: prost::Message>(
@@ -452,7 +451,8 @@ impl A2aClient {
         method: &str,
         req: Req,
     ) -> Result<EventStream, CallError> {
-        grpc::server_stream(self, &self.grpc, t, method, req).await
+        let call = self.call(t).await?;
+        grpc::server_stream(&call, &self.grpc, t, method, req).await
     }
 }
 

@@ -20,7 +20,7 @@ use hyper::client::conn::http2::SendRequest;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::client::{A2aClient, EventStream};
+use super::call::{Call, EventStream};
 use super::error::excerpt;
 use super::{CallError, RemoteError, RemoteTarget};
 use crate::domain::delivery::SendFailure;
@@ -57,7 +57,7 @@ impl Connections {
     /// A ready sender on the connection to `url`, opening one when none is usable.
     async fn sender(
         &self,
-        client: &A2aClient,
+        call: &Call<'_>,
         url: &str,
     ) -> Result<SendRequest<Full<Bytes>>, CallError> {
         let cached = self
@@ -75,7 +75,7 @@ impl Connections {
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(url);
         }
-        let mut sender = self.connect(client, url).await?;
+        let mut sender = self.connect(call, url).await?;
         sender
             .ready()
             .await
@@ -89,7 +89,7 @@ impl Connections {
 
     async fn connect(
         &self,
-        client: &A2aClient,
+        call: &Call<'_>,
         url: &str,
     ) -> Result<SendRequest<Full<Bytes>>, CallError> {
         let invalid =
@@ -102,7 +102,7 @@ impl Connections {
         let port = parsed
             .port_or_known_default()
             .ok_or_else(|| invalid("no port"))?;
-        let outbound = client.outbound();
+        let outbound = call.outbound;
         let tcp = outbound
             .connect_tcp(&host, port)
             .await
@@ -159,14 +159,14 @@ impl Connections {
 }
 
 /// Sends one request; returns the answer's body once its head says it is a gRPC answer.
-async fn call<Req: prost::Message>(
-    client: &A2aClient,
+async fn send<Req: prost::Message>(
+    call: &Call<'_>,
     connections: &Connections,
     t: &RemoteTarget,
     method: &str,
     req: Req,
 ) -> Result<Incoming, CallError> {
-    let mut sender = connections.sender(client, &t.url).await?;
+    let mut sender = connections.sender(call, &t.url).await?;
     let message = req.encode_to_vec();
     let mut frame = Vec::with_capacity(5 + message.len());
     frame.push(0);
@@ -182,7 +182,7 @@ async fn call<Req: prost::Message>(
         .body(Full::new(Bytes::from(frame)))
         .map_err(|e| CallError::Transport(SendFailure::InvalidUrl(e.to_string())))?;
     let headers = request.headers_mut();
-    headers.extend(client.headers(t).await?);
+    headers.extend(call.headers.clone());
     headers.insert(
         hyper::header::CONTENT_TYPE,
         hyper::header::HeaderValue::from_static("application/grpc"),
@@ -222,7 +222,7 @@ async fn call<Req: prost::Message>(
 
 /// A unary call within the outbox's total timeout.
 pub(super) async fn unary<Req, Resp>(
-    client: &A2aClient,
+    call: &Call<'_>,
     connections: &Connections,
     t: &RemoteTarget,
     method: &str,
@@ -232,10 +232,10 @@ where
     Req: prost::Message,
     Resp: prost::Message + Default,
 {
-    let timeout = client.outbound().timeout();
+    let timeout = call.outbound.timeout();
     let work = async {
-        let body = call(client, connections, t, method, req).await?;
-        let mut reader = Frames::new(body, client.max_answer(), None);
+        let body = send(call, connections, t, method, req).await?;
+        let mut reader = Frames::new(body, call.max_answer, None);
         let message = reader.next().await?;
         // Read to the end: the status in the trailers decides.
         while reader.next().await?.is_some() {}
@@ -253,22 +253,22 @@ where
 
 /// A server-streaming call: the connect timeout for its head, then the idle timeout per read.
 pub(super) async fn server_stream<Req: prost::Message>(
-    client: &A2aClient,
+    call: &Call<'_>,
     connections: &Connections,
     t: &RemoteTarget,
     method: &str,
     req: Req,
 ) -> Result<EventStream, CallError> {
-    let outbound = client.outbound();
+    let outbound = call.outbound;
     let head_timeout = outbound.timeout();
-    let body = tokio::time::timeout(head_timeout, call(client, connections, t, method, req))
+    let body = tokio::time::timeout(head_timeout, send(call, connections, t, method, req))
         .await
         .map_err(|_| {
             CallError::Transport(SendFailure::Timeout(format!(
                 "the stream did not start within {head_timeout:?}"
             )))
         })??;
-    let reader = Frames::new(body, client.max_answer(), Some(outbound.stream_idle()));
+    let reader = Frames::new(body, call.max_answer, Some(outbound.stream_idle()));
     let stream = futures::stream::unfold(Some(reader), |reader| async move {
         let mut reader = reader?;
         match reader.next().await {

@@ -18,6 +18,7 @@
 //! `crate::a2a::push_receiver`). Decisions (interface order,
 //! caps, credentials) are in `README.md` next to this file.
 
+mod call;
 pub mod card;
 pub mod client;
 mod error;
@@ -30,7 +31,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-pub use client::{A2aClient, EventStream};
+pub use call::EventStream;
+pub use client::A2aClient;
 pub use error::{CallError, RemoteError};
 
 use crate::domain::PersonId;
