@@ -406,30 +406,61 @@ impl From<ServiceError> for A2aError {
     }
 }
 
-/// A service error as an A2A error: unknown or foreign tasks are TaskNotFound, a message to an
-/// ended task is UnsupportedOperation, bad input is InvalidParams, credentials refused are
-/// Unauthenticated, rights refused PermissionDenied, the rest internal.
+/// A service error as an A2A error. Every code is decided here, with no catch-all, so a new code
+/// cannot reach A2A clients without a decision (the test over `ErrorCode::ALL` holds it):
 pub fn service_error(e: ServiceError) -> A2aError {
-    let kind = match e.code {
-        ErrorCode::NotFound => ErrorKind::TaskNotFound,
-        ErrorCode::TaskNotCancelable => ErrorKind::TaskNotCancelable,
-        ErrorCode::TaskTerminal | ErrorCode::ThreadClosed => ErrorKind::UnsupportedOperation,
-        ErrorCode::InvalidInput | ErrorCode::ThreadRequired | ErrorCode::IdempotencyConflict => {
-            ErrorKind::InvalidParams
-        }
-        ErrorCode::Unauthenticated | ErrorCode::TokenExpired | ErrorCode::TokenRevoked => {
-            ErrorKind::Unauthenticated
-        }
-        ErrorCode::RateLimited | ErrorCode::TooManyStreams => ErrorKind::ResourceExhausted,
-        // A member's token on A2A, a skill the party may not use.
-        ErrorCode::Forbidden => ErrorKind::PermissionDenied,
-        _ => ErrorKind::InternalError,
-    };
+    let kind = a2a_kind(e.code);
     let retry_after = e.retry_after_s();
     let error = A2aError::new(kind, e.message);
     match retry_after {
         Some(s) => error.with_metadata(crate::wire::errors::RETRY_AFTER_KEY, s.to_string()),
         None => error,
+    }
+}
+
+/// The A2A error kind of a service error code, from the spec's error table (§3.3.2, §5.4).
+pub fn a2a_kind(code: ErrorCode) -> ErrorKind {
+    match code {
+        // Unknown and foreign tasks look the same.
+        ErrorCode::NotFound => ErrorKind::TaskNotFound,
+        ErrorCode::TaskNotCancelable => ErrorKind::TaskNotCancelable,
+        // A message to a task that ended, or to a thread that closed: the spec's "operation not
+        // supported" for a task in a terminal state.
+        ErrorCode::TaskTerminal | ErrorCode::ThreadClosed => ErrorKind::UnsupportedOperation,
+        // State conflicts of claims, leases and approvals: the request is valid, but cannot be
+        // carried out on the task as it stands (gRPC FAILED_PRECONDITION in v1.0.1).
+        ErrorCode::AlreadyClaimed
+        | ErrorCode::NotClaimable
+        | ErrorCode::LeaseHeld
+        | ErrorCode::ApprovalPending
+        | ErrorCode::ApprovalDecided
+        | ErrorCode::ApprovalExpired => ErrorKind::UnsupportedOperation,
+        // The caller's parameters: invalid, missing, a reused id, an id that exists already, a
+        // cursor past the end.
+        ErrorCode::InvalidInput
+        | ErrorCode::ThreadRequired
+        | ErrorCode::IdempotencyConflict
+        | ErrorCode::AlreadyExists
+        | ErrorCode::CursorAhead => ErrorKind::InvalidParams,
+        // Credentials refused (HTTP 401, gRPC UNAUTHENTICATED).
+        ErrorCode::Unauthenticated | ErrorCode::TokenExpired | ErrorCode::TokenRevoked => {
+            ErrorKind::Unauthenticated
+        }
+        // Authenticated, not allowed: a member's token on A2A, a skill the party may not use, or a
+        // request whose impact the channel's policy denies (HTTP 403, gRPC PERMISSION_DENIED).
+        ErrorCode::Forbidden | ErrorCode::DeniedByPolicy => ErrorKind::PermissionDenied,
+        // A limit of the caller's: retry after the wait the metadata carries.
+        ErrorCode::RateLimited
+        | ErrorCode::TooManyStreams
+        | ErrorCode::TooManyWaiters
+        | ErrorCode::TooManySessions => ErrorKind::ResourceExhausted,
+        // The server cannot serve now but may shortly (a database restart, a full disk; a remote
+        // agent liaison depends on being unreachable): each binding's retryable code.
+        ErrorCode::Unavailable | ErrorCode::RemoteUnreachable => ErrorKind::Unavailable,
+        // Admin operations on remote agents' cards; never a party's call, and not the caller's
+        // to fix if one ever reached it.
+        ErrorCode::CardRejected | ErrorCode::KeysChanged => ErrorKind::InternalError,
+        ErrorCode::Internal => ErrorKind::InternalError,
     }
 }
 
@@ -551,5 +582,49 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!(no_url.kind, ErrorKind::InvalidParams);
+    }
+
+    #[test]
+    fn every_service_error_code_has_its_a2a_kind() {
+        use ErrorKind as K;
+        for code in ErrorCode::ALL {
+            let expected = match code {
+                ErrorCode::NotFound => K::TaskNotFound,
+                ErrorCode::TaskNotCancelable => K::TaskNotCancelable,
+                ErrorCode::Unauthenticated | ErrorCode::TokenExpired | ErrorCode::TokenRevoked => {
+                    K::Unauthenticated
+                }
+                ErrorCode::Forbidden | ErrorCode::DeniedByPolicy => K::PermissionDenied,
+                ErrorCode::InvalidInput
+                | ErrorCode::ThreadRequired
+                | ErrorCode::IdempotencyConflict
+                | ErrorCode::AlreadyExists
+                | ErrorCode::CursorAhead => K::InvalidParams,
+                ErrorCode::RateLimited
+                | ErrorCode::TooManyStreams
+                | ErrorCode::TooManyWaiters
+                | ErrorCode::TooManySessions => K::ResourceExhausted,
+                ErrorCode::Unavailable | ErrorCode::RemoteUnreachable => K::Unavailable,
+                ErrorCode::CardRejected | ErrorCode::KeysChanged | ErrorCode::Internal => {
+                    K::InternalError
+                }
+                _ => K::UnsupportedOperation,
+            };
+            assert_eq!(a2a_kind(*code), expected, "{code}");
+        }
+    }
+
+    #[test]
+    fn an_outage_is_the_retryable_code_of_every_binding_with_its_wait() {
+        use crate::wire::errors::SpecVersion;
+        let outage = ServiceError::new(ErrorCode::Unavailable, "the database is unavailable")
+            .with_details(serde_json::json!({"retry_after_s": 2}));
+        let e = service_error(outage);
+        assert_eq!(e.jsonrpc_error()["code"], -31503);
+        for version in [SpecVersion::V1_0_0, SpecVersion::V1_0_1] {
+            assert_eq!(e.rest_error(version).0.as_u16(), 503);
+            assert_eq!(e.grpc_status(version).code(), tonic::Code::Unavailable);
+        }
+        assert_eq!(e.retry_after_s(), Some(2));
     }
 }

@@ -510,13 +510,20 @@ fn error_info_reason(details: Option<&Value>) -> Option<String> {
 
 fn jsonrpc_error(error: &Value) -> RemoteError {
     let code = error["code"].as_i64().unwrap_or(0);
+    let reason = error_info_reason(error.get("data"));
+    // -32603 is the server's internal error; an ErrorInfo reason of UNAVAILABLE or
+    // RESOURCE_EXHAUSTED says "later" whatever the code; A2A's and the standard codes are final.
+    let retryable = code == -32603
+        || matches!(
+            reason.as_deref(),
+            Some("UNAVAILABLE" | "RESOURCE_EXHAUSTED")
+        );
     RemoteError {
         code,
-        reason: error_info_reason(error.get("data")),
+        reason,
         message: excerpt(error["message"].as_str().unwrap_or("")),
         http_status: None,
-        // -32603 is the server's internal error; A2A and the other standard codes are final.
-        retryable: code == -32603,
+        retryable,
     }
 }
 

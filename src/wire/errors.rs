@@ -67,6 +67,12 @@ pub enum ErrorKind {
     /// The request body is larger than the largest valid request (HTTP 413, gRPC
     /// `RESOURCE_EXHAUSTED` as gRPC itself answers an oversize message, JSON-RPC InvalidRequest).
     PayloadTooLarge,
+    /// Not in the spec's table (liaison's own row, like the two above): the server cannot serve
+    /// the request now but may shortly (its database restarts, its disk is full). The retryable
+    /// code of each binding: HTTP 503 and gRPC `UNAVAILABLE`, both with the wait when the
+    /// metadata has one; JSON-RPC `-31503`, outside the reserved range like `-31401`/`-31403`,
+    /// named for its HTTP status.
+    Unavailable,
 }
 
 /// `ErrorInfo.metadata` key of the seconds to wait before retrying (`ResourceExhausted`).
@@ -95,7 +101,7 @@ struct Row {
 
 /// The table. One row per [`ErrorKind`], in declaration order.
 #[rustfmt::skip]
-const TABLE: [Row; 18] = [
+const TABLE: [Row; 19] = [
     row(ErrorKind::ParseError, -32700, "JSON_PARSE", "Invalid JSON payload", (400, Code::InvalidArgument), (400, Code::InvalidArgument)),
     row(ErrorKind::InvalidRequest, -32600, "INVALID_REQUEST", "Request payload validation error", (400, Code::InvalidArgument), (400, Code::InvalidArgument)),
     row(ErrorKind::MethodNotFound, -32601, "METHOD_NOT_FOUND", "Method not found", (404, Code::Unimplemented), (404, Code::Unimplemented)),
@@ -116,6 +122,7 @@ const TABLE: [Row; 18] = [
     row(ErrorKind::Unauthenticated, -31401, "UNAUTHENTICATED", "Authentication required", (401, Code::Unauthenticated), (401, Code::Unauthenticated)),
     row(ErrorKind::PermissionDenied, -31403, "PERMISSION_DENIED", "Permission denied", (403, Code::PermissionDenied), (403, Code::PermissionDenied)),
     row(ErrorKind::PayloadTooLarge, -32600, "PAYLOAD_TOO_LARGE", "Request too large", (413, Code::ResourceExhausted), (413, Code::ResourceExhausted)),
+    row(ErrorKind::Unavailable, -31503, "UNAVAILABLE", "Service unavailable; retry later", (503, Code::Unavailable), (503, Code::Unavailable)),
 ];
 
 const fn row(
@@ -138,7 +145,7 @@ const fn row(
 
 impl ErrorKind {
     /// Every kind, in table order.
-    pub const ALL: [ErrorKind; 18] = [
+    pub const ALL: [ErrorKind; 19] = [
         ErrorKind::ParseError,
         ErrorKind::InvalidRequest,
         ErrorKind::MethodNotFound,
@@ -157,6 +164,7 @@ impl ErrorKind {
         ErrorKind::Unauthenticated,
         ErrorKind::PermissionDenied,
         ErrorKind::PayloadTooLarge,
+        ErrorKind::Unavailable,
     ];
 
     fn row(self) -> &'static Row {
@@ -314,7 +322,7 @@ mod tests {
     /// (HTTP, gRPC) in v1.0.1, (HTTP, gRPC) in v1.0.0.
     #[allow(clippy::type_complexity)]
     #[rustfmt::skip]
-    const EXPECTED: [(ErrorKind, i32, &str, (u16, Code), (u16, Code)); 18] = [
+    const EXPECTED: [(ErrorKind, i32, &str, (u16, Code), (u16, Code)); 19] = [
         (ErrorKind::ParseError, -32700, "JSON_PARSE", (400, Code::InvalidArgument), (400, Code::InvalidArgument)),
         (ErrorKind::InvalidRequest, -32600, "INVALID_REQUEST", (400, Code::InvalidArgument), (400, Code::InvalidArgument)),
         (ErrorKind::MethodNotFound, -32601, "METHOD_NOT_FOUND", (404, Code::Unimplemented), (404, Code::Unimplemented)),
@@ -333,6 +341,7 @@ mod tests {
         (ErrorKind::Unauthenticated, -31401, "UNAUTHENTICATED", (401, Code::Unauthenticated), (401, Code::Unauthenticated)),
         (ErrorKind::PermissionDenied, -31403, "PERMISSION_DENIED", (403, Code::PermissionDenied), (403, Code::PermissionDenied)),
         (ErrorKind::PayloadTooLarge, -32600, "PAYLOAD_TOO_LARGE", (413, Code::ResourceExhausted), (413, Code::ResourceExhausted)),
+        (ErrorKind::Unavailable, -31503, "UNAVAILABLE", (503, Code::Unavailable), (503, Code::Unavailable)),
     ];
 
     #[test]

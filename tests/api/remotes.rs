@@ -917,3 +917,54 @@ async fn oauth2_tokens_are_fetched_once_cached_and_renewed_when_refused() {
     assert!(matches!(e, CallError::Credentials(_)), "{e:?}");
     assert!(e.retryable());
 }
+
+/// A database outage reaches an A2A client as its binding's retryable code: JSON-RPC -31503 with
+/// the reason UNAVAILABLE, HTTP 503, gRPC UNAVAILABLE; never INTERNAL, which clients do not retry.
+#[tokio::test]
+async fn a_database_outage_is_a_retryable_error_on_every_binding() {
+    let remote = RemoteApp::start().await;
+    let env = local(true).await;
+    let client = env.service.a2a_client().clone();
+    let bindings = ["grpc", "jsonrpc", "http-json"];
+    let mut targets = Vec::new();
+    for binding in bindings {
+        let name = format!("down-{}", binding.replace('-', ""));
+        let mut spec = spec(&name, &remote.card_url(), &remote.party_token);
+        spec.binding = Some(binding.into());
+        env.service.add_remote(&env.admin, spec).await.unwrap();
+        let t = target(&env, &name).await;
+        // Served while the database is up: an unknown task is the remote's TASK_NOT_FOUND.
+        match client.get_task(&t, "thr_unknown").await.unwrap_err() {
+            CallError::Remote(e) => assert_eq!(e.reason.as_deref(), Some("TASK_NOT_FOUND")),
+            other => panic!("{binding}: {other:?}"),
+        }
+        targets.push((binding, t));
+    }
+    // The remote's store goes away under it: its writer and its read connections are closed.
+    remote.service.store().close().await;
+    for (binding, t) in &targets {
+        let request = pb::SendMessageRequest {
+            message: Some(pb::Message {
+                message_id: format!("m-{binding}"),
+                role: pb::Role::User as i32,
+                parts: vec![pb::Part {
+                    content: Some(pb::part::Content::Text("are you there?".into())),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let e = match client.send_message(t, request).await.unwrap_err() {
+            CallError::Remote(e) => e,
+            other => panic!("{binding}: {other:?}"),
+        };
+        assert!(e.retryable, "{binding}: {e:?}");
+        assert_eq!(e.reason.as_deref(), Some("UNAVAILABLE"), "{binding}: {e:?}");
+        match *binding {
+            "grpc" => assert_eq!(e.code, tonic::Code::Unavailable as i64, "{e:?}"),
+            "jsonrpc" => assert_eq!(e.code, -31503, "{e:?}"),
+            _ => assert_eq!(e.http_status, Some(503), "{e:?}"),
+        }
+    }
+}
