@@ -8,9 +8,10 @@ use sqlx::any::AnyConnectOptions;
 use sqlx::{AnyConnection, ConnectOptions, Connection};
 
 use super::db::{Conn, Pool};
+use super::error::{Result, StoreError};
+use super::migrations::migrator;
 use super::readers::{Readers, ReadersConfig};
 use super::writer::BatchWriter;
-use super::{Result, StoreError};
 
 const MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -79,7 +80,7 @@ pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {
     .await?;
     // The migrator takes an advisory lock, so replicas starting together apply each migration once.
     let mut migrating = AnyConnection::connect_with(&options).await?;
-    super::migrator(MIGRATIONS)
+    migrator(MIGRATIONS)
         .run(&mut migrating)
         .await
         .map_err(|e| StoreError::Database(e.to_string()))?;

@@ -7,8 +7,9 @@ use sqlx::any::AnyConnectOptions;
 use sqlx::{AnyConnection, ConnectOptions, Connection, Executor};
 
 use super::db::{self, Conn, LitePool, Pool};
+use super::error::{Result, StoreError};
+use super::migrations::migrator;
 use super::writer::BatchWriter;
-use super::{Result, StoreError};
 
 const MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -77,7 +78,7 @@ pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {
     for pragma in ["PRAGMA journal_mode = WAL", "PRAGMA busy_timeout = 10000"] {
         migrating.execute(pragma).await?;
     }
-    super::migrator(MIGRATIONS)
+    migrator(MIGRATIONS)
         .run(&mut migrating)
         .await
         .map_err(|e| StoreError::Database(e.to_string()))?;

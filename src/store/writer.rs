@@ -25,9 +25,9 @@ use sqlx::any::AnyConnectOptions;
 use sqlx::{AnyConnection, Connection, Executor};
 use tokio::sync::{mpsc, oneshot};
 
-use super::db::Conn;
+use super::db::{BoxFut, Conn};
+use super::error::{Result, StoreError};
 use super::messages::{Posted, QueuedPost, post_group};
-use super::{BoxFut, Result, StoreError};
 
 /// Most jobs committed together; bounds the latency a batch adds to its last job.
 const MAX_BATCH: usize = 256;
