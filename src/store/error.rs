@@ -64,3 +64,8 @@ impl From<crate::domain::ParseError> for StoreError {
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// A JSON text the store wrote or reads that does not (de)serialise.
+pub(in crate::store) fn json_err(e: serde_json::Error) -> StoreError {
+    StoreError::Corrupt(e.to_string())
+}

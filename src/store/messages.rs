@@ -2,167 +2,20 @@
 
 use std::borrow::Cow;
 
-use super::db::{Conn, Query, Row, query};
-use super::{
-    BoxFut, EntryContent, InboxEntry, InboxPosition, MessageRecord, Result, Store, StoreError,
-    TaskInfo, ThreadRecord,
+use super::Store;
+use super::db::{BoxFut, Conn, Query, query};
+use super::error::{Result, StoreError, json_err};
+use super::model::input::{LoggedEvent, NewMessage};
+use super::model::records::inbox::{EntryContent, InboxEntry, InboxPosition, entry};
+use super::model::records::threads::{
+    MESSAGE_COLUMNS, MessageRecord, PostOutcome, THREAD_COLUMNS, TaskInfo, ThreadRecord, message,
+    thread,
 };
+use super::outbox::WebhookCache;
 use crate::domain::{
-    AgentIdentity, Attachment, ChannelName, Impact, Kind, MessageId, Outcome, PersonId, TaskEvent,
-    TaskState, ThreadId, ThreadState, Timestamp,
+    AgentIdentity, Impact, Kind, MessageId, Outcome, PersonId, TaskEvent, TaskState, ThreadId,
+    ThreadState, Timestamp,
 };
-
-/// A message the service has validated and is ready to store.
-#[derive(Debug, Clone)]
-pub struct NewMessage {
-    pub id: MessageId,
-    pub thread: ThreadId,
-    /// True when this message opens `thread`.
-    pub opens_thread: bool,
-    pub channel: ChannelName,
-    pub kind: Kind,
-    pub author: PersonId,
-    pub agent: Option<AgentIdentity>,
-    pub recipients: Vec<PersonId>,
-    pub subject: Option<String>,
-    pub body: String,
-    pub attachments: Vec<Attachment>,
-    pub impact: Option<Impact>,
-    pub outcome: Option<Outcome>,
-    pub refers_to: Option<MessageId>,
-    pub idempotency_key: Option<String>,
-    /// Hash of what the client asked for; a retry with the same key must match it.
-    pub request_hash: String,
-    pub created_at: Timestamp,
-    /// When this message opens a thread for an external party: the task's settings.
-    pub task: Option<NewTask>,
-    /// When this request needs a human's approval: the approval, stored with it.
-    pub approval: Option<super::approvals::NewApproval>,
-    /// When this message goes to a remote agent: what it sets in motion (SPEC §8b).
-    pub remote: Option<super::remote_tasks::RemoteHop>,
-}
-
-/// The A2A settings of a task opened by a message.
-#[derive(Debug, Clone)]
-pub struct NewTask {
-    pub context_id: String,
-    pub skill: String,
-    pub reference_task_ids: Vec<ThreadId>,
-}
-
-/// The result of a post.
-#[derive(Debug, Clone)]
-pub struct PostOutcome {
-    pub message: MessageRecord,
-    pub thread: ThreadRecord,
-    /// True when an earlier post with the same idempotency key was returned and nothing was created.
-    pub replayed: bool,
-}
-
-const MESSAGE_COLUMNS: &str = "id, thread_id, channel, position, kind, author, agent, recipients, subject, body, \
-     attachments, impact, outcome, refers_to, idempotency_key, created_at";
-pub(super) const THREAD_COLUMNS: &str = "id, channel, subject, opener_kind, opened_by, state, asker, outcome, \
-     message_count, created_at, updated_at, task_state, context_id, skill, reference_task_ids, task_event_seq";
-
-fn json_err(e: serde_json::Error) -> StoreError {
-    StoreError::Corrupt(e.to_string())
-}
-
-fn opt_parse<T: std::str::FromStr<Err = crate::domain::ParseError>>(
-    v: Option<String>,
-) -> Result<Option<T>> {
-    Ok(v.map(|s| s.parse()).transpose()?)
-}
-
-fn message(row: &Row) -> Result<MessageRecord> {
-    let recipients: Vec<PersonId> =
-        serde_json::from_str(&row.try_get::<String, _>("recipients")?).map_err(json_err)?;
-    Ok(MessageRecord {
-        id: MessageId::parse(row.try_get::<String, _>("id")?)?,
-        thread: ThreadId::parse(row.try_get::<String, _>("thread_id")?)?,
-        channel: ChannelName::parse(row.try_get::<String, _>("channel")?)?,
-        position: row.try_get("position")?,
-        kind: row.try_get::<String, _>("kind")?.parse()?,
-        author: PersonId::parse(row.try_get::<String, _>("author")?)?,
-        agent: row
-            .try_get::<Option<String>, _>("agent")?
-            .map(AgentIdentity::parse)
-            .transpose()?,
-        recipients,
-        subject: row.try_get("subject")?,
-        body: row.try_get("body")?,
-        attachments: serde_json::from_str(&row.try_get::<String, _>("attachments")?)
-            .map_err(json_err)?,
-        impact: opt_parse(row.try_get("impact")?)?,
-        outcome: opt_parse(row.try_get("outcome")?)?,
-        refers_to: row
-            .try_get::<Option<String>, _>("refers_to")?
-            .map(MessageId::parse)
-            .transpose()?,
-        idempotency_key: row.try_get("idempotency_key")?,
-        created_at: Timestamp(row.try_get("created_at")?),
-    })
-}
-
-pub(super) fn thread(row: &Row) -> Result<ThreadRecord> {
-    let name: String = row.try_get("state")?;
-    let asker = row
-        .try_get::<Option<String>, _>("asker")?
-        .map(PersonId::parse)
-        .transpose()?;
-    let outcome = opt_parse(row.try_get("outcome")?)?;
-    let state = ThreadState::from_parts(&name, asker, outcome)
-        .ok_or_else(|| StoreError::Corrupt(format!("thread state {name:?}")))?;
-    Ok(ThreadRecord {
-        id: ThreadId::parse(row.try_get::<String, _>("id")?)?,
-        channel: ChannelName::parse(row.try_get::<String, _>("channel")?)?,
-        subject: row.try_get("subject")?,
-        opener_kind: row.try_get::<String, _>("opener_kind")?.parse()?,
-        opened_by: PersonId::parse(row.try_get::<String, _>("opened_by")?)?,
-        state,
-        message_count: row.try_get("message_count")?,
-        created_at: Timestamp(row.try_get("created_at")?),
-        updated_at: Timestamp(row.try_get("updated_at")?),
-        task: match row.try_get::<Option<String>, _>("task_state")? {
-            None => None,
-            Some(state) => Some(TaskInfo {
-                state: state.parse()?,
-                context_id: row
-                    .try_get::<Option<String>, _>("context_id")?
-                    .unwrap_or_default(),
-                skill: row
-                    .try_get::<Option<String>, _>("skill")?
-                    .unwrap_or_default(),
-                reference_task_ids: serde_json::from_str(
-                    &row.try_get::<Option<String>, _>("reference_task_ids")?
-                        .unwrap_or_else(|| "[]".into()),
-                )
-                .map_err(json_err)?,
-                last_event: row.try_get("task_event_seq")?,
-            }),
-        },
-    })
-}
-
-fn entry(row: &Row) -> Result<InboxEntry> {
-    let kind: String = row.try_get("entry_kind")?;
-    let content = match kind.as_str() {
-        "message" => EntryContent::Message {
-            message: MessageId::parse(row.try_get::<String, _>("message_id")?)?,
-            thread: ThreadId::parse(row.try_get::<String, _>("thread_id")?)?,
-            channel: ChannelName::parse(row.try_get::<String, _>("channel")?)?,
-        },
-        "notice" => EntryContent::Notice {
-            notice: serde_json::from_str(&row.try_get::<String, _>("notice")?).map_err(json_err)?,
-        },
-        other => return Err(StoreError::Corrupt(format!("inbox entry kind {other:?}"))),
-    };
-    Ok(InboxEntry {
-        seq: row.try_get("seq")?,
-        content,
-        created_at: Timestamp(row.try_get("created_at")?),
-    })
-}
 
 impl Store {
     /// Stores a message atomically: idempotency, thread state transition, the message, the release of
@@ -510,7 +363,7 @@ pub(super) async fn post_in(
     tx: &mut Conn,
     m: NewMessage,
     lock: &'static str,
-    cache: &super::outbox::WebhookCache,
+    cache: &WebhookCache,
 ) -> Result<(PostOutcome, bool)> {
     // A new thread checks its key in the statement that creates it (one round trip less);
     // a post in an existing thread checks first.
@@ -651,7 +504,7 @@ fn opening(m: &NewMessage) -> Result<(ThreadRecord, Opening)> {
 /// enqueued: only then are the outbox's workers woken after the commit.
 async fn after_rows(
     tx: &mut Conn,
-    cache: &super::outbox::WebhookCache,
+    cache: &WebhookCache,
     m: &NewMessage,
     position: i64,
     event: Option<(i64, TaskState)>,
@@ -667,7 +520,7 @@ async fn after_rows(
         enqueued = true;
     }
     if let Some((seq, state)) = event {
-        let event = super::tasks::LoggedEvent {
+        let event = LoggedEvent {
             thread: &m.thread,
             seq,
             state,

@@ -19,11 +19,11 @@ mod db;
 mod error;
 mod messages;
 mod migrations;
+mod model;
 mod outbox;
 mod people;
 mod postgres;
 mod readers;
-mod records;
 mod remote_tasks;
 mod remotes;
 mod signing_keys;
@@ -33,23 +33,32 @@ mod writer;
 
 use db::{BoxFut, Conn};
 
-pub use approvals::{ApprovalRecord, AuditRecord, NewApproval, Settled, Settlement};
 pub use cache::TTL as DIRECTORY_TTL;
-pub use console::{LinkKind, LinkRecord, NewLink, SessionRecord};
-pub use coordination::{ClaimAttempt, LeaseAttempt};
 pub use error::{Result, StoreError};
-pub use messages::{NewMessage, NewTask, PostOutcome};
-pub use outbox::{
-    AttemptRecord, AttemptVerdict, DeliveryFilter, DeliveryRecord, DeliveryState, Finished,
-    FinishedAttempt, PUSH_EVENT, WebhookRecord, push_endpoint, webhook_endpoint,
+pub use model::input::{
+    AttemptVerdict, DeliveryFilter, FinishedAttempt, NewApproval, NewLink, NewMessage,
+    NewRemoteTask, NewTask, RemoteHop, RemoteObservation, RemoteUpdate, Settlement, TaskFilter,
 };
-pub use records::*;
-pub use remote_tasks::{
-    NewRemoteTask, REMOTE_CANCEL, REMOTE_SEND, RemoteHop, RemoteObservation, RemoteTaskRecord,
-    remote_endpoint,
+pub use model::records::approvals::{ApprovalRecord, AuditRecord, Settled};
+pub use model::records::coordination::{
+    ClaimAttempt, ClaimRecord, LeaseAttempt, LeaseRecord, PresenceRecord,
 };
-pub use remotes::{RemoteRecord, RemoteUpdate};
-pub use tasks::TaskFilter;
+pub use model::records::directory::{
+    ChannelRecord, MemberRecord, PartyRecord, PersonRecord, TokenRecord,
+};
+pub use model::records::inbox::{EntryContent, InboxEntry, InboxPosition};
+pub use model::records::links::{LinkKind, LinkRecord, SessionRecord};
+pub use model::records::outbox::{
+    AttemptRecord, DeliveryRecord, DeliveryState, Finished, PUSH_EVENT, WebhookRecord,
+    push_endpoint, webhook_endpoint,
+};
+pub use model::records::remote_tasks::{
+    REMOTE_CANCEL, REMOTE_SEND, RemoteTaskRecord, remote_endpoint,
+};
+pub use model::records::remotes::RemoteRecord;
+pub use model::records::threads::{
+    MessageRecord, PostOutcome, PushConfigRecord, TaskEventRecord, TaskInfo, ThreadRecord,
+};
 
 /// Which database the store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

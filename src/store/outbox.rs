@@ -4,232 +4,25 @@
 //! webhooks they go to. Retry rules (when, how often, what is permanent) are the service's; the
 //! store only applies the outcome it is given.
 
-use super::db::{Conn, Row, query};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{Result, Store, StoreError};
+use super::Store;
+use super::db::{Conn, query};
+use super::error::{Result, StoreError};
+use super::model::input::{
+    AttemptVerdict, Audience, DeliveryFilter, FinishedAttempt, LoggedEvent, NewApproval,
+    NewDelivery, NewMessage,
+};
+use super::model::records::approvals::ApprovalRecord;
+use super::model::records::outbox::{
+    AttemptRecord, DELIVERY_COLUMNS, DeliveryRecord, DeliveryState, Finished, PUSH_EVENT,
+    WEBHOOK_COLUMNS, WEBHOOK_FROM, WebhookRecord, attempt, delivery, push_endpoint, webhook,
+    webhook_endpoint,
+};
+use super::model::records::threads::{PushConfigRecord, TaskEventRecord};
 use crate::domain::{PersonId, ThreadId, Timestamp};
-
-/// Where a delivery stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DeliveryState {
-    /// Waiting for its first attempt, in flight, or waiting to be retried.
-    Pending,
-    Delivered,
-    /// Failed for good (permanent failure, last attempt, or its endpoint was disabled).
-    Dead,
-}
-
-impl DeliveryState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeliveryState::Pending => "pending",
-            DeliveryState::Delivered => "delivered",
-            DeliveryState::Dead => "dead",
-        }
-    }
-
-    fn parse(s: &str) -> Result<Self> {
-        Ok(match s {
-            "pending" => DeliveryState::Pending,
-            "delivered" => DeliveryState::Delivered,
-            "dead" => DeliveryState::Dead,
-            other => return Err(StoreError::Corrupt(format!("delivery state {other:?}"))),
-        })
-    }
-}
-
-/// One outbound delivery.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct DeliveryRecord {
-    pub id: i64,
-    /// `push:<task>/<config>` or `webhook:<id>`.
-    pub endpoint: String,
-    pub url: String,
-    /// `task.event` for an A2A push, else the webhook event type.
-    pub event_type: String,
-    /// The same on every attempt; receivers deduplicate on it.
-    pub event_id: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub thread: Option<ThreadId>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub event_seq: Option<i64>,
-    /// The webhook body; none for a push (rendered from the task event).
-    #[serde(skip)]
-    pub payload: Option<String>,
-    pub state: DeliveryState,
-    /// Attempts started so far (the one in flight included).
-    pub attempts: i64,
-    pub next_attempt_at: Timestamp,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_status: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<String>,
-    pub created_at: Timestamp,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub finished_at: Option<Timestamp>,
-}
-
-/// One recorded attempt of a delivery.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct AttemptRecord {
-    pub attempt: i64,
-    pub worker: String,
-    pub started_at: Timestamp,
-    pub latency_ms: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<i64>,
-    pub error_class: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-/// What to do with a delivery after an attempt (decided by the service's retry rules).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AttemptVerdict {
-    Delivered,
-    RetryAt(Timestamp),
-    Dead,
-}
-
-/// An attempt to record and its verdict to apply.
-#[derive(Debug, Clone)]
-pub struct FinishedAttempt {
-    pub delivery: i64,
-    pub attempt: i64,
-    pub worker: String,
-    pub started_at: Timestamp,
-    pub latency_ms: i64,
-    pub status: Option<i64>,
-    pub error_class: String,
-    pub error: Option<String>,
-    pub verdict: AttemptVerdict,
-    pub now: Timestamp,
-    /// Consecutive dead deliveries after which the endpoint is disabled.
-    pub disable_after: i64,
-    /// When the delivery dies: a `close` of its thread to post in the same transaction (a send to
-    /// a remote agent that failed for good ends the thread `failed`, never silently).
-    pub on_dead: Option<super::NewMessage>,
-}
-
-/// What finishing an attempt changed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Finished {
-    /// False when the lease was lost (another worker took the delivery over): nothing changed.
-    pub applied: bool,
-    /// The delivery's endpoint was disabled by this attempt.
-    pub endpoint_disabled: bool,
-}
-
-/// An admin webhook.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct WebhookRecord {
-    pub id: String,
-    pub url: String,
-    pub events: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub person: Option<PersonId>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub channel: Option<String>,
-    /// Never shown.
-    #[serde(skip)]
-    pub sealed_secret: String,
-    pub created_at: Timestamp,
-    /// Set when repeated dead deliveries disabled it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub disabled_at: Option<Timestamp>,
-}
-
-/// Which deliveries to list.
-#[derive(Debug, Clone, Default)]
-pub struct DeliveryFilter {
-    pub state: Option<DeliveryState>,
-    /// Only pending deliveries with at least one failed attempt.
-    pub failed: bool,
-    pub endpoint: Option<String>,
-    /// Only ids below this one (paging, newest first).
-    pub before: Option<i64>,
-    pub limit: i64,
-}
-
-/// The event type of an A2A push delivery.
-pub const PUSH_EVENT: &str = "task.event";
-
-const DELIVERY_COLUMNS: &str = "id, endpoint, url, event_type, event_id, thread_id, event_seq, payload, state, \
-     attempts, next_attempt_at, last_status, last_error, created_at, finished_at";
-
-fn delivery(row: &Row) -> Result<DeliveryRecord> {
-    Ok(DeliveryRecord {
-        id: row.try_get("id")?,
-        endpoint: row.try_get("endpoint")?,
-        url: row.try_get("url")?,
-        event_type: row.try_get("event_type")?,
-        event_id: row.try_get("event_id")?,
-        thread: row
-            .try_get::<Option<String>, _>("thread_id")?
-            .map(ThreadId::parse)
-            .transpose()?,
-        event_seq: row.try_get("event_seq")?,
-        payload: row.try_get("payload")?,
-        state: DeliveryState::parse(&row.try_get::<String, _>("state")?)?,
-        attempts: row.try_get("attempts")?,
-        next_attempt_at: Timestamp(row.try_get("next_attempt_at")?),
-        last_status: row.try_get("last_status")?,
-        last_error: row.try_get("last_error")?,
-        created_at: Timestamp(row.try_get("created_at")?),
-        finished_at: row.try_get::<Option<i64>, _>("finished_at")?.map(Timestamp),
-    })
-}
-
-fn attempt(row: &Row) -> Result<AttemptRecord> {
-    Ok(AttemptRecord {
-        attempt: row.try_get("attempt")?,
-        worker: row.try_get("worker")?,
-        started_at: Timestamp(row.try_get("started_at")?),
-        latency_ms: row.try_get("latency_ms")?,
-        status: row.try_get("status")?,
-        error_class: row.try_get("error_class")?,
-        error: row.try_get("error")?,
-    })
-}
-
-const WEBHOOK_COLUMNS: &str = "w.id, w.url, w.events, w.person, w.channel, w.sealed_secret, w.created_at, \
-     e.disabled_at";
-const WEBHOOK_FROM: &str =
-    "webhooks w LEFT JOIN outbox_endpoints e ON e.endpoint = 'webhook:' || w.id";
-
-fn webhook(row: &Row) -> Result<WebhookRecord> {
-    Ok(WebhookRecord {
-        id: row.try_get("id")?,
-        url: row.try_get("url")?,
-        events: serde_json::from_str(&row.try_get::<String, _>("events")?)
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
-        person: row
-            .try_get::<Option<String>, _>("person")?
-            .map(PersonId::parse)
-            .transpose()?,
-        channel: row.try_get("channel")?,
-        sealed_secret: row.try_get("sealed_secret")?,
-        created_at: Timestamp(row.try_get("created_at")?),
-        disabled_at: row.try_get::<Option<i64>, _>("disabled_at")?.map(Timestamp),
-    })
-}
-
-/// A new delivery row.
-pub(super) struct NewDelivery<'a> {
-    pub(super) endpoint: &'a str,
-    pub(super) order_key: &'a str,
-    pub(super) url: &'a str,
-    pub(super) event_type: &'a str,
-    pub(super) event_id: &'a str,
-    pub(super) thread: Option<&'a ThreadId>,
-    pub(super) event_seq: Option<i64>,
-    pub(super) payload: Option<&'a str>,
-    pub(super) now: Timestamp,
-}
 
 pub(super) async fn insert(tx: &mut Conn, d: NewDelivery<'_>) -> Result<()> {
     query(
@@ -248,16 +41,6 @@ pub(super) async fn insert(tx: &mut Conn, d: NewDelivery<'_>) -> Result<()> {
     .execute(&mut *tx)
     .await?;
     Ok(())
-}
-
-/// The endpoint name of a task's push config.
-pub fn push_endpoint(thread: &ThreadId, config: &str) -> String {
-    format!("push:{thread}/{config}")
-}
-
-/// The endpoint name of a webhook.
-pub fn webhook_endpoint(id: &str) -> String {
-    format!("webhook:{id}")
 }
 
 /// Push deliveries of one task event, one per push config of the task whose endpoint is enabled.
@@ -300,14 +83,6 @@ async fn push_event(
         .await?;
     }
     Ok(enqueued)
-}
-
-/// Who an event concerns, for the webhooks' person and channel filters.
-#[derive(Debug, Default)]
-pub(super) struct Audience<'a> {
-    pub channel: Option<&'a str>,
-    pub persons: Vec<&'a PersonId>,
-    pub thread: Option<&'a ThreadId>,
 }
 
 /// A webhook deliveries can go to: not removed, its endpoint not disabled.
@@ -427,7 +202,7 @@ pub(super) async fn webhook_event(
 pub(super) async fn on_task_event(
     tx: &mut Conn,
     cache: &WebhookCache,
-    e: &super::tasks::LoggedEvent<'_>,
+    e: &LoggedEvent<'_>,
 ) -> Result<bool> {
     // A task created in this transaction has no push config: configs are stored by later
     // writes, which replay the events logged before them (`replay_push`).
@@ -455,7 +230,7 @@ pub(super) async fn on_task_event(
 pub(super) async fn on_message(
     tx: &mut Conn,
     cache: &WebhookCache,
-    m: &super::NewMessage,
+    m: &NewMessage,
     position: i64,
 ) -> Result<bool> {
     let data = || {
@@ -489,8 +264,8 @@ pub(super) async fn on_message(
 pub(super) async fn on_approval_pending(
     tx: &mut Conn,
     cache: &WebhookCache,
-    a: &super::NewApproval,
-    m: &super::NewMessage,
+    a: &NewApproval,
+    m: &NewMessage,
 ) -> Result<bool> {
     let data = || {
         json!({
@@ -520,7 +295,7 @@ pub(super) async fn on_approval_pending(
 pub(super) async fn on_approval_decided(
     tx: &mut Conn,
     cache: &WebhookCache,
-    a: &super::ApprovalRecord,
+    a: &ApprovalRecord,
     now: Timestamp,
 ) -> Result<bool> {
     let data = || {
@@ -715,11 +490,7 @@ impl Store {
     }
 
     /// The task event a push delivery is about.
-    pub async fn task_event(
-        &self,
-        thread: &ThreadId,
-        seq: i64,
-    ) -> Result<Option<super::TaskEventRecord>> {
+    pub async fn task_event(&self, thread: &ThreadId, seq: i64) -> Result<Option<TaskEventRecord>> {
         Ok(self
             .task_events(thread, seq - 1)
             .await?
@@ -732,7 +503,7 @@ impl Store {
         &self,
         thread: &ThreadId,
         id: &str,
-    ) -> Result<Option<super::PushConfigRecord>> {
+    ) -> Result<Option<PushConfigRecord>> {
         Ok(self
             .push_configs(thread)
             .await?

@@ -8,95 +8,14 @@
 //! post and the outbox, and the outbox's lease makes one worker send it. The follower that turns
 //! the remote task's changes into messages claims rows here by lease too.
 
-use super::db::{Conn, Row, query};
-use super::messages::{NewMessage, post_in};
-use super::outbox::{NewDelivery, insert as insert_delivery};
-use super::{Result, Store, StoreError};
-use crate::domain::{FollowMode, PersonId, RemoteState, ThreadId, Timestamp};
-
-/// The event type of a delivery that sends a message to a remote agent.
-pub const REMOTE_SEND: &str = "remote.send";
-/// The event type of a delivery that cancels a remote task (the thread was closed here).
-pub const REMOTE_CANCEL: &str = "remote.cancel";
-
-/// The endpoint (and order key) of a thread's remote deliveries: one thread's messages go out
-/// in order, and a failing thread does not hold up another.
-pub fn remote_endpoint(thread: &ThreadId) -> String {
-    format!("remote:{thread}")
-}
-
-/// What a message to a remote agent sets in motion, stored with it.
-#[derive(Debug, Clone)]
-pub struct RemoteHop {
-    pub remote: PersonId,
-    /// The remote's interface URL (shown with the delivery).
-    pub url: String,
-    /// `REMOTE_SEND` or `REMOTE_CANCEL`.
-    pub event_type: &'static str,
-    /// An outbound approval holds the send until a human allows it.
-    pub held: bool,
-    /// The thread's row, when this is the thread's first message to the remote.
-    pub start: Option<NewRemoteTask>,
-}
-
-/// A thread's remote task row, as its first message creates it.
-#[derive(Debug, Clone)]
-pub struct NewRemoteTask {
-    pub context_id: String,
-    pub skill: Option<String>,
-    pub follow: FollowMode,
-    pub sealed_push_token: Option<String>,
-}
-
-/// A thread's remote task as stored.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct RemoteTaskRecord {
-    pub thread: ThreadId,
-    pub remote: PersonId,
-    pub context_id: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub skill: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub task_id: Option<String>,
-    pub earlier_tasks: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub state: Option<RemoteState>,
-    pub follow: FollowMode,
-    #[serde(skip)]
-    pub sealed_push_token: Option<String>,
-    pub next_check_at: Timestamp,
-    pub backoff_ms: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<String>,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-}
-
-const COLUMNS: &str = "thread_id, remote, context_id, skill, task_id, earlier_tasks, state, follow, \
-     sealed_push_token, next_check_at, backoff_ms, last_error, created_at, updated_at";
-
-fn record(row: &Row) -> Result<RemoteTaskRecord> {
-    Ok(RemoteTaskRecord {
-        thread: ThreadId::parse(row.try_get::<String, _>("thread_id")?)?,
-        remote: PersonId::parse(row.try_get::<String, _>("remote")?)?,
-        context_id: row.try_get("context_id")?,
-        skill: row.try_get("skill")?,
-        task_id: row.try_get("task_id")?,
-        earlier_tasks: serde_json::from_str(&row.try_get::<String, _>("earlier_tasks")?)
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
-        state: row
-            .try_get::<Option<String>, _>("state")?
-            .map(|s| s.parse())
-            .transpose()?,
-        follow: row.try_get::<String, _>("follow")?.parse()?,
-        sealed_push_token: row.try_get("sealed_push_token")?,
-        next_check_at: Timestamp(row.try_get("next_check_at")?),
-        backoff_ms: row.try_get("backoff_ms")?,
-        last_error: row.try_get("last_error")?,
-        created_at: Timestamp(row.try_get("created_at")?),
-        updated_at: Timestamp(row.try_get("updated_at")?),
-    })
-}
+use super::Store;
+use super::db::{Conn, query};
+use super::error::{Result, StoreError};
+use super::messages::post_in;
+use super::model::input::{NewDelivery, NewMessage, RemoteHop, RemoteObservation};
+use super::model::records::remote_tasks::{COLUMNS, RemoteTaskRecord, record, remote_endpoint};
+use super::outbox::{WebhookCache, insert as insert_delivery};
+use crate::domain::{ThreadId, Timestamp};
 
 /// Hook of the posting transaction: the thread's row on its first message to the remote, and the
 /// delivery unless an approval holds it.
@@ -157,7 +76,7 @@ pub(super) async fn close_unless_closed(
     tx: &mut Conn,
     close: NewMessage,
     lock: &'static str,
-    cache: &super::outbox::WebhookCache,
+    cache: &WebhookCache,
 ) -> Result<()> {
     let sql = format!("SELECT state FROM threads WHERE id = $1{lock}");
     let state: Option<String> = query(sql)
@@ -170,18 +89,6 @@ pub(super) async fn close_unless_closed(
         post_in(tx, close, lock, cache).await?;
     }
     Ok(())
-}
-
-/// What one look at a remote task found, to record.
-#[derive(Debug, Clone)]
-pub struct RemoteObservation {
-    pub thread: ThreadId,
-    pub task_id: String,
-    pub state: RemoteState,
-    /// When the follower looks next without being woken, and with what backoff.
-    pub next_check_at: Timestamp,
-    pub backoff_ms: i64,
-    pub now: Timestamp,
 }
 
 impl Store {

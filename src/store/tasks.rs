@@ -1,40 +1,16 @@
 //! A2A tasks in the store: the event log, listing a party's tasks, parties and push configs.
 
-use super::db::{Conn, Row, query};
-use super::messages::{THREAD_COLUMNS, thread};
-use super::outbox::WebhookCache;
-use super::{
-    PartyRecord, PersonRecord, PushConfigRecord, Result, Store, StoreError, TaskEventRecord,
-    ThreadRecord,
+use super::Store;
+use super::db::{Conn, query};
+use super::error::{Result, StoreError};
+use super::model::input::{LoggedEvent, TaskFilter};
+use super::model::records::directory::{PartyRecord, PersonRecord, party};
+use super::model::records::threads::{
+    MessageRecord, PushConfigRecord, THREAD_COLUMNS, TaskEventRecord, ThreadRecord, event,
+    push_config, thread,
 };
+use super::outbox::WebhookCache;
 use crate::domain::{MessageId, PersonId, PersonKind, TaskState, ThreadId, Timestamp};
-
-/// Which of a party's tasks to list.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct TaskFilter {
-    pub context_id: Option<String>,
-    pub state: Option<TaskState>,
-    /// Only tasks updated at or after this time.
-    pub updated_since: Option<Timestamp>,
-    pub limit: i64,
-    pub offset: i64,
-}
-
-/// A task event to log, with what its hooks need to know about the task (handed over by the
-/// transaction, which has them, rather than read back).
-pub(super) struct LoggedEvent<'a> {
-    pub thread: &'a ThreadId,
-    pub seq: i64,
-    pub state: TaskState,
-    pub cause: &'a str,
-    pub message: Option<&'a MessageId>,
-    pub now: Timestamp,
-    pub channel: &'a str,
-    /// The party that opened the task.
-    pub party: &'a PersonId,
-    /// The task was created in this transaction.
-    pub new_task: bool,
-}
 
 /// Appends one event to a task's log (inside the transaction that caused it).
 pub(super) async fn append_event(
@@ -127,31 +103,6 @@ async fn log_event(
     append_event(tx, cache, event).await
 }
 
-fn event(row: &Row) -> Result<TaskEventRecord> {
-    Ok(TaskEventRecord {
-        seq: row.try_get("seq")?,
-        state: row.try_get::<String, _>("state")?.parse()?,
-        cause: row.try_get("cause")?,
-        message: row
-            .try_get::<Option<String>, _>("message_id")?
-            .map(MessageId::parse)
-            .transpose()?,
-        created_at: Timestamp(row.try_get("created_at")?),
-    })
-}
-
-fn push_config(row: &Row) -> Result<PushConfigRecord> {
-    Ok(PushConfigRecord {
-        thread: ThreadId::parse(row.try_get::<String, _>("thread_id")?)?,
-        id: row.try_get("id")?,
-        url: row.try_get("url")?,
-        token: row.try_get("token")?,
-        auth_scheme: row.try_get("auth_scheme")?,
-        auth_credentials: row.try_get("auth_credentials")?,
-        created_at: Timestamp(row.try_get("created_at")?),
-    })
-}
-
 impl Store {
     /// The message `author` posted with idempotency key `key`, if any (the unique index
     /// `messages_idempotency_key` makes it at most one).
@@ -159,7 +110,7 @@ impl Store {
         &self,
         author: &PersonId,
         key: &str,
-    ) -> Result<Option<super::MessageRecord>> {
+    ) -> Result<Option<MessageRecord>> {
         let id: Option<String> =
             query("SELECT id FROM messages WHERE author = $1 AND idempotency_key = $2")
                 .bind(author.as_str().to_owned())
@@ -359,16 +310,3 @@ impl Store {
 const PARTIES: &str = "SELECT p.id, p.kind, p.display_name, p.created_at, x.default_skill, x.jwt_subject \
      FROM persons p LEFT JOIN parties x ON x.person_id = p.id \
      WHERE p.kind = 'external' AND p.removed_at IS NULL";
-
-fn party(row: &Row) -> Result<PartyRecord> {
-    Ok(PartyRecord {
-        person: PersonRecord {
-            id: PersonId::parse(row.try_get::<String, _>("id")?)?,
-            kind: row.try_get::<String, _>("kind")?.parse()?,
-            display_name: row.try_get("display_name")?,
-            created_at: Timestamp(row.try_get("created_at")?),
-        },
-        default_skill: row.try_get("default_skill")?,
-        jwt_subject: row.try_get("jwt_subject")?,
-    })
-}
