@@ -3,11 +3,12 @@
 
 use super::db::{Conn, query};
 use super::error::Result;
-use super::messages::append_entry;
 use super::model::records::coordination::{
     ClaimAttempt, ClaimRecord, LeaseAttempt, LeaseRecord, PresenceRecord, claim, lease, presence,
 };
 use super::model::records::inbox::EntryContent;
+use super::tx::inbox::append_entry;
+use super::tx::{approvals, task_events};
 use super::{Backend, Store};
 use crate::domain::{AgentIdentity, ApprovalState, PersonId, ThreadId, Timestamp};
 
@@ -43,7 +44,7 @@ impl Store {
                 if state.as_deref().is_none_or(|s| s == "closed") {
                     return Ok(ClaimAttempt::Closed);
                 }
-                let gate = super::approvals::latest_in(tx, &thread, lock).await?;
+                let gate = approvals::latest_in(tx, &thread, lock).await?;
                 if let Some(a) = &gate
                     && !a.state.allows_work()
                 {
@@ -68,9 +69,9 @@ impl Store {
                 .await?;
                 if let Some(row) = won {
                     if let Some(a) = gate.filter(|a| a.state == ApprovalState::Approved) {
-                        super::approvals::consume(tx, &a, &person, &session, now).await?;
+                        approvals::consume(tx, &a, &person, &session, now).await?;
                     }
-                    super::tasks::on_claim(tx, &cache, &thread, now).await?;
+                    task_events::on_claim(tx, &cache, &thread, now).await?;
                     return Ok(ClaimAttempt::Claimed(claim(&row)?));
                 }
                 let row = query(

@@ -29,6 +29,7 @@ mod remotes;
 mod signing_keys;
 mod sqlite;
 mod tasks;
+mod tx;
 mod writer;
 
 use db::{BoxFut, Conn};
@@ -79,7 +80,7 @@ pub struct Store {
     /// Tokens, persons, channels and parties recently read; see [`cache`].
     directory: cache::Directory,
     /// The live webhooks, for the outbox's hooks in every posting transaction.
-    webhooks: std::sync::Arc<outbox::WebhookCache>,
+    webhooks: std::sync::Arc<tx::enqueue::WebhookCache>,
 }
 
 type OutboxWake = Box<dyn Fn() + Send + Sync>;

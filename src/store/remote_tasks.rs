@@ -9,87 +9,11 @@
 //! the remote task's changes into messages claims rows here by lease too.
 
 use super::Store;
-use super::db::{Conn, query};
+use super::db::query;
 use super::error::{Result, StoreError};
-use super::messages::post_in;
-use super::model::input::{NewDelivery, NewMessage, RemoteHop, RemoteObservation};
-use super::model::records::remote_tasks::{COLUMNS, RemoteTaskRecord, record, remote_endpoint};
-use super::outbox::{WebhookCache, insert as insert_delivery};
+use super::model::input::RemoteObservation;
+use super::model::records::remote_tasks::{COLUMNS, RemoteTaskRecord, record};
 use crate::domain::{ThreadId, Timestamp};
-
-/// Hook of the posting transaction: the thread's row on its first message to the remote, and the
-/// delivery unless an approval holds it.
-pub(super) async fn on_post(tx: &mut Conn, m: &NewMessage, hop: &RemoteHop) -> Result<()> {
-    if let Some(start) = &hop.start {
-        query(
-            "INSERT INTO remote_tasks (thread_id, remote, context_id, skill, follow, sealed_push_token, \
-             next_check_at, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $7) \
-             ON CONFLICT (thread_id) DO NOTHING",
-        )
-        .bind(m.thread.as_str().to_owned())
-        .bind(hop.remote.as_str().to_owned())
-        .bind(start.context_id.clone())
-        .bind(start.skill.clone())
-        .bind(start.follow.as_str())
-        .bind(start.sealed_push_token.clone())
-        .bind(m.created_at.0)
-        .execute(&mut *tx)
-        .await?;
-    }
-    if !hop.held {
-        enqueue(tx, &m.thread, &m.id, hop, m.created_at).await?;
-    }
-    Ok(())
-}
-
-/// Enqueues the delivery of message `message` (its id is the event id, so a receiver sees one
-/// id however often it is retried).
-pub(super) async fn enqueue(
-    tx: &mut Conn,
-    thread: &ThreadId,
-    message: &crate::domain::MessageId,
-    hop: &RemoteHop,
-    now: Timestamp,
-) -> Result<()> {
-    let endpoint = remote_endpoint(thread);
-    let payload = serde_json::json!({ "message": message, "remote": hop.remote }).to_string();
-    insert_delivery(
-        tx,
-        NewDelivery {
-            endpoint: &endpoint,
-            order_key: &endpoint,
-            url: &hop.url,
-            event_type: hop.event_type,
-            event_id: message.as_str(),
-            thread: Some(thread),
-            event_seq: None,
-            payload: Some(&payload),
-            now,
-        },
-    )
-    .await
-}
-
-/// Posts `close` unless its thread is closed already (a remote's own close, or an internal one,
-/// may have come first); for closes that must not fail the transaction they ride in.
-pub(super) async fn close_unless_closed(
-    tx: &mut Conn,
-    close: NewMessage,
-    lock: &'static str,
-    cache: &WebhookCache,
-) -> Result<()> {
-    let sql = format!("SELECT state FROM threads WHERE id = $1{lock}");
-    let state: Option<String> = query(sql)
-        .bind(close.thread.as_str().to_owned())
-        .fetch_optional(&mut *tx)
-        .await?
-        .map(|row| row.try_get("state"))
-        .transpose()?;
-    if state.is_some_and(|s| s != "closed") {
-        post_in(tx, close, lock, cache).await?;
-    }
-    Ok(())
-}
 
 impl Store {
     /// The remote task row of a thread.

@@ -1,107 +1,16 @@
 //! A2A tasks in the store: the event log, listing a party's tasks, parties and push configs.
 
 use super::Store;
-use super::db::{Conn, query};
+use super::db::query;
 use super::error::{Result, StoreError};
-use super::model::input::{LoggedEvent, TaskFilter};
+use super::model::input::TaskFilter;
 use super::model::records::directory::{PartyRecord, PersonRecord, party};
 use super::model::records::threads::{
     MessageRecord, PushConfigRecord, THREAD_COLUMNS, TaskEventRecord, ThreadRecord, event,
     push_config, thread,
 };
-use super::outbox::WebhookCache;
-use crate::domain::{MessageId, PersonId, PersonKind, TaskState, ThreadId, Timestamp};
-
-/// Appends one event to a task's log (inside the transaction that caused it).
-pub(super) async fn append_event(
-    tx: &mut Conn,
-    cache: &WebhookCache,
-    e: LoggedEvent<'_>,
-) -> Result<()> {
-    query(
-        "INSERT INTO task_events (thread_id, seq, state, cause, message_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
-    )
-    .bind(e.thread.as_str().to_owned())
-    .bind(e.seq)
-    .bind(e.state.as_str())
-    .bind(e.cause.to_owned())
-    .bind(e.message.map(|m| m.as_str().to_owned()))
-    .bind(e.now.0)
-    .execute(&mut *tx)
-    .await?;
-    super::outbox::on_task_event(tx, cache, &e).await?;
-    Ok(())
-}
-
-/// Moves a submitted task to working when it is claimed, with its event.
-pub(super) async fn on_claim(
-    tx: &mut Conn,
-    cache: &WebhookCache,
-    thread: &ThreadId,
-    now: Timestamp,
-) -> Result<()> {
-    log_event(tx, cache, thread, now, "claim", |state| {
-        let next = state.apply(crate::domain::TaskEvent::Claimed)?;
-        Ok((next != state).then_some(next))
-    })
-    .await
-}
-
-/// Records a decision on a task's approval as an event of its log, without changing its state, so
-/// that streams and subscriptions show the new status message.
-pub(super) async fn on_approval(
-    tx: &mut Conn,
-    cache: &WebhookCache,
-    thread: &ThreadId,
-    now: Timestamp,
-) -> Result<()> {
-    log_event(tx, cache, thread, now, "approval", |state| Ok(Some(state))).await
-}
-
-/// Appends to a task's log an event that no message caused: `next` gives the state after it from
-/// the state before, or none when there is nothing to log. A thread that is no task logs nothing.
-async fn log_event(
-    tx: &mut Conn,
-    cache: &WebhookCache,
-    thread: &ThreadId,
-    now: Timestamp,
-    cause: &str,
-    next: impl FnOnce(TaskState) -> Result<Option<TaskState>>,
-) -> Result<()> {
-    let row =
-        query("SELECT task_state, task_event_seq, channel, opened_by FROM threads WHERE id = $1")
-            .bind(thread.as_str().to_owned())
-            .fetch_one(&mut *tx)
-            .await?;
-    let Some(state) = row.try_get::<Option<String>, _>("task_state")? else {
-        return Ok(());
-    };
-    let Some(next) = next(state.parse()?)? else {
-        return Ok(());
-    };
-    let seq = row.try_get::<i64, _>("task_event_seq")? + 1;
-    let channel: String = row.try_get("channel")?;
-    let party = PersonId::parse(row.try_get::<String, _>("opened_by")?)?;
-    query("UPDATE threads SET task_state = $1, task_event_seq = $2, updated_at = $3 WHERE id = $4")
-        .bind(next.as_str())
-        .bind(seq)
-        .bind(now.0)
-        .bind(thread.as_str().to_owned())
-        .execute(&mut *tx)
-        .await?;
-    let event = LoggedEvent {
-        thread,
-        seq,
-        state: next,
-        cause,
-        message: None,
-        now,
-        channel: &channel,
-        party: &party,
-        new_task: false,
-    };
-    append_event(tx, cache, event).await
-}
+use super::tx::enqueue;
+use crate::domain::{MessageId, PersonId, PersonKind, TaskState, ThreadId};
 
 impl Store {
     /// The message `author` posted with idempotency key `key`, if any (the unique index
@@ -269,7 +178,7 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
                 if !known {
-                    super::outbox::replay_push(tx, &thread, &id, now).await?;
+                    enqueue::replay_push(tx, &thread, &id, now).await?;
                 }
                 Ok(())
             })

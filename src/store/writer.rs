@@ -27,7 +27,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::db::{BoxFut, Conn};
 use super::error::{Result, StoreError};
-use super::messages::{Posted, QueuedPost, post_group};
+use super::tx::post::{Posted, QueuedPost};
+use super::tx::post_group::post_group;
 
 /// Most jobs committed together; bounds the latency a batch adds to its last job.
 const MAX_BATCH: usize = 256;
