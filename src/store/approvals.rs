@@ -1,7 +1,9 @@
 //! Approvals and the audit log. An approval is written in the same transaction as the request it
-//! guards (see `messages::post_in`); a decision, an expiry or the consuming claim moves it with the
+//! guards (see `tx::post::post_in`); a decision, an expiry or the consuming claim moves it with the
 //! pure state machine of `domain::approval` under the row's lock, and appends its audit entry in
-//! the same transaction, so the log never misses or invents a step.
+//! the same transaction (`tx::approvals`), so the log never misses or invents a step. An operation
+//! file (`impl Store` only): no building block (`tx/`) and no other operation file may depend on
+//! it.
 
 use super::Store;
 use super::db::query;

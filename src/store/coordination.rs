@@ -1,5 +1,7 @@
 //! Claims on threads, presence and advisory leases: the coordination between agent sessions.
 //! Expiry is always "expires_at <= now" at read time, so nothing needs a cleanup job to be correct.
+//! An operation file (`impl Store` only): no building block (`tx/`) and no other operation file
+//! may depend on it.
 
 use super::db::{Conn, query};
 use super::error::Result;

@@ -1,15 +1,17 @@
-//! Threads, messages and inboxes: the posting transaction and the exactly-once drain.
+//! Threads and messages: the post, a message stored atomically with everything it implies (the
+//! writer runs it as a queued post, `tx::post`), and the reads of messages and threads.
+//! An operation file (`impl Store` only): no building block (`tx/`) and no other operation file may
+//! depend on it.
 
 use super::Store;
 use super::db::query;
-use super::error::{Result, StoreError};
+use super::error::Result;
 use super::model::input::NewMessage;
-use super::model::records::inbox::{InboxEntry, InboxPosition, entry};
 use super::model::records::threads::{
     MESSAGE_COLUMNS, MessageRecord, PostOutcome, THREAD_COLUMNS, ThreadRecord, message, thread,
 };
 use super::tx::post::QueuedPost;
-use crate::domain::{MessageId, PersonId, ThreadId, Timestamp};
+use crate::domain::{MessageId, PersonId, ThreadId};
 
 impl Store {
     /// Stores a message atomically: idempotency, thread state transition, the message, the release of
@@ -64,77 +66,24 @@ impl Store {
         rows.iter().map(message).collect()
     }
 
-    /// Where `consumer` stands in `person`'s inbox (a consumer never seen has acknowledged nothing).
-    pub async fn inbox_position(&self, person: &PersonId, consumer: &str) -> Result<InboxPosition> {
-        let row = query(
-            "SELECT p.inbox_seq AS last, COALESCE((SELECT c.acked FROM consumers c \
-             WHERE c.person_id = p.id AND c.name = $2), 0) AS acked FROM persons p WHERE p.id = $1",
-        )
-        .bind(person.as_str().to_owned())
-        .bind(consumer.to_owned())
-        .fetch_optional(&self.pool)
-        .await?
-        .ok_or(StoreError::NotFound("person"))?;
-        Ok(InboxPosition {
-            acked: row.try_get("acked")?,
-            last: row.try_get("last")?,
-        })
-    }
-
-    /// Acknowledges everything up to `after` for `consumer`; never moves a cursor back. Refuses a
-    /// cursor beyond the last entry, changing nothing.
-    pub async fn acknowledge(
+    /// The message `author` posted with idempotency key `key`, if any (the unique index
+    /// `messages_idempotency_key` makes it at most one).
+    pub async fn message_by_key(
         &self,
-        person: PersonId,
-        consumer: String,
-        after: i64,
-        now: Timestamp,
-    ) -> Result<InboxPosition> {
-        self.write(move |tx| {
-            Box::pin(async move {
-                let last: i64 = query("SELECT inbox_seq FROM persons WHERE id = $1")
-                    .bind(person.as_str().to_owned())
-                    .fetch_optional(&mut *tx)
-                    .await?
-                    .ok_or(StoreError::NotFound("person"))?
-                    .try_get("inbox_seq")?;
-                if after > last {
-                    return Err(StoreError::CursorAhead { after, last });
-                }
-                let row = query(
-                    "INSERT INTO consumers (person_id, name, acked, updated_at) VALUES ($1, $2, $3, $4) \
-                     ON CONFLICT (person_id, name) DO UPDATE SET \
-                     acked = CASE WHEN excluded.acked > consumers.acked THEN excluded.acked ELSE consumers.acked END, \
-                     updated_at = excluded.updated_at RETURNING acked",
-                )
-                .bind(person.as_str().to_owned())
-                .bind(consumer)
-                .bind(after)
-                .bind(now.0)
-                .fetch_one(&mut *tx)
-                .await?;
-                Ok(InboxPosition { acked: row.try_get("acked")?, last })
-            })
-        })
-        .await
-    }
-
-    /// Entries of `person`'s inbox with `seq > after`, oldest first, at most `limit`.
-    pub async fn inbox_entries(
-        &self,
-        person: &PersonId,
-        after: i64,
-        limit: i64,
-    ) -> Result<Vec<InboxEntry>> {
-        let rows = query(
-            "SELECT seq, entry_kind, message_id, thread_id, channel, notice, created_at FROM inbox_entries \
-             WHERE person_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-        )
-        .bind(person.as_str().to_owned())
-        .bind(after)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(entry).collect()
+        author: &PersonId,
+        key: &str,
+    ) -> Result<Option<MessageRecord>> {
+        let id: Option<String> =
+            query("SELECT id FROM messages WHERE author = $1 AND idempotency_key = $2")
+                .bind(author.as_str().to_owned())
+                .bind(key.to_owned())
+                .fetch_optional(&self.pool)
+                .await?
+                .map(|row| row.try_get("id"))
+                .transpose()?;
+        match id {
+            Some(id) => self.message(&MessageId::parse(id)?).await,
+            None => Ok(None),
+        }
     }
 }

@@ -10,17 +10,35 @@
 //! The store knows tables and transactions, not rules: validation and permissions are the service's.
 //! It does apply the pure thread state machine inside the posting transaction, so that the state
 //! check and the insert are atomic. It must not depend on the service or any front.
+//!
+//! Its files, from the ground up; each imports only files below it:
+//! - [`error`] (`StoreError`, `Result`); [`db`], one way to write a statement and two ways to run
+//!   it; [`readers`], PostgreSQL's read connections; [`migrations`], the embedded migrations.
+//! - [`model`]: what the store is given (`model::input`) and what it answers (`model::records`),
+//!   each record with the column list and parser of its row; [`cache`], what is held in memory.
+//! - [`tx`]: the in-transaction building blocks, `fn(tx: &mut Conn, …)`, which the operations
+//!   compose into transactions. They only call downward, never an operation nor `Store` (their
+//!   order is in [`tx`]'s notes).
+//! - [`writer`], [`sqlite`], [`postgres`] and this file: the `Store`, opened, written and closed.
+//! - The operation files, `impl Store` only, each operation a read or a transaction of `tx`
+//!   blocks: [`messages`] (the post, message and thread reads), [`inbox`], [`approvals`],
+//!   [`outbox`] (the lease queue), [`webhooks`], [`remote_tasks`], [`parties`] (the task event
+//!   log, parties, push configs), [`links`] (the console's links and sessions), [`people`],
+//!   [`remotes`], [`coordination`], [`signing_keys`]. Nothing imports them, and they do not
+//!   import one another.
 
 mod approvals;
 mod cache;
-mod console;
 mod coordination;
 mod db;
 mod error;
+mod inbox;
+mod links;
 mod messages;
 mod migrations;
 mod model;
 mod outbox;
+mod parties;
 mod people;
 mod postgres;
 mod readers;
@@ -28,8 +46,8 @@ mod remote_tasks;
 mod remotes;
 mod signing_keys;
 mod sqlite;
-mod tasks;
 mod tx;
+mod webhooks;
 mod writer;
 
 use db::{BoxFut, Conn};

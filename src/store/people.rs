@@ -1,4 +1,5 @@
-//! Persons, tokens and channels.
+//! Persons, tokens and channels. An operation file (`impl Store` only): no building block (`tx/`)
+//! and no other operation file may depend on it.
 
 use super::Store;
 use super::db::{Conn, query};

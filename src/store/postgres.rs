@@ -1,6 +1,7 @@
 //! PostgreSQL: a pool for reads and the group-commit writer on its own connection. Several replicas
 //! each have a writer; row locks (`FOR UPDATE`, the recipients' counters) and advisory locks keep
-//! their transactions safe against each other.
+//! their transactions safe against each other. It depends only on `db`, `readers`, `writer`,
+//! `migrations` and `error`, never on an operation or a building block.
 
 use std::time::Duration;
 

@@ -7,6 +7,11 @@
 //! settlement enqueues the held send in its own transaction. So a send is never lost between the
 //! post and the outbox, and the outbox's lease makes one worker send it. The follower that turns
 //! the remote task's changes into messages claims rows here by lease too.
+//!
+//! What a post sets in motion is written by its transaction's blocks (`tx::remote_hops`); here are
+//! the operations on the rows after that: the follower's lease, what it observed, its trouble. An
+//! operation file (`impl Store` only): no building block (`tx/`) and no other operation file may
+//! depend on it.
 
 use super::Store;
 use super::db::query;

@@ -1,6 +1,7 @@
 //! Remote A2A agents (SPEC §8b): the `remotes` rows beside their `persons` row (kind `remote`).
 //! A remote is live while neither its row nor its person is removed. Fetching, verifying and
-//! sealing are the service's business; this only persists.
+//! sealing are the service's business; this only persists. An operation file (`impl Store` only):
+//! no building block (`tx/`) and no other operation file may depend on it.
 
 use super::Store;
 use super::db::query;

@@ -1,5 +1,6 @@
 //! SQLite: the database file in WAL mode with `synchronous = FULL`, a pool of readers, and the
-//! group-commit writer on its own connection and thread.
+//! group-commit writer on its own connection and thread. It depends only on `db`, `writer`,
+//! `migrations` and `error`, never on an operation or a building block.
 
 use std::path::PathBuf;
 

@@ -17,6 +17,9 @@
 //! post cost PostgreSQL about 230 µs of CPU each, mostly in starting and finishing the statement,
 //! and the writer waited one round trip per post. When the group's statement fails, the group is
 //! undone and each post written alone, so that only a failing post fails.
+//!
+//! It runs what it is given and knows no operation: of the store's files it depends only on `db`,
+//! `error` and the post's building blocks (`tx::post`, `tx::post_group`).
 
 use std::collections::VecDeque;
 use std::future::Future;

@@ -2,7 +2,8 @@
 //! sessions. Only SHA-256 hashes of their secrets are stored. A link is used at most once, and only
 //! before its expiry, by one conditional `UPDATE … RETURNING`, so two concurrent uses (on any
 //! replica) cannot both succeed. Also the one read the console needs that no other front does:
-//! the threads of a channel.
+//! the threads of a channel. An operation file (`impl Store` only): no building block (`tx/`) and
+//! no other operation file may depend on it.
 
 use super::Store;
 use super::db::query;

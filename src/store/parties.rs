@@ -1,4 +1,6 @@
 //! A2A tasks in the store: the event log, listing a party's tasks, parties and push configs.
+//! An operation file (`impl Store` only): no building block (`tx/`) and no other operation file may
+//! depend on it.
 
 use super::Store;
 use super::db::query;
@@ -6,34 +8,12 @@ use super::error::{Result, StoreError};
 use super::model::input::TaskFilter;
 use super::model::records::directory::{PartyRecord, PersonRecord, party};
 use super::model::records::threads::{
-    MessageRecord, PushConfigRecord, THREAD_COLUMNS, TaskEventRecord, ThreadRecord, event,
-    push_config, thread,
+    PushConfigRecord, THREAD_COLUMNS, TaskEventRecord, ThreadRecord, event, push_config, thread,
 };
 use super::tx::enqueue;
-use crate::domain::{MessageId, PersonId, PersonKind, TaskState, ThreadId};
+use crate::domain::{PersonId, PersonKind, TaskState, ThreadId};
 
 impl Store {
-    /// The message `author` posted with idempotency key `key`, if any (the unique index
-    /// `messages_idempotency_key` makes it at most one).
-    pub async fn message_by_key(
-        &self,
-        author: &PersonId,
-        key: &str,
-    ) -> Result<Option<MessageRecord>> {
-        let id: Option<String> =
-            query("SELECT id FROM messages WHERE author = $1 AND idempotency_key = $2")
-                .bind(author.as_str().to_owned())
-                .bind(key.to_owned())
-                .fetch_optional(&self.pool)
-                .await?
-                .map(|row| row.try_get("id"))
-                .transpose()?;
-        match id {
-            Some(id) => self.message(&MessageId::parse(id)?).await,
-            None => Ok(None),
-        }
-    }
-
     /// Events of a task with `seq > after`, in order.
     pub async fn task_events(&self, thread: &ThreadId, after: i64) -> Result<Vec<TaskEventRecord>> {
         let rows = query(
