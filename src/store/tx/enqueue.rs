@@ -87,9 +87,9 @@ pub(in crate::store) struct LiveWebhook {
     channel: Option<String>,
 }
 
-/// The live webhooks, held in memory (see [`Slot`]): every posting transaction
-/// consults them, and they change only through the admin calls (`webhooks.rs`) and when the outbox
-/// disables an endpoint. Each such write forgets them inside its own job, so the jobs the writer
+/// The live webhooks, held in memory (see [`Slot`]): every posting transaction consults them, and
+/// they change only through the admin calls (`webhooks.rs`) and when the outbox disables an
+/// endpoint. Each such write forgets them inside its own job, so the jobs the writer
 /// runs after it (in the same batch or a later one) read them again, and once more after its
 /// commit; another replica's change is bounded by the cache's TTL (a stale entry can only add a
 /// delivery that the worker drops as gone, or miss a webhook created less than a TTL ago there).
