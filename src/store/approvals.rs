@@ -1,343 +1,26 @@
 //! Approvals and the audit log. An approval is written in the same transaction as the request it
-//! guards (see `messages::post_in`); a decision, an expiry or the consuming claim moves it with the
+//! guards (see `tx::post::post_in`); a decision, an expiry or the consuming claim moves it with the
 //! pure state machine of `domain::approval` under the row's lock, and appends its audit entry in
-//! the same transaction, so the log never misses or invents a step.
+//! the same transaction (`tx::approvals`), so the log never misses or invents a step. An operation
+//! file (`impl Store` only): no building block (`tx/`) and no other operation file may depend on
+//! it.
 
-use super::db::{Conn, Row, query};
-use super::messages::{NewMessage, append_entry, post_in};
-use super::remote_tasks::RemoteHop;
-use super::{EntryContent, Result, Store, StoreError};
-use crate::domain::{
-    AgentIdentity, ApprovalEvent, ApprovalId, ApprovalKind, ApprovalState, ChannelName, Decision,
-    DecisionPath, Impact, MessageId, PersonId, ThreadId, Timestamp,
+use super::Store;
+use super::db::query;
+use super::error::{Result, StoreError};
+use super::model::input::{AuditEntry, Settlement};
+use super::model::records::approvals::{
+    APPROVAL_COLUMNS, ApprovalRecord, AuditRecord, Settled, approval, audit,
 };
-
-/// An approval the service decided a request needs; stored with the request.
-#[derive(Debug, Clone)]
-pub struct NewApproval {
-    pub id: ApprovalId,
-    pub kind: ApprovalKind,
-    pub impact: Impact,
-    pub fingerprint: String,
-    pub approvers: Vec<PersonId>,
-    pub expires_at: Timestamp,
-}
-
-/// An approval as stored.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct ApprovalRecord {
-    pub id: ApprovalId,
-    /// A request with an effect, or a message leaving the team (outbound).
-    pub kind: ApprovalKind,
-    pub thread: ThreadId,
-    pub message: MessageId,
-    pub channel: ChannelName,
-    pub impact: Impact,
-    pub fingerprint: String,
-    pub requested_by: PersonId,
-    /// Who may decide.
-    pub approvers: Vec<PersonId>,
-    pub state: ApprovalState,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub decided_by: Option<PersonId>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub decided_via: Option<DecisionPath>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub decided_at: Option<Timestamp>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub consumed_by: Option<PersonId>,
-    /// The self-declared agent session whose claim consumed it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub consumed_session: Option<AgentIdentity>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub consumed_at: Option<Timestamp>,
-    pub created_at: Timestamp,
-    pub expires_at: Timestamp,
-}
-
-/// A decision or an expiry to apply to a pending approval, with its effects.
-#[derive(Debug, Clone)]
-pub struct Settlement {
-    pub approval: ApprovalId,
-    /// `Decided(…)` or `Expired`.
-    pub event: ApprovalEvent,
-    /// The deciding person; none for an expiry.
-    pub actor: Option<PersonId>,
-    pub via: Option<DecisionPath>,
-    pub reason: Option<String>,
-    pub now: Timestamp,
-    /// On allow: the persons whose inbox gets an `approval_decided` notice (the recipients).
-    pub notify: Vec<PersonId>,
-    /// On reject or expiry: the server's `close` of the thread, posted in the same transaction.
-    pub close: Option<NewMessage>,
-    /// On allow of an outbound approval: the held send, enqueued in the same transaction (which
-    /// consumes the approval: the send is its one use).
-    pub send: Option<RemoteHop>,
-}
-
-/// What a settlement did.
-#[derive(Debug, Clone)]
-pub enum Settled {
-    /// The approval moved; here it is after the move.
-    Done(ApprovalRecord),
-    /// It could not move; here it is as it stands (already decided, expired or consumed).
-    Refused(ApprovalRecord),
-}
-
-/// One entry of the audit log.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct AuditRecord {
-    pub seq: i64,
-    pub at: Timestamp,
-    /// `created`, `decided`, `consumed` or `expired`.
-    pub event: String,
-    pub approval: ApprovalId,
-    pub thread: ThreadId,
-    pub fingerprint: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub actor: Option<PersonId>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub via: Option<DecisionPath>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub decision: Option<Decision>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub session: Option<AgentIdentity>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
-}
-
-const APPROVAL_COLUMNS: &str = "id, kind, thread_id, message_id, channel, impact, fingerprint, requested_by, \
-     approvers, state, reason, decided_by, decided_via, decided_at, consumed_by, consumed_session, \
-     consumed_at, created_at, expires_at";
-
-fn opt_person(row: &Row, column: &str) -> Result<Option<PersonId>> {
-    Ok(row
-        .try_get::<Option<String>, _>(column)?
-        .map(PersonId::parse)
-        .transpose()?)
-}
-
-fn approval(row: &Row) -> Result<ApprovalRecord> {
-    Ok(ApprovalRecord {
-        id: ApprovalId::parse(row.try_get::<String, _>("id")?)?,
-        kind: row.try_get::<String, _>("kind")?.parse()?,
-        thread: ThreadId::parse(row.try_get::<String, _>("thread_id")?)?,
-        message: MessageId::parse(row.try_get::<String, _>("message_id")?)?,
-        channel: ChannelName::parse(row.try_get::<String, _>("channel")?)?,
-        impact: row.try_get::<String, _>("impact")?.parse()?,
-        fingerprint: row.try_get("fingerprint")?,
-        requested_by: PersonId::parse(row.try_get::<String, _>("requested_by")?)?,
-        approvers: serde_json::from_str(&row.try_get::<String, _>("approvers")?)
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
-        state: row.try_get::<String, _>("state")?.parse()?,
-        reason: row.try_get("reason")?,
-        decided_by: opt_person(row, "decided_by")?,
-        decided_via: row
-            .try_get::<Option<String>, _>("decided_via")?
-            .map(|v| v.parse())
-            .transpose()?,
-        decided_at: row.try_get::<Option<i64>, _>("decided_at")?.map(Timestamp),
-        consumed_by: opt_person(row, "consumed_by")?,
-        consumed_session: row
-            .try_get::<Option<String>, _>("consumed_session")?
-            .map(AgentIdentity::parse)
-            .transpose()?,
-        consumed_at: row.try_get::<Option<i64>, _>("consumed_at")?.map(Timestamp),
-        created_at: Timestamp(row.try_get("created_at")?),
-        expires_at: Timestamp(row.try_get("expires_at")?),
-    })
-}
-
-fn audit(row: &Row) -> Result<AuditRecord> {
-    Ok(AuditRecord {
-        seq: row.try_get("seq")?,
-        at: Timestamp(row.try_get("at")?),
-        event: row.try_get("event")?,
-        approval: ApprovalId::parse(row.try_get::<String, _>("approval_id")?)?,
-        thread: ThreadId::parse(row.try_get::<String, _>("thread_id")?)?,
-        fingerprint: row.try_get("fingerprint")?,
-        actor: opt_person(row, "actor")?,
-        via: row
-            .try_get::<Option<String>, _>("via")?
-            .map(|v| v.parse())
-            .transpose()?,
-        decision: row
-            .try_get::<Option<String>, _>("decision")?
-            .map(|v| v.parse())
-            .transpose()?,
-        session: row
-            .try_get::<Option<String>, _>("session")?
-            .map(AgentIdentity::parse)
-            .transpose()?,
-        detail: row.try_get("detail")?,
-    })
-}
-
-/// What the audit log records of one step.
-pub(super) struct AuditEntry<'a> {
-    pub event: &'a str,
-    pub approval: &'a ApprovalId,
-    pub thread: &'a ThreadId,
-    pub fingerprint: &'a str,
-    pub actor: Option<&'a PersonId>,
-    pub via: Option<DecisionPath>,
-    pub decision: Option<Decision>,
-    pub session: Option<&'a AgentIdentity>,
-    pub detail: Option<&'a str>,
-    pub at: Timestamp,
-}
-
-pub(super) async fn append_audit(tx: &mut Conn, e: AuditEntry<'_>) -> Result<()> {
-    query(
-        "INSERT INTO audit_log (at, event, approval_id, thread_id, fingerprint, actor, via, decision, \
-         session, detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-    )
-    .bind(e.at.0)
-    .bind(e.event.to_owned())
-    .bind(e.approval.as_str().to_owned())
-    .bind(e.thread.as_str().to_owned())
-    .bind(e.fingerprint.to_owned())
-    .bind(e.actor.map(|p| p.as_str().to_owned()))
-    .bind(e.via.map(|v| v.as_str()))
-    .bind(e.decision.map(|d| d.as_str()))
-    .bind(e.session.map(|s| s.as_str().to_owned()))
-    .bind(e.detail.map(str::to_owned))
-    .execute(tx)
-    .await?;
-    Ok(())
-}
-
-/// Stores the approval a new request needs, with its `created` audit entry.
-pub(super) async fn insert(tx: &mut Conn, a: &NewApproval, m: &NewMessage) -> Result<()> {
-    let approvers =
-        serde_json::to_string(&a.approvers).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    query(
-        "INSERT INTO approvals (id, thread_id, message_id, channel, impact, fingerprint, requested_by, \
-         approvers, state, created_at, expires_at, kind) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $11)",
-    )
-    .bind(a.id.as_str().to_owned())
-    .bind(m.thread.as_str().to_owned())
-    .bind(m.id.as_str().to_owned())
-    .bind(m.channel.as_str().to_owned())
-    .bind(a.impact.as_str())
-    .bind(a.fingerprint.clone())
-    .bind(m.author.as_str().to_owned())
-    .bind(approvers)
-    .bind(m.created_at.0)
-    .bind(a.expires_at.0)
-    .bind(a.kind.as_str())
-    .execute(&mut *tx)
-    .await?;
-    append_audit(
-        tx,
-        AuditEntry {
-            event: "created",
-            approval: &a.id,
-            thread: &m.thread,
-            fingerprint: &a.fingerprint,
-            actor: Some(&m.author),
-            via: None,
-            decision: None,
-            session: m.agent.as_ref(),
-            detail: None,
-            at: m.created_at,
-        },
-    )
-    .await
-}
-
-/// The approval that governs work on `thread` now: the newest request approval (outbound ones
-/// govern sends, not claims). `lock` makes it `FOR UPDATE`.
-pub(super) async fn latest_in(
-    tx: &mut Conn,
-    thread: &ThreadId,
-    lock: &str,
-) -> Result<Option<ApprovalRecord>> {
-    let sql = format!(
-        "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE thread_id = $1 AND kind = 'request' \
-         ORDER BY created_at DESC, id DESC LIMIT 1{lock}"
-    );
-    let row = query(sql)
-        .bind(thread.as_str().to_owned())
-        .fetch_optional(&mut *tx)
-        .await?;
-    row.as_ref().map(approval).transpose()
-}
-
-/// Marks an approved approval consumed by the claim of `session`, with its audit entry.
-pub(super) async fn consume(
-    tx: &mut Conn,
-    a: &ApprovalRecord,
-    person: &PersonId,
-    session: &AgentIdentity,
-    now: Timestamp,
-) -> Result<()> {
-    a.state
-        .apply(ApprovalEvent::Consumed)
-        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    query(
-        "UPDATE approvals SET state = 'consumed', consumed_by = $1, consumed_session = $2, consumed_at = $3 \
-         WHERE id = $4 AND state = 'approved'",
-    )
-    .bind(person.as_str().to_owned())
-    .bind(session.as_str().to_owned())
-    .bind(now.0)
-    .bind(a.id.as_str().to_owned())
-    .execute(&mut *tx)
-    .await?;
-    append_audit(
-        tx,
-        AuditEntry {
-            event: "consumed",
-            approval: &a.id,
-            thread: &a.thread,
-            fingerprint: &a.fingerprint,
-            actor: Some(person),
-            via: None,
-            decision: None,
-            session: Some(session),
-            detail: None,
-            at: now,
-        },
-    )
-    .await
-}
-
-/// Marks an outbound approval consumed by the send its allow enqueued, with its audit entry.
-async fn consume_by_send(tx: &mut Conn, a: &mut ApprovalRecord, now: Timestamp) -> Result<()> {
-    a.state = a
-        .state
-        .apply(ApprovalEvent::Consumed)
-        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    query(
-        "UPDATE approvals SET state = 'consumed', consumed_by = decided_by, consumed_at = $1 \
-         WHERE id = $2 AND state = 'approved'",
-    )
-    .bind(now.0)
-    .bind(a.id.as_str().to_owned())
-    .execute(&mut *tx)
-    .await?;
-    a.consumed_by = a.decided_by.clone();
-    a.consumed_at = Some(now);
-    append_audit(
-        tx,
-        AuditEntry {
-            event: "consumed",
-            approval: &a.id,
-            thread: &a.thread,
-            fingerprint: &a.fingerprint,
-            actor: a.decided_by.as_ref(),
-            via: None,
-            decision: None,
-            session: None,
-            detail: Some("the message was handed to the outbox for the remote agent"),
-            at: now,
-        },
-    )
-    .await
-}
+use super::model::records::inbox::EntryContent;
+use super::tx::approvals::{append_audit, consume_by_send};
+use super::tx::inbox::append_entry;
+use super::tx::post::post_in;
+use super::tx::{enqueue, remote_hops, task_events};
+use crate::domain::{
+    ApprovalEvent, ApprovalId, ApprovalKind, ApprovalState, MessageId, PersonId, ThreadId,
+    Timestamp,
+};
 
 impl Store {
     pub async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>> {
@@ -469,11 +152,11 @@ impl Store {
                 record.decided_by = s.actor;
                 record.decided_via = s.via;
                 record.decided_at = Some(s.now);
-                super::outbox::on_approval_decided(tx, &cache, &record, s.now).await?;
+                enqueue::on_approval_decided(tx, &cache, &record, s.now).await?;
                 if next == ApprovalState::Approved && record.kind == ApprovalKind::Outbound {
                     let hop = s.send.as_ref().ok_or(StoreError::NotFound("the held send"))?;
                     consume_by_send(tx, &mut record, s.now).await?;
-                    super::remote_tasks::enqueue(tx, &record.thread, &record.message, hop, s.now)
+                    remote_hops::enqueue(tx, &record.thread, &record.message, hop, s.now)
                         .await?;
                 } else if next == ApprovalState::Approved {
                     let notice = serde_json::json!({
@@ -498,7 +181,7 @@ impl Store {
                         )
                         .await?;
                     }
-                    super::tasks::on_approval(tx, &cache, &record.thread, s.now).await?;
+                    task_events::on_approval(tx, &cache, &record.thread, s.now).await?;
                 }
                 if let Some(close) = s.close {
                     post_in(tx, close, lock, &cache).await?;

@@ -20,7 +20,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::{ChannelRecord, PartyRecord, PersonRecord, TokenRecord};
+use super::model::records::directory::{ChannelRecord, PartyRecord, PersonRecord, TokenRecord};
 use crate::domain::{ChannelName, PersonId};
 
 /// How long an entry is trusted without any notification: a revocation made anywhere takes effect

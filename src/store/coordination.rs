@@ -1,71 +1,18 @@
 //! Claims on threads, presence and advisory leases: the coordination between agent sessions.
 //! Expiry is always "expires_at <= now" at read time, so nothing needs a cleanup job to be correct.
+//! An operation file (`impl Store` only): no building block (`tx/`) and no other operation file
+//! may depend on it.
 
-use super::db::{Conn, Row, query};
-use super::messages::append_entry;
-use super::{Backend, ClaimRecord, EntryContent, LeaseRecord, PresenceRecord, Result, Store};
-use crate::domain::{
-    AgentIdentity, ApprovalState, LeaseMode, PersonId, ThreadId, Timestamp, Transition,
+use super::db::{Conn, query};
+use super::error::Result;
+use super::model::records::coordination::{
+    ClaimAttempt, ClaimRecord, LeaseAttempt, LeaseRecord, PresenceRecord, claim, lease, presence,
 };
-
-/// The result of trying to claim a thread.
-#[derive(Debug, Clone)]
-pub enum ClaimAttempt {
-    /// The caller holds the claim (new, taken over after expiry, or renewed).
-    Claimed(ClaimRecord),
-    /// Someone else holds a live claim.
-    Held(ClaimRecord),
-    /// The thread is closed (or gone) and cannot be claimed.
-    Closed,
-    /// The thread's newest approval does not allow work (pending); nothing was claimed.
-    AwaitingApproval(Box<super::ApprovalRecord>),
-}
-
-/// The result of trying to acquire a lease.
-#[derive(Debug, Clone)]
-pub enum LeaseAttempt {
-    /// Acquired (or renewed); `displaced` lists holders removed by `force`.
-    Acquired {
-        lease: LeaseRecord,
-        displaced: Vec<LeaseRecord>,
-    },
-    /// Refused: these live holders are incompatible with the requested mode.
-    Held(Vec<LeaseRecord>),
-}
-
-fn claim(row: &Row) -> Result<ClaimRecord> {
-    Ok(ClaimRecord {
-        thread: ThreadId::parse(row.try_get::<String, _>("thread_id")?)?,
-        person: PersonId::parse(row.try_get::<String, _>("person_id")?)?,
-        session: AgentIdentity::parse(row.try_get::<String, _>("session")?)?,
-        claimed_at: Timestamp(row.try_get("claimed_at")?),
-        expires_at: Timestamp(row.try_get("expires_at")?),
-    })
-}
-
-fn presence(row: &Row) -> Result<PresenceRecord> {
-    Ok(PresenceRecord {
-        person: PersonId::parse(row.try_get::<String, _>("person_id")?)?,
-        agent: AgentIdentity::parse(row.try_get::<String, _>("agent")?)?,
-        transition: row
-            .try_get::<String, _>("transition")?
-            .parse::<Transition>()?,
-        task: row.try_get("task")?,
-        updated_at: Timestamp(row.try_get("updated_at")?),
-        expires_at: Timestamp(row.try_get("expires_at")?),
-    })
-}
-
-fn lease(row: &Row) -> Result<LeaseRecord> {
-    Ok(LeaseRecord {
-        resource: row.try_get("resource")?,
-        person: PersonId::parse(row.try_get::<String, _>("person_id")?)?,
-        agent: AgentIdentity::parse(row.try_get::<String, _>("agent")?)?,
-        mode: row.try_get::<String, _>("mode")?.parse::<LeaseMode>()?,
-        acquired_at: Timestamp(row.try_get("acquired_at")?),
-        expires_at: Timestamp(row.try_get("expires_at")?),
-    })
-}
+use super::model::records::inbox::EntryContent;
+use super::tx::inbox::append_entry;
+use super::tx::{approvals, task_events};
+use super::{Backend, Store};
+use crate::domain::{AgentIdentity, ApprovalState, PersonId, ThreadId, Timestamp};
 
 /// People who share at least one channel with `$1`, and `$1` itself.
 const FLEET_SCOPE: &str = "(SELECT m2.person_id FROM channel_members m1 JOIN channel_members m2 \
@@ -99,7 +46,7 @@ impl Store {
                 if state.as_deref().is_none_or(|s| s == "closed") {
                     return Ok(ClaimAttempt::Closed);
                 }
-                let gate = super::approvals::latest_in(tx, &thread, lock).await?;
+                let gate = approvals::latest_in(tx, &thread, lock).await?;
                 if let Some(a) = &gate
                     && !a.state.allows_work()
                 {
@@ -124,9 +71,9 @@ impl Store {
                 .await?;
                 if let Some(row) = won {
                     if let Some(a) = gate.filter(|a| a.state == ApprovalState::Approved) {
-                        super::approvals::consume(tx, &a, &person, &session, now).await?;
+                        approvals::consume(tx, &a, &person, &session, now).await?;
                     }
-                    super::tasks::on_claim(tx, &cache, &thread, now).await?;
+                    task_events::on_claim(tx, &cache, &thread, now).await?;
                     return Ok(ClaimAttempt::Claimed(claim(&row)?));
                 }
                 let row = query(

@@ -10,112 +10,74 @@
 //! The store knows tables and transactions, not rules: validation and permissions are the service's.
 //! It does apply the pure thread state machine inside the posting transaction, so that the state
 //! check and the insert are atomic. It must not depend on the service or any front.
+//!
+//! Its files, from the ground up; each imports only files below it:
+//! - [`error`] (`StoreError`, `Result`); [`db`], one way to write a statement and two ways to run
+//!   it; [`readers`], PostgreSQL's read connections; [`migrations`], the embedded migrations.
+//! - [`model`]: what the store is given (`model::input`) and what it answers (`model::records`),
+//!   each record with the column list and parser of its row; [`cache`], what is held in memory.
+//! - [`tx`]: the in-transaction building blocks, `fn(tx: &mut Conn, …)`, which the operations
+//!   compose into transactions. They only call downward, never an operation nor `Store` (their
+//!   order is in [`tx`]'s notes).
+//! - [`writer`], [`sqlite`], [`postgres`] and this file: the `Store`, opened, written and closed.
+//! - The operation files, `impl Store` only, each operation a read or a transaction of `tx`
+//!   blocks: [`messages`] (the post, message and thread reads), [`inbox`], [`approvals`],
+//!   [`outbox`] (the lease queue), [`webhooks`], [`remote_tasks`], [`parties`] (the task event
+//!   log, parties, push configs), [`links`] (the console's links and sessions), [`people`],
+//!   [`remotes`], [`coordination`], [`signing_keys`]. Nothing imports them, and they do not
+//!   import one another.
 
 mod approvals;
 mod cache;
-mod console;
 mod coordination;
 mod db;
+mod error;
+mod inbox;
+mod links;
 mod messages;
+mod migrations;
+mod model;
 mod outbox;
+mod parties;
 mod people;
 mod postgres;
 mod readers;
-mod records;
 mod remote_tasks;
 mod remotes;
 mod signing_keys;
 mod sqlite;
-mod tasks;
+mod tx;
+mod webhooks;
 mod writer;
 
-use std::future::Future;
-use std::pin::Pin;
+use db::{BoxFut, Conn};
 
-use db::Conn;
-
-pub use approvals::{ApprovalRecord, AuditRecord, NewApproval, Settled, Settlement};
 pub use cache::TTL as DIRECTORY_TTL;
-pub use console::{LinkKind, LinkRecord, NewLink, SessionRecord};
-pub use coordination::{ClaimAttempt, LeaseAttempt};
-pub use messages::{NewMessage, NewTask, PostOutcome};
-pub use outbox::{
-    AttemptRecord, AttemptVerdict, DeliveryFilter, DeliveryRecord, DeliveryState, Finished,
-    FinishedAttempt, PUSH_EVENT, WebhookRecord, push_endpoint, webhook_endpoint,
+pub use error::{Result, StoreError};
+pub use model::input::{
+    DeliveryFilter, FinishedAttempt, NewApproval, NewLink, NewMessage,
+    NewRemoteTask, NewTask, RemoteHop, RemoteObservation, RemoteUpdate, Settlement, TaskFilter,
 };
-pub use records::*;
-pub use remote_tasks::{
-    NewRemoteTask, REMOTE_CANCEL, REMOTE_SEND, RemoteHop, RemoteObservation, RemoteTaskRecord,
-    remote_endpoint,
+pub use model::records::approvals::{ApprovalRecord, AuditRecord, Settled};
+pub use model::records::coordination::{
+    ClaimAttempt, ClaimRecord, LeaseAttempt, LeaseRecord, PresenceRecord,
 };
-pub use remotes::{RemoteRecord, RemoteUpdate};
-pub use tasks::TaskFilter;
-
-/// What can go wrong in the store. Cloneable, because one failed group commit fails many callers.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum StoreError {
-    /// A row with this key exists (the named constraint says which).
-    #[error("conflict on {0}")]
-    Conflict(String),
-    /// The thread state machine refused the message.
-    #[error(transparent)]
-    Transition(#[from] crate::domain::TransitionError),
-    /// The thread is a task in a terminal state.
-    #[error(transparent)]
-    TaskTerminal(#[from] crate::domain::TaskTerminal),
-    /// An idempotency key was reused for a different message.
-    #[error("idempotency key reused with a different message")]
-    IdempotencyMismatch,
-    /// `after` is beyond the last entry of the inbox.
-    #[error("cursor {after} is ahead of the inbox (last entry {last})")]
-    CursorAhead { after: i64, last: i64 },
-    /// A row the operation relies on is gone (e.g. the thread of a post).
-    #[error("not found: {0}")]
-    NotFound(&'static str),
-    /// A stored value does not parse: the database was changed outside liaison.
-    #[error("corrupt row: {0}")]
-    Corrupt(String),
-    /// The database refused a value as data it cannot hold (PostgreSQL's SQLSTATE class 22, e.g. a
-    /// character it cannot store, or a number out of range): the caller's input, not an outage.
-    #[error("invalid data: {0}")]
-    InvalidData(String),
-    #[error("database error: {0}")]
-    Database(String),
-}
-
-impl From<sqlx::Error> for StoreError {
-    fn from(e: sqlx::Error) -> Self {
-        if let sqlx::Error::Database(db) = &e
-            && db.is_unique_violation()
-        {
-            // SQLite names the columns, PostgreSQL the constraint; keep whichever we get.
-            return StoreError::Conflict(
-                db.constraint()
-                    .map(str::to_owned)
-                    .unwrap_or_else(|| db.message().to_owned()),
-            );
-        }
-        if let sqlx::Error::Database(db) = &e
-            && db
-                .code()
-                .is_some_and(|code| code.len() == 5 && code.starts_with("22"))
-        {
-            return StoreError::InvalidData(db.message().to_owned());
-        }
-        StoreError::Database(e.to_string())
-    }
-}
-
-impl From<crate::domain::ParseError> for StoreError {
-    fn from(e: crate::domain::ParseError) -> Self {
-        StoreError::Corrupt(e.0)
-    }
-}
-
-pub type Result<T, E = StoreError> = std::result::Result<T, E>;
-
-/// A future borrowing the transaction's connection.
-pub(crate) type BoxFut<'c, T> = Pin<Box<dyn Future<Output = T> + Send + 'c>>;
+pub use model::records::directory::{
+    ChannelRecord, MemberRecord, PartyRecord, PersonRecord, TokenRecord,
+};
+pub use model::records::inbox::{EntryContent, InboxEntry, InboxPosition};
+pub use model::records::links::{LinkKind, LinkRecord, SessionRecord};
+pub use model::records::outbox::{
+    AttemptRecord, DeliveryRecord, DeliveryState, Finished, PUSH_EVENT, WebhookRecord,
+    push_endpoint, webhook_endpoint,
+};
+pub use model::records::remote_tasks::{
+    REMOTE_CANCEL, REMOTE_SEND, RemoteTaskRecord, remote_endpoint,
+};
+pub use model::records::remotes::RemoteRecord;
+pub use model::records::threads::{
+    MessageRecord, PostOutcome, PushConfigRecord, TaskEventRecord, TaskInfo, ThreadRecord,
+};
 
 /// Which database the store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,7 +98,7 @@ pub struct Store {
     /// Tokens, persons, channels and parties recently read; see [`cache`].
     directory: cache::Directory,
     /// The live webhooks, for the outbox's hooks in every posting transaction.
-    webhooks: std::sync::Arc<outbox::WebhookCache>,
+    webhooks: std::sync::Arc<tx::enqueue::WebhookCache>,
 }
 
 type OutboxWake = Box<dyn Fn() + Send + Sync>;
@@ -237,23 +199,4 @@ impl Store {
         self.writer.close().await;
         self.pool.close().await;
     }
-}
-
-/// The embedded migrations of one backend.
-fn migrator(migrations: &[(i64, &'static str, &'static str)]) -> sqlx::migrate::Migrator {
-    use sqlx::migrate::{Migration, MigrationType, Migrator};
-    Migrator::with_migrations(
-        migrations
-            .iter()
-            .map(|(version, name, sql)| {
-                Migration::new(
-                    *version,
-                    (*name).into(),
-                    MigrationType::Simple,
-                    sqlx::SqlSafeStr::into_sql_str(*sql),
-                    false,
-                )
-            })
-            .collect(),
-    )
 }

@@ -1,35 +1,15 @@
-//! Persons, tokens and channels.
+//! Persons, tokens and channels. An operation file (`impl Store` only): no building block (`tx/`)
+//! and no other operation file may depend on it.
 
-use super::db::{Conn, Row, query};
-use super::{PersonRecord, Result, Store, StoreError, TokenRecord};
-use crate::domain::{
-    ApprovalPolicy, ChannelName, PersonId, PolicyChange, Right, Rights, Scopes, Timestamp,
+use super::Store;
+use super::db::{Conn, query};
+use super::error::{Result, StoreError};
+use super::model::records::directory::{
+    ChannelRecord, MemberRecord, PersonRecord, TOKEN_COLUMNS, TokenRecord, channel, person, token,
 };
-use crate::store::{ChannelRecord, MemberRecord};
-
-fn person(row: &Row) -> Result<PersonRecord> {
-    Ok(PersonRecord {
-        id: PersonId::parse(row.try_get::<String, _>("id")?)?,
-        kind: row.try_get::<String, _>("kind")?.parse()?,
-        display_name: row.try_get("display_name")?,
-        created_at: Timestamp(row.try_get("created_at")?),
-    })
-}
-
-fn token(row: &Row) -> Result<TokenRecord> {
-    Ok(TokenRecord {
-        id: row.try_get("id")?,
-        person: PersonId::parse(row.try_get::<String, _>("person_id")?)?,
-        scopes: Scopes::parse(&row.try_get::<String, _>("scopes")?)?,
-        description: row.try_get("description")?,
-        created_at: Timestamp(row.try_get("created_at")?),
-        expires_at: row.try_get::<Option<i64>, _>("expires_at")?.map(Timestamp),
-        revoked_at: row.try_get::<Option<i64>, _>("revoked_at")?.map(Timestamp),
-    })
-}
-
-const TOKEN_COLUMNS: &str =
-    "id, person_id, scopes, description, created_at, expires_at, revoked_at";
+use crate::domain::{
+    ApprovalPolicy, ChannelName, PersonId, PolicyChange, Right, Rights, Timestamp,
+};
 
 impl Store {
     pub async fn insert_person(&self, p: PersonRecord) -> Result<()> {
@@ -366,18 +346,6 @@ impl Store {
             })
             .collect()
     }
-}
-
-fn channel(row: &Row, members: Vec<MemberRecord>) -> Result<ChannelRecord> {
-    let policy: String = row.try_get("policy")?;
-    Ok(ChannelRecord {
-        name: ChannelName::parse(row.try_get::<String, _>("name")?)?,
-        description: row.try_get("description")?,
-        policy: serde_json::from_str(&policy).map_err(|e| StoreError::Corrupt(e.to_string()))?,
-        created_at: Timestamp(row.try_get("created_at")?),
-        members,
-        removed_at: row.try_get::<Option<i64>, _>("removed_at")?.map(Timestamp),
-    })
 }
 
 async fn upsert_member(tx: &mut Conn, channel: &ChannelName, m: &MemberRecord) -> Result<()> {

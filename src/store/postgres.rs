@@ -1,6 +1,7 @@
 //! PostgreSQL: a pool for reads and the group-commit writer on its own connection. Several replicas
 //! each have a writer; row locks (`FOR UPDATE`, the recipients' counters) and advisory locks keep
-//! their transactions safe against each other.
+//! their transactions safe against each other. It depends only on `db`, `readers`, `writer`,
+//! `migrations` and `error`, never on an operation or a building block.
 
 use std::time::Duration;
 
@@ -8,9 +9,10 @@ use sqlx::any::AnyConnectOptions;
 use sqlx::{AnyConnection, ConnectOptions, Connection};
 
 use super::db::{Conn, Pool};
+use super::error::{Result, StoreError};
+use super::migrations::migrator;
 use super::readers::{Readers, ReadersConfig};
 use super::writer::BatchWriter;
-use super::{Result, StoreError};
 
 const MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -79,7 +81,7 @@ pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {
     .await?;
     // The migrator takes an advisory lock, so replicas starting together apply each migration once.
     let mut migrating = AnyConnection::connect_with(&options).await?;
-    super::migrator(MIGRATIONS)
+    migrator(MIGRATIONS)
         .run(&mut migrating)
         .await
         .map_err(|e| StoreError::Database(e.to_string()))?;

@@ -11,7 +11,8 @@
 //! firewall may have closed it meanwhile); a busy pool never pings.
 //!
 //! [`Readers`] implements sqlx's [`Executor`] for `&Readers`, so sqlx runs a read on it as on a
-//! pool. It knows no SQL of its own beyond what opening a connection needs.
+//! pool. It knows no SQL of its own beyond what opening a connection needs, and must not depend
+//! on any other file of the store.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -1,85 +1,17 @@
 //! Remote A2A agents (SPEC §8b): the `remotes` rows beside their `persons` row (kind `remote`).
 //! A remote is live while neither its row nor its person is removed. Fetching, verifying and
-//! sealing are the service's business; this only persists.
+//! sealing are the service's business; this only persists. An operation file (`impl Store` only):
+//! no building block (`tx/`) and no other operation file may depend on it.
 
-use super::db::{Row, query};
-use super::{PersonRecord, Result, Store};
+use super::Store;
+use super::db::query;
+use super::error::Result;
+use super::model::input::RemoteUpdate;
+use super::model::records::remotes::{COLUMNS, RemoteRecord, remote};
 use crate::domain::{ChannelName, PersonId, Rights, Timestamp};
-
-/// A registered remote agent, as stored.
-#[derive(Debug, Clone)]
-pub struct RemoteRecord {
-    pub person: PersonRecord,
-    pub card_url: String,
-    /// The card JSON as fetched.
-    pub card: String,
-    /// The pinned keys (JWKS JSON).
-    pub jwks: String,
-    pub unsigned: bool,
-    /// `GRPC`, `JSONRPC` or `HTTP+JSON`.
-    pub binding: String,
-    /// The admin chose the binding.
-    pub binding_forced: bool,
-    pub url: String,
-    pub tenant: Option<String>,
-    pub streaming: bool,
-    pub push: bool,
-    /// Sealed under the master key; never leaves the service.
-    pub sealed_credentials: Option<String>,
-    /// JSON without secrets.
-    pub credentials_summary: String,
-    pub created_at: Timestamp,
-    pub refreshed_at: Timestamp,
-}
-
-/// What a refresh replaces.
-#[derive(Debug, Clone)]
-pub struct RemoteUpdate {
-    pub card: String,
-    pub jwks: String,
-    pub unsigned: bool,
-    pub binding: String,
-    pub binding_forced: bool,
-    pub url: String,
-    pub tenant: Option<String>,
-    pub streaming: bool,
-    pub push: bool,
-    /// New credentials (sealed, summary), or none to keep them.
-    pub credentials: Option<(Option<String>, String)>,
-    pub refreshed_at: Timestamp,
-}
-
-const COLUMNS: &str = "p.id, p.kind, p.display_name, p.created_at AS person_created_at, \
-     r.card_url, r.card, r.jwks, r.unsigned, r.binding, r.binding_forced, r.url, r.tenant, \
-     r.streaming, r.push, r.sealed_credentials, r.credentials_summary, r.created_at, r.refreshed_at";
 
 const LIVE: &str = "remotes r JOIN persons p ON p.id = r.person_id \
      WHERE r.removed_at IS NULL AND p.removed_at IS NULL";
-
-fn remote(row: &Row) -> Result<RemoteRecord> {
-    Ok(RemoteRecord {
-        person: PersonRecord {
-            id: PersonId::parse(row.try_get::<String, _>("id")?)?,
-            kind: row.try_get::<String, _>("kind")?.parse()?,
-            display_name: row.try_get("display_name")?,
-            created_at: Timestamp(row.try_get("person_created_at")?),
-        },
-        card_url: row.try_get("card_url")?,
-        card: row.try_get("card")?,
-        jwks: row.try_get("jwks")?,
-        unsigned: row.try_get::<i64, _>("unsigned")? != 0,
-        binding: row.try_get("binding")?,
-        binding_forced: row.try_get::<i64, _>("binding_forced")? != 0,
-        url: row.try_get("url")?,
-        tenant: row.try_get("tenant")?,
-        streaming: row.try_get::<i64, _>("streaming")? != 0,
-        push: row.try_get::<i64, _>("push")? != 0,
-        sealed_credentials: row.try_get("sealed_credentials")?,
-        credentials_summary: row.try_get("credentials_summary")?,
-        created_at: Timestamp(row.try_get("created_at")?),
-        refreshed_at: Timestamp(row.try_get("refreshed_at")?),
-    })
-}
 
 impl Store {
     /// Creates the remote's person and row and puts it in `channels` with `rights`, at once. A

@@ -1,6 +1,7 @@
 //! The key ring of the Agent Card's signatures, shared by every replica. The store keeps the
 //! sealed records as an opaque JSON text (sealing is the A2A front's business); it only makes sure
-//! that every replica ends up with the same ring.
+//! that every replica ends up with the same ring. An operation file (`impl Store` only): no
+//! building block (`tx/`) and no other operation file may depend on it.
 
 use super::db::query;
 use super::{Result, Store};

@@ -1,5 +1,6 @@
 //! SQLite: the database file in WAL mode with `synchronous = FULL`, a pool of readers, and the
-//! group-commit writer on its own connection and thread.
+//! group-commit writer on its own connection and thread. It depends only on `db`, `writer`,
+//! `migrations` and `error`, never on an operation or a building block.
 
 use std::path::PathBuf;
 
@@ -7,8 +8,9 @@ use sqlx::any::AnyConnectOptions;
 use sqlx::{AnyConnection, ConnectOptions, Connection, Executor};
 
 use super::db::{self, Conn, LitePool, Pool};
+use super::error::{Result, StoreError};
+use super::migrations::migrator;
 use super::writer::BatchWriter;
-use super::{Result, StoreError};
 
 const MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -77,7 +79,7 @@ pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {
     for pragma in ["PRAGMA journal_mode = WAL", "PRAGMA busy_timeout = 10000"] {
         migrating.execute(pragma).await?;
     }
-    super::migrator(MIGRATIONS)
+    migrator(MIGRATIONS)
         .run(&mut migrating)
         .await
         .map_err(|e| StoreError::Database(e.to_string()))?;

@@ -17,6 +17,9 @@
 //! post cost PostgreSQL about 230 µs of CPU each, mostly in starting and finishing the statement,
 //! and the writer waited one round trip per post. When the group's statement fails, the group is
 //! undone and each post written alone, so that only a failing post fails.
+//!
+//! It runs what it is given and knows no operation: of the store's files it depends only on `db`,
+//! `error` and the post's building blocks (`tx::post`, `tx::post_group`).
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -25,9 +28,10 @@ use sqlx::any::AnyConnectOptions;
 use sqlx::{AnyConnection, Connection, Executor};
 use tokio::sync::{mpsc, oneshot};
 
-use super::db::Conn;
-use super::messages::{Posted, QueuedPost, post_group};
-use super::{BoxFut, Result, StoreError};
+use super::db::{BoxFut, Conn};
+use super::error::{Result, StoreError};
+use super::tx::post::{Posted, QueuedPost};
+use super::tx::post_group::post_group;
 
 /// Most jobs committed together; bounds the latency a batch adds to its last job.
 const MAX_BATCH: usize = 256;

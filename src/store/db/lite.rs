@@ -1,22 +1,8 @@
-//! One way to write a statement for both backends, and two ways to run it.
-//!
-//! The store's SQL is written once (`$1` placeholders work on both backends) and run through
-//! [`query`]: `query(sql).bind(v)….fetch_optional(executor)`, where the executor is the writer's
-//! transaction ([`Conn`]) or the read pool ([`Pool`]).
-//!
-//! - **PostgreSQL** runs it through sqlx (`Any` driver), as before.
-//! - **SQLite** runs it through rusqlite, synchronously, on the calling thread: the writer's
-//!   thread for a write, the caller's for a read. sqlx's SQLite driver gives every connection a
-//!   thread of its own and hands each call to it and its rows back over channels (two context
-//!   switches a call); at a few calls per request those hand-offs were the largest cost of an
-//!   intake (`perf`: `finish_task_switch` around flume's channels, 31% of the server's samples
-//!   at 64 in flight). A read here is a few microseconds of SQLite on a runtime thread; the reads
-//!   on the request paths are single-row lookups and `LIMIT`ed pages over indexes, and SQLite in
-//!   WAL mode never makes a reader wait for the writer.
-//!
-//! A call may hold several statements separated by `;` on SQLite (their numbered parameters are
-//! shared, and the rows they change are counted together); PostgreSQL takes one per call.
-//! Statements are prepared once per connection and kept (rusqlite's statement cache).
+//! SQLite's way to run a statement: through rusqlite, synchronously, on the calling thread (see
+//! [`super`] for why). A call's text is split into its statements at `;` ([`statements`]), its
+//! `$n` parameters resolved once per static text ([`Plan`]), and run on the writer's connection or
+//! on one of [`LitePool`]'s read connections. It must not depend on any file of the store above
+//! [`super`]'s own statement and row types and [`crate::store::error`].
 
 use std::borrow::Cow;
 use std::path::PathBuf;
@@ -25,138 +11,14 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use rusqlite::types::{ToSqlOutput, Value as LiteValue, ValueRef};
-use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Row as _};
 
-use super::readers::Readers;
-use super::{BoxFut, Result, StoreError};
-
-/// A statement and the values bound to its `$n` parameters, in order.
-pub(crate) struct Query {
-    sql: Cow<'static, str>,
-    args: Vec<Value>,
-}
-
-/// A bound value. Each carries its type even when null: PostgreSQL types its parameters.
-#[derive(Debug, Clone)]
-pub(crate) enum Value {
-    Int(Option<i64>),
-    Text(Option<Cow<'static, str>>),
-}
-
-/// Starts a statement; bind its parameters in order with [`Query::bind`].
-pub(crate) fn query(sql: impl Into<Cow<'static, str>>) -> Query {
-    Query {
-        sql: sql.into(),
-        args: Vec::new(),
-    }
-}
-
-/// What a statement's execution changed.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Done {
-    rows_affected: u64,
-}
-
-impl Done {
-    /// Rows inserted, updated or deleted (on SQLite, by every statement of the call).
-    pub(crate) fn rows_affected(&self) -> u64 {
-        self.rows_affected
-    }
-}
-
-/// How much of a statement's result the caller wants.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Want {
-    Nothing,
-    First,
-    All,
-}
-
-pub(crate) enum Output {
-    Done(Done),
-    Rows(Vec<Row>),
-}
+use super::query::{Done, Output, Query, Value, Want};
+use super::row::{LiteRow, Row};
+use crate::store::error::{Result, StoreError};
 
 impl Query {
-    pub(crate) fn bind(mut self, value: impl Into<Value>) -> Self {
-        self.args.push(value.into());
-        self
-    }
-
-    pub(crate) async fn execute<'c, E: Executor<'c>>(self, executor: E) -> Result<Done> {
-        match executor.run(self, Want::Nothing).await? {
-            Output::Done(done) => Ok(done),
-            Output::Rows(_) => unreachable!("executors answer `Want::Nothing` with `Done`"),
-        }
-    }
-
-    pub(crate) async fn fetch_all<'c, E: Executor<'c>>(self, executor: E) -> Result<Vec<Row>> {
-        match executor.run(self, Want::All).await? {
-            Output::Rows(rows) => Ok(rows),
-            Output::Done(_) => Ok(Vec::new()),
-        }
-    }
-
-    pub(crate) async fn fetch_optional<'c, E: Executor<'c>>(
-        self,
-        executor: E,
-    ) -> Result<Option<Row>> {
-        match executor.run(self, Want::First).await? {
-            Output::Rows(rows) => Ok(rows.into_iter().next()),
-            Output::Done(_) => Ok(None),
-        }
-    }
-
-    pub(crate) async fn fetch_one<'c, E: Executor<'c>>(self, executor: E) -> Result<Row> {
-        self.fetch_optional(executor).await?.ok_or_else(|| {
-            StoreError::Database("no rows returned by a query that expected one".into())
-        })
-    }
-
-    /// The same statement for sqlx (PostgreSQL).
-    fn into_sqlx(self) -> sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments> {
-        let mut q = match self.sql {
-            Cow::Borrowed(sql) => sqlx::query(sql),
-            Cow::Owned(sql) => sqlx::query(sqlx::AssertSqlSafe(sql)),
-        };
-        for arg in self.args {
-            q = match arg {
-                Value::Int(v) => q.bind(v),
-                Value::Text(v) => q.bind(v.map(Cow::into_owned)),
-            };
-        }
-        q
-    }
-
-    async fn run_sqlx<'c, E>(self, executor: E, want: Want) -> Result<Output>
-    where
-        E: sqlx::Executor<'c, Database = sqlx::Any>,
-    {
-        let q = self.into_sqlx();
-        Ok(match want {
-            Want::Nothing => Output::Done(Done {
-                rows_affected: q.execute(executor).await?.rows_affected(),
-            }),
-            Want::First => Output::Rows(
-                q.fetch_optional(executor)
-                    .await?
-                    .map(Row::Pg)
-                    .into_iter()
-                    .collect(),
-            ),
-            Want::All => Output::Rows(
-                q.fetch_all(executor)
-                    .await?
-                    .into_iter()
-                    .map(Row::Pg)
-                    .collect(),
-            ),
-        })
-    }
-
     /// Runs every statement of the call on `conn`, binding each `$n` (or `?n`) to the n-th value.
-    fn run_lite(&self, conn: &rusqlite::Connection, want: Want) -> Result<Output> {
+    pub(super) fn run_lite(&self, conn: &rusqlite::Connection, want: Want) -> Result<Output> {
         match &self.sql {
             Cow::Borrowed(sql) => {
                 let plan = Plan::kept(conn, sql)?;
@@ -316,190 +178,6 @@ impl Value {
     }
 }
 
-macro_rules! value_from {
-    ($($t:ty => $variant:ident, $conv:expr;)*) => {$(
-        impl From<$t> for Value {
-            fn from(v: $t) -> Value {
-                Value::$variant(Some($conv(v)))
-            }
-        }
-        impl From<Option<$t>> for Value {
-            fn from(v: Option<$t>) -> Value {
-                Value::$variant(v.map($conv))
-            }
-        }
-    )*};
-}
-
-value_from! {
-    i64 => Int, |v| v;
-    String => Text, Cow::Owned;
-    &'static str => Text, Cow::Borrowed;
-}
-
-/// A row read from either backend.
-pub(crate) enum Row {
-    Pg(AnyRow),
-    Lite(LiteRow),
-}
-
-pub(crate) struct LiteRow {
-    columns: Arc<[String]>,
-    values: Vec<LiteValue>,
-}
-
-/// A column, by name or by position.
-pub(crate) enum Column<'a> {
-    Name(&'a str),
-    Index(usize),
-}
-
-impl<'a> From<&'a str> for Column<'a> {
-    fn from(name: &'a str) -> Self {
-        Column::Name(name)
-    }
-}
-
-impl From<usize> for Column<'_> {
-    fn from(i: usize) -> Self {
-        Column::Index(i)
-    }
-}
-
-impl Row {
-    /// The value of one column, decoded as `T`.
-    pub(crate) fn try_get<'a, T: Decode, I: Into<Column<'a>>>(&self, column: I) -> Result<T> {
-        let column = column.into();
-        match self {
-            Row::Pg(row) => T::from_any(row, &column).map_err(StoreError::from),
-            Row::Lite(row) => {
-                let i = match column {
-                    Column::Index(i) => i,
-                    Column::Name(name) => {
-                        row.columns.iter().position(|c| c == name).ok_or_else(|| {
-                            StoreError::Database(format!("no column {name:?} in the row"))
-                        })?
-                    }
-                };
-                let value = row
-                    .values
-                    .get(i)
-                    .ok_or_else(|| StoreError::Database(format!("no column {i} in the row")))?;
-                T::from_lite(value).ok_or_else(|| {
-                    StoreError::Corrupt(format!(
-                        "column {:?} holds {value:?}, not {}",
-                        row.columns[i],
-                        std::any::type_name::<T>()
-                    ))
-                })
-            }
-        }
-    }
-}
-
-/// A type a column decodes to, on both backends.
-pub(crate) trait Decode: Sized {
-    fn from_any(row: &AnyRow, column: &Column<'_>) -> std::result::Result<Self, sqlx::Error>;
-    /// `None` when the value is not of this type.
-    fn from_lite(value: &LiteValue) -> Option<Self>;
-}
-
-macro_rules! decode {
-    ($($t:ty => $pat:pat => $out:expr;)*) => {$(
-        impl Decode for $t {
-            fn from_any(row: &AnyRow, column: &Column<'_>) -> std::result::Result<Self, sqlx::Error> {
-                match column {
-                    Column::Name(name) => row.try_get::<$t, _>(*name),
-                    Column::Index(i) => row.try_get::<$t, _>(*i),
-                }
-            }
-            fn from_lite(value: &LiteValue) -> Option<Self> {
-                match value {
-                    $pat => Some($out),
-                    _ => None,
-                }
-            }
-        }
-        impl Decode for Option<$t> {
-            fn from_any(row: &AnyRow, column: &Column<'_>) -> std::result::Result<Self, sqlx::Error> {
-                match column {
-                    Column::Name(name) => row.try_get::<Option<$t>, _>(*name),
-                    Column::Index(i) => row.try_get::<Option<$t>, _>(*i),
-                }
-            }
-            fn from_lite(value: &LiteValue) -> Option<Self> {
-                match value {
-                    LiteValue::Null => Some(None),
-                    $pat => Some(Some($out)),
-                    _ => None,
-                }
-            }
-        }
-    )*};
-}
-
-decode! {
-    i64 => LiteValue::Integer(i) => *i;
-    String => LiteValue::Text(s) => s.clone();
-}
-
-/// Where a statement runs: the writer's transaction or the read pool.
-pub(crate) trait Executor<'c>: Send + 'c {
-    #[doc(hidden)]
-    fn run(self, q: Query, want: Want) -> BoxFut<'c, Result<Output>>;
-}
-
-/// The writer's connection (a job runs in its open transaction).
-pub(crate) enum Conn {
-    Pg(AnyConnection),
-    Lite(rusqlite::Connection),
-}
-
-impl<'c> Executor<'c> for &'c mut Conn {
-    fn run(self, q: Query, want: Want) -> BoxFut<'c, Result<Output>> {
-        Box::pin(async move {
-            match self {
-                Conn::Pg(conn) => q.run_sqlx(&mut *conn, want).await,
-                Conn::Lite(conn) => q.run_lite(conn, want),
-            }
-        })
-    }
-}
-
-/// The read connections.
-pub(crate) enum Pool {
-    Pg(Readers),
-    Lite(LitePool),
-}
-
-impl<'c> Executor<'c> for &'c Pool {
-    fn run(self, q: Query, want: Want) -> BoxFut<'c, Result<Output>> {
-        Box::pin(async move {
-            match self {
-                Pool::Pg(readers) => q.run_sqlx(readers, want).await,
-                Pool::Lite(pool) => pool.with(|conn| q.run_lite(conn, want)),
-            }
-        })
-    }
-}
-
-impl Pool {
-    /// Connections open, and idle among them (for `/metrics`).
-    pub(crate) fn usage(&self) -> (u32, usize) {
-        match self {
-            Pool::Pg(readers) => readers.usage(),
-            Pool::Lite(pool) => pool.usage(),
-        }
-    }
-
-    pub(crate) async fn close(&self) {
-        match self {
-            Pool::Pg(readers) => readers.close().await,
-            Pool::Lite(pool) => pool.close(),
-        }
-    }
-}
-
 /// Read connections to one SQLite file. A read holds a connection only while it runs, on the
 /// calling thread, so at most one connection per thread running a read is open at once (the
 /// runtime's threads are a fixed few); up to [`LitePool::KEEP`] are kept between reads.
@@ -536,7 +214,10 @@ impl LitePool {
         Ok(conn)
     }
 
-    fn with<T>(&self, read: impl FnOnce(&rusqlite::Connection) -> Result<T>) -> Result<T> {
+    pub(super) fn with<T>(
+        &self,
+        read: impl FnOnce(&rusqlite::Connection) -> Result<T>,
+    ) -> Result<T> {
         if self.closed.load(Ordering::Relaxed) {
             return Err(StoreError::Database("the store is closed".into()));
         }
@@ -556,11 +237,11 @@ impl LitePool {
         outcome
     }
 
-    fn usage(&self) -> (u32, usize) {
+    pub(super) fn usage(&self) -> (u32, usize) {
         (self.open.load(Ordering::Relaxed), self.idle().len())
     }
 
-    fn close(&self) {
+    pub(super) fn close(&self) {
         self.closed.store(true, Ordering::Relaxed);
         let closed = self.idle().drain(..).count();
         self.open.fetch_sub(closed as u32, Ordering::Relaxed);
@@ -596,6 +277,7 @@ impl From<rusqlite::Error> for StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::db::query;
 
     fn memory() -> rusqlite::Connection {
         let conn = rusqlite::Connection::open_in_memory().unwrap();

@@ -2,103 +2,18 @@
 //! sessions. Only SHA-256 hashes of their secrets are stored. A link is used at most once, and only
 //! before its expiry, by one conditional `UPDATE … RETURNING`, so two concurrent uses (on any
 //! replica) cannot both succeed. Also the one read the console needs that no other front does:
-//! the threads of a channel.
+//! the threads of a channel. An operation file (`impl Store` only): no building block (`tx/`) and
+//! no other operation file may depend on it.
 
-use super::db::{Row, query};
-use super::messages::{THREAD_COLUMNS, thread};
-use super::{Result, Store, ThreadRecord};
-use crate::domain::{ApprovalId, ChannelName, PersonId, Timestamp};
-
-/// Which single-use link: each kind has its own table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LinkKind {
-    /// Opens a console session for its person.
-    Login,
-    /// Decides one approval as its person.
-    Approval,
-}
-
-impl LinkKind {
-    fn table(self) -> &'static str {
-        match self {
-            LinkKind::Login => "login_links",
-            LinkKind::Approval => "approval_links",
-        }
-    }
-
-    fn columns(self) -> &'static str {
-        match self {
-            LinkKind::Login => "id, person, created_at, expires_at, used_at",
-            LinkKind::Approval => "id, person, approval_id, created_at, expires_at, used_at",
-        }
-    }
-}
-
-/// A link to store.
-#[derive(Debug, Clone)]
-pub struct NewLink {
-    pub kind: LinkKind,
-    pub id: String,
-    pub secret_hash: String,
-    pub person: PersonId,
-    /// The approval an approval link decides; none for a login link.
-    pub approval: Option<ApprovalId>,
-    pub created_by: PersonId,
-    pub created_at: Timestamp,
-    pub expires_at: Timestamp,
-}
-
-/// A link as stored (never its secret).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct LinkRecord {
-    pub id: String,
-    pub person: PersonId,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub approval: Option<ApprovalId>,
-    pub created_at: Timestamp,
-    pub expires_at: Timestamp,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub used_at: Option<Timestamp>,
-}
-
-/// A console session as stored (never its secret).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct SessionRecord {
-    pub id: String,
-    pub person: PersonId,
-    pub created_at: Timestamp,
-    pub expires_at: Timestamp,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ended_at: Option<Timestamp>,
-}
-
-fn link(kind: LinkKind, row: &Row) -> Result<LinkRecord> {
-    Ok(LinkRecord {
-        id: row.try_get("id")?,
-        person: PersonId::parse(row.try_get::<String, _>("person")?)?,
-        approval: match kind {
-            LinkKind::Login => None,
-            LinkKind::Approval => {
-                Some(ApprovalId::parse(row.try_get::<String, _>("approval_id")?)?)
-            }
-        },
-        created_at: Timestamp(row.try_get("created_at")?),
-        expires_at: Timestamp(row.try_get("expires_at")?),
-        used_at: row.try_get::<Option<i64>, _>("used_at")?.map(Timestamp),
-    })
-}
-
-const SESSION_COLUMNS: &str = "id, person, created_at, expires_at, ended_at";
-
-fn session(row: &Row) -> Result<SessionRecord> {
-    Ok(SessionRecord {
-        id: row.try_get("id")?,
-        person: PersonId::parse(row.try_get::<String, _>("person")?)?,
-        created_at: Timestamp(row.try_get("created_at")?),
-        expires_at: Timestamp(row.try_get("expires_at")?),
-        ended_at: row.try_get::<Option<i64>, _>("ended_at")?.map(Timestamp),
-    })
-}
+use super::Store;
+use super::db::query;
+use super::error::Result;
+use super::model::input::NewLink;
+use super::model::records::links::{
+    LinkKind, LinkRecord, SESSION_COLUMNS, SessionRecord, link, session,
+};
+use super::model::records::threads::{THREAD_COLUMNS, ThreadRecord, thread};
+use crate::domain::{ChannelName, Timestamp};
 
 impl Store {
     pub async fn insert_link(&self, l: NewLink) -> Result<()> {

@@ -1,179 +1,19 @@
 //! A2A tasks in the store: the event log, listing a party's tasks, parties and push configs.
+//! An operation file (`impl Store` only): no building block (`tx/`) and no other operation file may
+//! depend on it.
 
-use super::db::{Conn, Row, query};
-use super::messages::{THREAD_COLUMNS, thread};
-use super::outbox::WebhookCache;
-use super::{
-    PartyRecord, PersonRecord, PushConfigRecord, Result, Store, StoreError, TaskEventRecord,
-    ThreadRecord,
+use super::Store;
+use super::db::query;
+use super::error::{Result, StoreError};
+use super::model::input::TaskFilter;
+use super::model::records::directory::{PartyRecord, PersonRecord, party};
+use super::model::records::threads::{
+    PushConfigRecord, THREAD_COLUMNS, TaskEventRecord, ThreadRecord, event, push_config, thread,
 };
-use crate::domain::{MessageId, PersonId, PersonKind, TaskState, ThreadId, Timestamp};
-
-/// Which of a party's tasks to list.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct TaskFilter {
-    pub context_id: Option<String>,
-    pub state: Option<TaskState>,
-    /// Only tasks updated at or after this time.
-    pub updated_since: Option<Timestamp>,
-    pub limit: i64,
-    pub offset: i64,
-}
-
-/// A task event to log, with what its hooks need to know about the task (handed over by the
-/// transaction, which has them, rather than read back).
-pub(super) struct LoggedEvent<'a> {
-    pub thread: &'a ThreadId,
-    pub seq: i64,
-    pub state: TaskState,
-    pub cause: &'a str,
-    pub message: Option<&'a MessageId>,
-    pub now: Timestamp,
-    pub channel: &'a str,
-    /// The party that opened the task.
-    pub party: &'a PersonId,
-    /// The task was created in this transaction.
-    pub new_task: bool,
-}
-
-/// Appends one event to a task's log (inside the transaction that caused it).
-pub(super) async fn append_event(
-    tx: &mut Conn,
-    cache: &WebhookCache,
-    e: LoggedEvent<'_>,
-) -> Result<()> {
-    query(
-        "INSERT INTO task_events (thread_id, seq, state, cause, message_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
-    )
-    .bind(e.thread.as_str().to_owned())
-    .bind(e.seq)
-    .bind(e.state.as_str())
-    .bind(e.cause.to_owned())
-    .bind(e.message.map(|m| m.as_str().to_owned()))
-    .bind(e.now.0)
-    .execute(&mut *tx)
-    .await?;
-    super::outbox::on_task_event(tx, cache, &e).await?;
-    Ok(())
-}
-
-/// Moves a submitted task to working when it is claimed, with its event.
-pub(super) async fn on_claim(
-    tx: &mut Conn,
-    cache: &WebhookCache,
-    thread: &ThreadId,
-    now: Timestamp,
-) -> Result<()> {
-    log_event(tx, cache, thread, now, "claim", |state| {
-        let next = state.apply(crate::domain::TaskEvent::Claimed)?;
-        Ok((next != state).then_some(next))
-    })
-    .await
-}
-
-/// Records a decision on a task's approval as an event of its log, without changing its state, so
-/// that streams and subscriptions show the new status message.
-pub(super) async fn on_approval(
-    tx: &mut Conn,
-    cache: &WebhookCache,
-    thread: &ThreadId,
-    now: Timestamp,
-) -> Result<()> {
-    log_event(tx, cache, thread, now, "approval", |state| Ok(Some(state))).await
-}
-
-/// Appends to a task's log an event that no message caused: `next` gives the state after it from
-/// the state before, or none when there is nothing to log. A thread that is no task logs nothing.
-async fn log_event(
-    tx: &mut Conn,
-    cache: &WebhookCache,
-    thread: &ThreadId,
-    now: Timestamp,
-    cause: &str,
-    next: impl FnOnce(TaskState) -> Result<Option<TaskState>>,
-) -> Result<()> {
-    let row =
-        query("SELECT task_state, task_event_seq, channel, opened_by FROM threads WHERE id = $1")
-            .bind(thread.as_str().to_owned())
-            .fetch_one(&mut *tx)
-            .await?;
-    let Some(state) = row.try_get::<Option<String>, _>("task_state")? else {
-        return Ok(());
-    };
-    let Some(next) = next(state.parse()?)? else {
-        return Ok(());
-    };
-    let seq = row.try_get::<i64, _>("task_event_seq")? + 1;
-    let channel: String = row.try_get("channel")?;
-    let party = PersonId::parse(row.try_get::<String, _>("opened_by")?)?;
-    query("UPDATE threads SET task_state = $1, task_event_seq = $2, updated_at = $3 WHERE id = $4")
-        .bind(next.as_str())
-        .bind(seq)
-        .bind(now.0)
-        .bind(thread.as_str().to_owned())
-        .execute(&mut *tx)
-        .await?;
-    let event = LoggedEvent {
-        thread,
-        seq,
-        state: next,
-        cause,
-        message: None,
-        now,
-        channel: &channel,
-        party: &party,
-        new_task: false,
-    };
-    append_event(tx, cache, event).await
-}
-
-fn event(row: &Row) -> Result<TaskEventRecord> {
-    Ok(TaskEventRecord {
-        seq: row.try_get("seq")?,
-        state: row.try_get::<String, _>("state")?.parse()?,
-        cause: row.try_get("cause")?,
-        message: row
-            .try_get::<Option<String>, _>("message_id")?
-            .map(MessageId::parse)
-            .transpose()?,
-        created_at: Timestamp(row.try_get("created_at")?),
-    })
-}
-
-fn push_config(row: &Row) -> Result<PushConfigRecord> {
-    Ok(PushConfigRecord {
-        thread: ThreadId::parse(row.try_get::<String, _>("thread_id")?)?,
-        id: row.try_get("id")?,
-        url: row.try_get("url")?,
-        token: row.try_get("token")?,
-        auth_scheme: row.try_get("auth_scheme")?,
-        auth_credentials: row.try_get("auth_credentials")?,
-        created_at: Timestamp(row.try_get("created_at")?),
-    })
-}
+use super::tx::enqueue;
+use crate::domain::{PersonId, PersonKind, TaskState, ThreadId};
 
 impl Store {
-    /// The message `author` posted with idempotency key `key`, if any (the unique index
-    /// `messages_idempotency_key` makes it at most one).
-    pub async fn message_by_key(
-        &self,
-        author: &PersonId,
-        key: &str,
-    ) -> Result<Option<super::MessageRecord>> {
-        let id: Option<String> =
-            query("SELECT id FROM messages WHERE author = $1 AND idempotency_key = $2")
-                .bind(author.as_str().to_owned())
-                .bind(key.to_owned())
-                .fetch_optional(&self.pool)
-                .await?
-                .map(|row| row.try_get("id"))
-                .transpose()?;
-        match id {
-            Some(id) => self.message(&MessageId::parse(id)?).await,
-            None => Ok(None),
-        }
-    }
-
     /// Events of a task with `seq > after`, in order.
     pub async fn task_events(&self, thread: &ThreadId, after: i64) -> Result<Vec<TaskEventRecord>> {
         let rows = query(
@@ -318,7 +158,7 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
                 if !known {
-                    super::outbox::replay_push(tx, &thread, &id, now).await?;
+                    enqueue::replay_push(tx, &thread, &id, now).await?;
                 }
                 Ok(())
             })
@@ -359,16 +199,3 @@ impl Store {
 const PARTIES: &str = "SELECT p.id, p.kind, p.display_name, p.created_at, x.default_skill, x.jwt_subject \
      FROM persons p LEFT JOIN parties x ON x.person_id = p.id \
      WHERE p.kind = 'external' AND p.removed_at IS NULL";
-
-fn party(row: &Row) -> Result<PartyRecord> {
-    Ok(PartyRecord {
-        person: PersonRecord {
-            id: PersonId::parse(row.try_get::<String, _>("id")?)?,
-            kind: row.try_get::<String, _>("kind")?.parse()?,
-            display_name: row.try_get("display_name")?,
-            created_at: Timestamp(row.try_get("created_at")?),
-        },
-        default_skill: row.try_get("default_skill")?,
-        jwt_subject: row.try_get("jwt_subject")?,
-    })
-}

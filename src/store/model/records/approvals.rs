@@ -1,0 +1,142 @@
+//! Approvals as stored, what a settlement did, and the audit log's entries; with the column
+//! lists and parsers that turn their rows into them. It must not depend on any file of the store
+//! but `db` (rows) and `error`.
+
+use crate::domain::{
+    AgentIdentity, ApprovalId, ApprovalKind, ApprovalState, ChannelName, Decision, DecisionPath,
+    Impact, MessageId, PersonId, ThreadId, Timestamp,
+};
+use crate::store::db::Row;
+use crate::store::error::{Result, StoreError};
+
+/// An approval as stored.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ApprovalRecord {
+    pub id: ApprovalId,
+    /// A request with an effect, or a message leaving the team (outbound).
+    pub kind: ApprovalKind,
+    pub thread: ThreadId,
+    pub message: MessageId,
+    pub channel: ChannelName,
+    pub impact: Impact,
+    pub fingerprint: String,
+    pub requested_by: PersonId,
+    /// Who may decide.
+    pub approvers: Vec<PersonId>,
+    pub state: ApprovalState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<PersonId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_via: Option<DecisionPath>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<Timestamp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consumed_by: Option<PersonId>,
+    /// The self-declared agent session whose claim consumed it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consumed_session: Option<AgentIdentity>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consumed_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+}
+
+/// What a settlement did.
+#[derive(Debug, Clone)]
+pub enum Settled {
+    /// The approval moved; here it is after the move.
+    Done(ApprovalRecord),
+    /// It could not move; here it is as it stands (already decided, expired or consumed).
+    Refused(ApprovalRecord),
+}
+
+/// One entry of the audit log.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AuditRecord {
+    pub seq: i64,
+    pub at: Timestamp,
+    /// `created`, `decided`, `consumed` or `expired`.
+    pub event: String,
+    pub approval: ApprovalId,
+    pub thread: ThreadId,
+    pub fingerprint: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub actor: Option<PersonId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub via: Option<DecisionPath>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<AgentIdentity>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+pub(in crate::store) const APPROVAL_COLUMNS: &str = "id, kind, thread_id, message_id, channel, impact, fingerprint, requested_by, \
+     approvers, state, reason, decided_by, decided_via, decided_at, consumed_by, consumed_session, \
+     consumed_at, created_at, expires_at";
+
+fn opt_person(row: &Row, column: &str) -> Result<Option<PersonId>> {
+    Ok(row
+        .try_get::<Option<String>, _>(column)?
+        .map(PersonId::parse)
+        .transpose()?)
+}
+
+pub(in crate::store) fn approval(row: &Row) -> Result<ApprovalRecord> {
+    Ok(ApprovalRecord {
+        id: ApprovalId::parse(row.try_get::<String, _>("id")?)?,
+        kind: row.try_get::<String, _>("kind")?.parse()?,
+        thread: ThreadId::parse(row.try_get::<String, _>("thread_id")?)?,
+        message: MessageId::parse(row.try_get::<String, _>("message_id")?)?,
+        channel: ChannelName::parse(row.try_get::<String, _>("channel")?)?,
+        impact: row.try_get::<String, _>("impact")?.parse()?,
+        fingerprint: row.try_get("fingerprint")?,
+        requested_by: PersonId::parse(row.try_get::<String, _>("requested_by")?)?,
+        approvers: serde_json::from_str(&row.try_get::<String, _>("approvers")?)
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        state: row.try_get::<String, _>("state")?.parse()?,
+        reason: row.try_get("reason")?,
+        decided_by: opt_person(row, "decided_by")?,
+        decided_via: row
+            .try_get::<Option<String>, _>("decided_via")?
+            .map(|v| v.parse())
+            .transpose()?,
+        decided_at: row.try_get::<Option<i64>, _>("decided_at")?.map(Timestamp),
+        consumed_by: opt_person(row, "consumed_by")?,
+        consumed_session: row
+            .try_get::<Option<String>, _>("consumed_session")?
+            .map(AgentIdentity::parse)
+            .transpose()?,
+        consumed_at: row.try_get::<Option<i64>, _>("consumed_at")?.map(Timestamp),
+        created_at: Timestamp(row.try_get("created_at")?),
+        expires_at: Timestamp(row.try_get("expires_at")?),
+    })
+}
+
+pub(in crate::store) fn audit(row: &Row) -> Result<AuditRecord> {
+    Ok(AuditRecord {
+        seq: row.try_get("seq")?,
+        at: Timestamp(row.try_get("at")?),
+        event: row.try_get("event")?,
+        approval: ApprovalId::parse(row.try_get::<String, _>("approval_id")?)?,
+        thread: ThreadId::parse(row.try_get::<String, _>("thread_id")?)?,
+        fingerprint: row.try_get("fingerprint")?,
+        actor: opt_person(row, "actor")?,
+        via: row
+            .try_get::<Option<String>, _>("via")?
+            .map(|v| v.parse())
+            .transpose()?,
+        decision: row
+            .try_get::<Option<String>, _>("decision")?
+            .map(|v| v.parse())
+            .transpose()?,
+        session: row
+            .try_get::<Option<String>, _>("session")?
+            .map(AgentIdentity::parse)
+            .transpose()?,
+        detail: row.try_get("detail")?,
+    })
+}

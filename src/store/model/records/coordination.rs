@@ -1,0 +1,99 @@
+//! The coordination between agent sessions as stored: claims on threads, presence and advisory
+//! leases, and what trying to claim or lease answers; with the parsers of their rows. It must not
+//! depend on any file of the store but `db` (rows), `error` and the approvals' records.
+
+use serde::Serialize;
+
+use super::approvals::ApprovalRecord;
+use crate::domain::{AgentIdentity, LeaseMode, PersonId, ThreadId, Timestamp, Transition};
+use crate::store::db::Row;
+use crate::store::error::Result;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ClaimRecord {
+    pub thread: ThreadId,
+    pub person: PersonId,
+    pub session: AgentIdentity,
+    pub claimed_at: Timestamp,
+    pub expires_at: Timestamp,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PresenceRecord {
+    pub person: PersonId,
+    pub agent: AgentIdentity,
+    pub transition: Transition,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    pub updated_at: Timestamp,
+    pub expires_at: Timestamp,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LeaseRecord {
+    pub resource: String,
+    pub person: PersonId,
+    pub agent: AgentIdentity,
+    pub mode: LeaseMode,
+    pub acquired_at: Timestamp,
+    pub expires_at: Timestamp,
+}
+
+/// The result of trying to claim a thread.
+#[derive(Debug, Clone)]
+pub enum ClaimAttempt {
+    /// The caller holds the claim (new, taken over after expiry, or renewed).
+    Claimed(ClaimRecord),
+    /// Someone else holds a live claim.
+    Held(ClaimRecord),
+    /// The thread is closed (or gone) and cannot be claimed.
+    Closed,
+    /// The thread's newest approval does not allow work (pending); nothing was claimed.
+    AwaitingApproval(Box<ApprovalRecord>),
+}
+
+/// The result of trying to acquire a lease.
+#[derive(Debug, Clone)]
+pub enum LeaseAttempt {
+    /// Acquired (or renewed); `displaced` lists holders removed by `force`.
+    Acquired {
+        lease: LeaseRecord,
+        displaced: Vec<LeaseRecord>,
+    },
+    /// Refused: these live holders are incompatible with the requested mode.
+    Held(Vec<LeaseRecord>),
+}
+
+pub(in crate::store) fn claim(row: &Row) -> Result<ClaimRecord> {
+    Ok(ClaimRecord {
+        thread: ThreadId::parse(row.try_get::<String, _>("thread_id")?)?,
+        person: PersonId::parse(row.try_get::<String, _>("person_id")?)?,
+        session: AgentIdentity::parse(row.try_get::<String, _>("session")?)?,
+        claimed_at: Timestamp(row.try_get("claimed_at")?),
+        expires_at: Timestamp(row.try_get("expires_at")?),
+    })
+}
+
+pub(in crate::store) fn presence(row: &Row) -> Result<PresenceRecord> {
+    Ok(PresenceRecord {
+        person: PersonId::parse(row.try_get::<String, _>("person_id")?)?,
+        agent: AgentIdentity::parse(row.try_get::<String, _>("agent")?)?,
+        transition: row
+            .try_get::<String, _>("transition")?
+            .parse::<Transition>()?,
+        task: row.try_get("task")?,
+        updated_at: Timestamp(row.try_get("updated_at")?),
+        expires_at: Timestamp(row.try_get("expires_at")?),
+    })
+}
+
+pub(in crate::store) fn lease(row: &Row) -> Result<LeaseRecord> {
+    Ok(LeaseRecord {
+        resource: row.try_get("resource")?,
+        person: PersonId::parse(row.try_get::<String, _>("person_id")?)?,
+        agent: AgentIdentity::parse(row.try_get::<String, _>("agent")?)?,
+        mode: row.try_get::<String, _>("mode")?.parse::<LeaseMode>()?,
+        acquired_at: Timestamp(row.try_get("acquired_at")?),
+        expires_at: Timestamp(row.try_get("expires_at")?),
+    })
+}

@@ -1,0 +1,84 @@
+//! The web console's credentials as stored (never their secrets): single-use links of each kind,
+//! with the table each kind lives in, and console sessions; with the parsers of their rows. It
+//! must not depend on any file of the store but `db` (rows) and `error`.
+
+use crate::domain::{ApprovalId, PersonId, Timestamp};
+use crate::store::db::Row;
+use crate::store::error::Result;
+
+/// Which single-use link: each kind has its own table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkKind {
+    /// Opens a console session for its person.
+    Login,
+    /// Decides one approval as its person.
+    Approval,
+}
+
+impl LinkKind {
+    pub(in crate::store) fn table(self) -> &'static str {
+        match self {
+            LinkKind::Login => "login_links",
+            LinkKind::Approval => "approval_links",
+        }
+    }
+
+    pub(in crate::store) fn columns(self) -> &'static str {
+        match self {
+            LinkKind::Login => "id, person, created_at, expires_at, used_at",
+            LinkKind::Approval => "id, person, approval_id, created_at, expires_at, used_at",
+        }
+    }
+}
+
+/// A link as stored (never its secret).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LinkRecord {
+    pub id: String,
+    pub person: PersonId,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalId>,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub used_at: Option<Timestamp>,
+}
+
+/// A console session as stored (never its secret).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SessionRecord {
+    pub id: String,
+    pub person: PersonId,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<Timestamp>,
+}
+
+pub(in crate::store) fn link(kind: LinkKind, row: &Row) -> Result<LinkRecord> {
+    Ok(LinkRecord {
+        id: row.try_get("id")?,
+        person: PersonId::parse(row.try_get::<String, _>("person")?)?,
+        approval: match kind {
+            LinkKind::Login => None,
+            LinkKind::Approval => {
+                Some(ApprovalId::parse(row.try_get::<String, _>("approval_id")?)?)
+            }
+        },
+        created_at: Timestamp(row.try_get("created_at")?),
+        expires_at: Timestamp(row.try_get("expires_at")?),
+        used_at: row.try_get::<Option<i64>, _>("used_at")?.map(Timestamp),
+    })
+}
+
+pub(in crate::store) const SESSION_COLUMNS: &str = "id, person, created_at, expires_at, ended_at";
+
+pub(in crate::store) fn session(row: &Row) -> Result<SessionRecord> {
+    Ok(SessionRecord {
+        id: row.try_get("id")?,
+        person: PersonId::parse(row.try_get::<String, _>("person")?)?,
+        created_at: Timestamp(row.try_get("created_at")?),
+        expires_at: Timestamp(row.try_get("expires_at")?),
+        ended_at: row.try_get::<Option<i64>, _>("ended_at")?.map(Timestamp),
+    })
+}

@@ -1,0 +1,175 @@
+//! The admin webhooks: created, listed, removed, their secret replaced, and a `webhook.test`
+//! delivery enqueued to one (enabled or not). Each change forgets the live webhooks that every
+//! posting transaction consults (`tx::enqueue::WebhookCache`), inside its own job and again after
+//! its commit. An operation file (`impl Store` only): no building block (`tx/`) and no other
+//! operation file may depend on it.
+
+use serde_json::{Value, json};
+
+use super::Store;
+use super::db::query;
+use super::error::{Result, StoreError};
+use super::model::input::NewDelivery;
+use super::model::records::outbox::{
+    WEBHOOK_COLUMNS, WEBHOOK_FROM, WebhookRecord, webhook, webhook_endpoint,
+};
+use super::tx::enqueue::insert;
+use crate::domain::Timestamp;
+
+impl Store {
+    pub async fn insert_webhook(&self, w: WebhookRecord) -> Result<()> {
+        let cache = self.webhooks.clone();
+        let done = self.write(move |tx| {
+            Box::pin(async move {
+                let events = serde_json::to_string(&w.events)
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                query(
+                    "INSERT INTO webhooks (id, url, events, person, channel, sealed_secret, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                )
+                .bind(w.id)
+                .bind(w.url)
+                .bind(events)
+                .bind(w.person.map(|p| p.as_str().to_owned()))
+                .bind(w.channel)
+                .bind(w.sealed_secret)
+                .bind(w.created_at.0)
+                .execute(&mut *tx)
+                .await?;
+                cache.forget();
+                Ok(())
+            })
+        })
+        .await;
+        self.webhooks.forget();
+        done
+    }
+
+    /// Webhooks not removed, oldest first.
+    pub async fn webhooks(&self) -> Result<Vec<WebhookRecord>> {
+        let sql = format!(
+            "SELECT {WEBHOOK_COLUMNS} FROM {WEBHOOK_FROM} WHERE w.removed_at IS NULL ORDER BY w.created_at, w.id"
+        );
+        let rows = query(sql).fetch_all(&self.pool).await?;
+        rows.iter().map(webhook).collect()
+    }
+
+    pub async fn webhook(&self, id: &str) -> Result<Option<WebhookRecord>> {
+        let sql = format!(
+            "SELECT {WEBHOOK_COLUMNS} FROM {WEBHOOK_FROM} WHERE w.removed_at IS NULL AND w.id = $1"
+        );
+        query(sql)
+            .bind(id.to_owned())
+            .fetch_optional(&self.pool)
+            .await?
+            .as_ref()
+            .map(webhook)
+            .transpose()
+    }
+
+    /// Removes a webhook; its pending deliveries die. False when there was none.
+    pub async fn remove_webhook(&self, id: String, now: Timestamp) -> Result<bool> {
+        let cache = self.webhooks.clone();
+        let done = self.write(move |tx| {
+            Box::pin(async move {
+                let done = query(
+                    "UPDATE webhooks SET removed_at = $1 WHERE id = $2 AND removed_at IS NULL",
+                )
+                .bind(now.0)
+                .bind(id.clone())
+                .execute(&mut *tx)
+                .await?;
+                if done.rows_affected() == 0 {
+                    return Ok(false);
+                }
+                query(
+                    "UPDATE deliveries SET state = 'dead', last_error = 'webhook removed', finished_at = $1, \
+                     lease_owner = NULL, lease_until = NULL WHERE endpoint = $2 AND state = 'pending'",
+                )
+                .bind(now.0)
+                .bind(webhook_endpoint(&id))
+                .execute(&mut *tx)
+                .await?;
+                cache.forget();
+                Ok(true)
+            })
+        })
+        .await;
+        self.webhooks.forget();
+        done
+    }
+
+    /// Replaces a webhook's sealed secret; false when there is no such webhook.
+    pub async fn set_webhook_secret(&self, id: String, sealed: String) -> Result<bool> {
+        self.write(move |tx| {
+            Box::pin(async move {
+                let done = query(
+                    "UPDATE webhooks SET sealed_secret = $1 WHERE id = $2 AND removed_at IS NULL",
+                )
+                .bind(sealed)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+                Ok(done.rows_affected() > 0)
+            })
+        })
+        .await
+    }
+
+    /// Enqueues a `webhook.test` event to one webhook (enabled or not: the test is how an admin
+    /// checks a repaired receiver).
+    pub async fn enqueue_webhook_test(
+        &self,
+        id: String,
+        data: Value,
+        now: Timestamp,
+    ) -> Result<Option<i64>> {
+        let id_out = self
+            .write(move |tx| {
+                Box::pin(async move {
+                    let Some(row) =
+                        query("SELECT url FROM webhooks WHERE id = $1 AND removed_at IS NULL")
+                            .bind(id.clone())
+                            .fetch_optional(&mut *tx)
+                            .await?
+                    else {
+                        return Ok(None);
+                    };
+                    let url: String = row.try_get("url")?;
+                    let endpoint = webhook_endpoint(&id);
+                    let timestamp = chrono::DateTime::from_timestamp_millis(now.0)
+                        .unwrap_or_default()
+                        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+                    let body =
+                        json!({"type": "webhook.test", "timestamp": timestamp, "data": data})
+                            .to_string();
+                    let event_id = format!("msg_{}", uuid::Uuid::now_v7().simple());
+                    insert(
+                        tx,
+                        NewDelivery {
+                            endpoint: &endpoint,
+                            order_key: &endpoint,
+                            url: &url,
+                            event_type: "webhook.test",
+                            event_id: &event_id,
+                            thread: None,
+                            event_seq: None,
+                            payload: Some(&body),
+                            now,
+                        },
+                    )
+                    .await?;
+                    let row = query("SELECT MAX(id) AS id FROM deliveries WHERE event_id = $1")
+                        .bind(event_id)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    Ok(Some(row.try_get::<i64, _>("id")?))
+                })
+            })
+            .await?;
+        if id_out.is_some() {
+            self.outbox_enqueued();
+        }
+        Ok(id_out)
+    }
+}
