@@ -118,7 +118,8 @@ fn opaque(tag: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::a2a::card::{CardDefinition, Endpoints, verify_card};
+    use crate::a2a::card::{CardDefinition, Endpoints};
+    use crate::keys::jose::verify_card;
     use crate::keys::ring::{Jwks, KeyRing, MasterKey, SigningKey};
 
     fn signed_card() -> SignedCard {

@@ -8,6 +8,7 @@
 //! Used by the A2A card, the outbox worker and the service (whose key operations the admin API
 //! calls); depends on the store and the bus.
 
+pub mod jose;
 pub mod push_jwt;
 pub mod ring;
 

@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use super::Binding;
 use crate::domain::delivery::SendFailure;
-use crate::keys::ring::{ALG_ES256, Jwk, Jwks};
+use crate::keys::ring::{Jwk, Jwks};
 use crate::net::outbound::FetchError;
 use crate::net::outbound::OutboundClient;
 use crate::wire::pb;
@@ -341,96 +341,22 @@ pub fn parse_jwks(body: &[u8]) -> Result<Vec<Jwk>, String> {
         .collect())
 }
 
-/// Verifies the card's signatures against `keys`; the `kid` of the first that verifies.
+/// Verifies the card's signatures against `keys`; the `kid` of the first that verifies, else why
+/// not, for the admin who registers it.
 fn verify(card: &Value, keys: &Jwks) -> Result<String, String> {
-    let mut unsigned = card.clone();
-    let signatures = unsigned
-        .as_object_mut()
-        .and_then(|o| o.remove("signatures"))
-        .and_then(|s| s.as_array().cloned())
-        .unwrap_or_default();
-    let mut payloads = Vec::new();
-    for form in [unsigned.clone(), without_empty(unsigned)] {
-        let bytes = serde_json_canonicalizer::to_vec(&form).map_err(|e| e.to_string())?;
-        let encoded = URL_SAFE_NO_PAD.encode(bytes);
-        if !payloads.contains(&encoded) {
-            payloads.push(encoded);
+    crate::keys::jose::verify_card_value(card, keys).map_err(|unverified| {
+        if unverified.es256_kids.is_empty() {
+            "the card's signatures are not ES256 JWS signatures with a kid; liaison verifies \
+             ES256 only"
+                .to_owned()
+        } else {
+            format!(
+                "the card's signature does not verify (key ids {}): the card was changed after \
+                 signing, or is signed by keys its origin does not publish",
+                unverified.es256_kids.join(", ")
+            )
         }
-    }
-    let mut kids_seen = Vec::new();
-    for signature in &signatures {
-        let (Some(protected), Some(raw)) = (
-            signature.get("protected").and_then(Value::as_str),
-            signature
-                .get("signature")
-                .and_then(Value::as_str)
-                .and_then(|s| URL_SAFE_NO_PAD.decode(s).ok()),
-        ) else {
-            continue;
-        };
-        let Some(header) = URL_SAFE_NO_PAD
-            .decode(protected)
-            .ok()
-            .and_then(|h| serde_json::from_slice::<Value>(&h).ok())
-        else {
-            continue;
-        };
-        if header["alg"] != ALG_ES256 {
-            continue;
-        }
-        let Some(kid) = header["kid"].as_str() else {
-            continue;
-        };
-        kids_seen.push(kid.to_owned());
-        let Some(key) = keys.find(kid) else {
-            continue;
-        };
-        for payload in &payloads {
-            if key.verify_es256(format!("{protected}.{payload}").as_bytes(), &raw) {
-                return Ok(kid.to_owned());
-            }
-        }
-    }
-    Err(if kids_seen.is_empty() {
-        "the card's signatures are not ES256 JWS signatures with a kid; liaison verifies ES256 only"
-            .to_owned()
-    } else {
-        format!(
-            "the card's signature does not verify (key ids {}): the card was changed after \
-             signing, or is signed by keys its origin does not publish",
-            kids_seen.join(", ")
-        )
     })
-}
-
-/// `value` without empty strings, lists and objects, at every depth (a2a-sdk's canonical form).
-fn without_empty(value: Value) -> Value {
-    match value {
-        Value::Object(members) => Value::Object(
-            members
-                .into_iter()
-                .map(|(k, v)| (k, without_empty(v)))
-                .filter(|(_, v)| !is_empty(v))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(
-            items
-                .into_iter()
-                .map(without_empty)
-                .filter(|v| !is_empty(v))
-                .collect(),
-        ),
-        other => other,
-    }
-}
-
-fn is_empty(v: &Value) -> bool {
-    match v {
-        Value::String(s) => s.is_empty(),
-        Value::Array(a) => a.is_empty(),
-        Value::Object(o) => o.is_empty(),
-        _ => false,
-    }
 }
 
 /// GETs `url` (a card or key set) with the guard and a cap.

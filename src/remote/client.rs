@@ -23,9 +23,11 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::call::{Call, EventStream};
+// One path segment, percent-encoded (task ids and tenants are the remote's strings).
 use super::error::excerpt;
 use super::oauth::{Grant, TokenCache};
 use super::{Binding, CallError, RemoteAuth, RemoteError, RemoteTarget, grpc, sse};
+use crate::domain::text::percent_encode as segment;
 use crate::net::outbound::OutboundClient;
 use crate::wire::pb;
 
@@ -535,18 +537,6 @@ fn rest_error(status: u16, error: &Value) -> RemoteError {
         http_status: Some(status),
         retryable: crate::domain::delivery::status_retryable(status),
     }
-}
-
-/// One path segment, percent-encoded (task ids and tenants are the remote's strings).
-fn segment(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// The SSE events of `response` decoded by `decode_event`; the stream ends after the first error.

@@ -6,9 +6,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use liaison::a2a::card::verify_card;
 use liaison::app::App;
 use liaison::config::{Config, Overrides};
+use liaison::keys::jose::verify_card;
 use liaison::keys::ring::Jwks;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;

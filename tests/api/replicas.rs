@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
-use liaison::a2a::card::verify_card;
 use liaison::app::App;
 use liaison::config::{Config, Overrides};
+use liaison::keys::jose::verify_card;
 use liaison::keys::ring::{Jwks, MasterKey, SigningKey};
 use tokio_util::sync::CancellationToken;
 

@@ -4,7 +4,12 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::keys::ring::{MasterKey, SigningKey};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+use super::sign::canonical_payload;
+use crate::keys::jose::{VerifyError, verify_card};
+use crate::keys::ring::{Jwks, KeyRing, MasterKey, SigningKey};
 
 // ---- RFC 8785 (JCS) published vectors -------------------------------------------------------
 

@@ -166,7 +166,6 @@ pub(in crate::store) struct Audience<'a> {
     pub thread: Option<&'a ThreadId>,
 }
 
-
 /// An attempt to record and its verdict to apply.
 #[derive(Debug, Clone)]
 pub struct FinishedAttempt {

@@ -8,9 +8,9 @@ use serde_json::json;
 
 use super::enqueue::{WebhookCache, webhook_event};
 use super::post::post_in;
+use crate::domain::delivery::AttemptVerdict;
 use crate::store::db::{Conn, query};
 use crate::store::error::Result;
-use crate::domain::delivery::AttemptVerdict;
 use crate::store::model::input::{Audience, FinishedAttempt, NewMessage};
 use crate::store::model::records::outbox::Finished;
 
