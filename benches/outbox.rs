@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use liaison::bus::{LocalBus, Topic, WakeBus};
+use liaison::bus::LocalBus;
 use liaison::clock::SystemClock;
 use liaison::domain::address::AddressPolicy;
 use liaison::domain::delivery::OutboxSettings;
@@ -115,10 +115,6 @@ async fn world(url: &str) -> World {
         .unwrap()
         .with_master(MasterKey::from_hex(&"7e".repeat(32)).unwrap()),
     );
-    let wake = bus.clone();
-    service
-        .store()
-        .on_outbox_enqueue(move || wake.publish(&Topic::outbox()));
     let admin = service
         .authenticate(&service.bootstrap().await.unwrap().unwrap().secret)
         .await

@@ -110,8 +110,6 @@ impl App {
         // One A2A client: the registration, the sender and the follower share its OAuth2 tokens
         // and gRPC connections.
         let a2a_client = crate::remote::A2aClient::new(outbound.clone());
-        let wake = bus.clone();
-        store.on_outbox_enqueue(move || wake.publish(&crate::bus::Topic::outbox()));
         let service = Service::new(Deps {
             store,
             bus: bus.clone(),

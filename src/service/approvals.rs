@@ -370,6 +370,9 @@ impl Service {
                 send,
             })
             .await?;
+        // A decision notifies webhooks and the task's push configs, and an allowed outbound
+        // send is enqueued, in its transaction.
+        self.outbox_due(matches!(settled, Settled::Done(_)));
         match settled {
             Settled::Done(record) => {
                 tracing::info!(approval = %record.id, decision = %decision, by = %caller.id(), via = %via, "Approval decided.");
@@ -455,6 +458,7 @@ impl Service {
                 send: None,
             })
             .await?;
+        self.outbox_due(matches!(settled, Settled::Done(_)));
         match settled {
             Settled::Done(record) => {
                 tracing::info!(approval = %record.id, thread = %record.thread, "Approval expired.");

@@ -182,6 +182,8 @@ impl Service {
             .await?;
         match attempt {
             ClaimAttempt::Claimed(claim) => {
+                // A claim logs a task event, which pushes and webhooks deliver.
+                self.outbox_due(true);
                 if record.task.is_some() {
                     self.inner.bus.publish(&Topic::task(thread.as_str()));
                 }

@@ -345,11 +345,14 @@ impl Service {
     pub async fn test_webhook(&self, caller: &Caller, id: &str) -> Result<i64> {
         caller.require(Scope::Admin)?;
         let data = serde_json::json!({"webhook_id": id, "requested_by": caller.id()});
-        self.inner
+        let delivery = self
+            .inner
             .store
             .enqueue_webhook_test(id.to_owned(), data, self.now())
             .await?
-            .ok_or_else(|| ServiceError::not_found("webhook", id))
+            .ok_or_else(|| ServiceError::not_found("webhook", id))?;
+        self.outbox_due(true);
+        Ok(delivery)
     }
 
     pub async fn deliveries(
@@ -388,7 +391,7 @@ impl Service {
                     "delivery {id} is not dead; only dead deliveries are retried by hand"
                 )));
             }
-            Some(true) => {}
+            Some(true) => self.outbox_due(true),
         }
         self.delivery(caller, id).await
     }
@@ -462,6 +465,8 @@ impl Service {
                 on_dead,
             })
             .await?;
+        // The endpoint's next delivery is claimable now; a death may have enqueued webhooks.
+        self.outbox_due(finished.applied);
         Ok((verdict, finished))
     }
 }

@@ -322,6 +322,7 @@ impl Service {
             }
             other => other?,
         };
+        self.outbox_due(outcome.outbox_due);
         if !outcome.replayed {
             for person in &outcome.message.recipients {
                 self.inner.bus.publish(&Topic::inbox(person));

@@ -316,6 +316,15 @@ impl Service {
     fn directory_changed(&self) {
         self.inner.bus.publish(&Topic::directory());
     }
+
+    /// Wakes the outbox workers on every replica when a commit enqueued deliveries (`due`, as
+    /// the store's answer says). The store holds no callback: every wake-up topic is the
+    /// service's to publish, after the commit.
+    fn outbox_due(&self, due: bool) {
+        if due {
+            self.inner.bus.publish(&Topic::outbox());
+        }
+    }
 }
 
 /// A page size: 1–100, default 50.

@@ -430,6 +430,8 @@ impl Service {
             created_at: self.now(),
         };
         self.inner.store.put_push_config(record.clone()).await?;
+        // A new config replays the task's latest event to it.
+        self.outbox_due(true);
         Ok(PushConfigRecord {
             auth_credentials: None,
             ..record

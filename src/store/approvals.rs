@@ -190,11 +190,6 @@ impl Store {
             })
         })
         .await
-        .inspect(|settled| {
-            if matches!(settled, Settled::Done(_)) {
-                self.outbox_enqueued();
-            }
-        })
     }
 
     /// The audit log after `after` (a sequence number), from `since` on, oldest first.

@@ -86,11 +86,6 @@ impl Store {
             })
         })
         .await
-        .inspect(|attempt| {
-            if matches!(attempt, ClaimAttempt::Claimed(_)) {
-                self.outbox_enqueued();
-            }
-        })
     }
 
     /// Releases a claim held by this session; false when it held none.

@@ -23,10 +23,10 @@ impl Store {
             cache: self.webhooks.clone(),
         };
         let (outcome, enqueued) = self.writer.post(post).await??;
-        if enqueued {
-            self.outbox_enqueued();
-        }
-        Ok(outcome)
+        Ok(PostOutcome {
+            outbox_due: enqueued,
+            ..outcome
+        })
     }
 
     pub async fn message(&self, id: &MessageId) -> Result<Option<MessageRecord>> {

@@ -93,15 +93,11 @@ pub struct Store {
     pool: db::Pool,
     /// Every write.
     writer: writer::BatchWriter,
-    /// Called after a commit that may have enqueued outbox deliveries (wakes the workers).
-    outbox_wake: std::sync::RwLock<Option<OutboxWake>>,
     /// Tokens, persons, channels and parties recently read; see [`cache`].
     directory: cache::Directory,
     /// The live webhooks, for the outbox's hooks in every posting transaction.
     webhooks: std::sync::Arc<tx::enqueue::WebhookCache>,
 }
-
-type OutboxWake = Box<dyn Fn() + Send + Sync>;
 
 impl Store {
     /// Opens `url` (`sqlite://…` or `postgres://…`), applies the migrations and returns the store.
@@ -113,7 +109,6 @@ impl Store {
                 backend: Backend::Postgres,
                 pool,
                 writer,
-                outbox_wake: std::sync::RwLock::new(None),
                 directory: cache::Directory::new(),
                 webhooks: std::sync::Arc::new(cache::Slot::new()),
             })
@@ -123,7 +118,6 @@ impl Store {
                 backend: Backend::Sqlite,
                 pool,
                 writer,
-                outbox_wake: std::sync::RwLock::new(None),
                 directory: cache::Directory::new(),
                 webhooks: std::sync::Arc::new(cache::Slot::new()),
             })

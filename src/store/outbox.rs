@@ -19,19 +19,6 @@ use super::tx::finish::finish_in;
 use crate::domain::{ThreadId, Timestamp};
 
 impl Store {
-    /// Installs what to call after a write enqueued deliveries (the app publishes the outbox
-    /// topic on the bus, which reaches every replica). Later calls replace it.
-    pub fn on_outbox_enqueue(&self, wake: impl Fn() + Send + Sync + 'static) {
-        *self.outbox_wake.write().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(wake));
-    }
-
-    /// Wakes the outbox workers (after a commit that may have enqueued deliveries).
-    pub(super) fn outbox_enqueued(&self) {
-        if let Some(wake) = &*self.outbox_wake.read().unwrap_or_else(|e| e.into_inner()) {
-            wake();
-        }
-    }
-
     /// Claims up to `limit` due deliveries for `worker` until `lease_until`: each the oldest
     /// pending one of its order key, not leased by a live worker. The attempt counter is taken
     /// here, so two workers can never make the same attempt.
@@ -98,9 +85,6 @@ impl Store {
             .await?;
         if done.endpoint_disabled {
             self.webhooks.forget();
-        }
-        if done.applied {
-            self.outbox_enqueued();
         }
         Ok(done)
     }
@@ -180,11 +164,7 @@ impl Store {
             })
             .await;
         self.webhooks.forget();
-        let done = done?;
-        if done == Some(true) {
-            self.outbox_enqueued();
-        }
-        Ok(done)
+        done
     }
 
     /// The task event a push delivery is about.

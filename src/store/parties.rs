@@ -164,7 +164,6 @@ impl Store {
             })
         })
         .await?;
-        self.outbox_enqueued();
         Ok(())
     }
 

@@ -167,9 +167,6 @@ impl Store {
                 })
             })
             .await?;
-        if id_out.is_some() {
-            self.outbox_enqueued();
-        }
         Ok(id_out)
     }
 }

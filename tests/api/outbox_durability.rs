@@ -142,10 +142,6 @@ async fn outbox_child_posts() {
         .unwrap()
         .with_master(MasterKey::from_hex(MASTER_HEX).unwrap()),
     );
-    let wake = bus.clone();
-    service.store().on_outbox_enqueue(move || {
-        liaison::bus::WakeBus::publish(&*wake, &liaison::bus::Topic::outbox())
-    });
     let issued = service.bootstrap().await.unwrap().unwrap();
     let admin = service.authenticate(&issued.secret).await.unwrap();
     let env = TestEnv {

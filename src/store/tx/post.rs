@@ -187,6 +187,7 @@ pub(super) async fn replayed(tx: &mut Conn, m: &NewMessage) -> Result<Option<Pos
         message,
         thread: thread(&row)?,
         replayed: true,
+        outbox_due: false,
     }))
 }
 
@@ -300,5 +301,6 @@ pub(super) fn posted(m: NewMessage, position: i64, thread: ThreadRecord) -> Post
         message,
         thread,
         replayed: false,
+        outbox_due: false,
     }
 }

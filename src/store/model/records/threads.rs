@@ -106,6 +106,8 @@ pub struct PostOutcome {
     pub thread: ThreadRecord,
     /// True when an earlier post with the same idempotency key was returned and nothing was created.
     pub replayed: bool,
+    /// True when the commit enqueued outbound deliveries: the service wakes the outbox workers.
+    pub outbox_due: bool,
 }
 
 pub(in crate::store) const MESSAGE_COLUMNS: &str = "id, thread_id, channel, position, kind, author, agent, recipients, subject, body, \
