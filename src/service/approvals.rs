@@ -26,8 +26,8 @@ use crate::domain::{
     Timestamp, fingerprint, text,
 };
 use crate::store::{
-    ApprovalRecord, AuditRecord, ChannelRecord, MessageRecord, NewApproval, NewMessage, Settled,
-    Settlement,
+    ApprovalRecord, AuditRecord, ChannelRecord, MessageRecord, NewApproval, NewMessage, OnAllow,
+    Settled, Settlement,
 };
 
 /// Longest rejection reason, in characters.
@@ -351,9 +351,12 @@ impl Service {
             }
         };
         let notify = self.request_recipients(&approval).await?;
-        let send = match (decision, approval.kind) {
-            (Decision::Allow, ApprovalKind::Outbound) => Some(self.held_send(&approval).await?),
-            _ => None,
+        let on_allow = match (decision, approval.kind) {
+            (Decision::Allow, ApprovalKind::Outbound) => {
+                Some(OnAllow::Send(self.held_send(&approval).await?))
+            }
+            (Decision::Allow, _) => Some(OnAllow::Notify(notify.clone())),
+            (Decision::Reject, _) => None,
         };
         let settled = self
             .inner
@@ -365,9 +368,8 @@ impl Service {
                 via: Some(via),
                 reason,
                 now,
-                notify: notify.clone(),
+                on_allow,
                 close,
-                send,
             })
             .await?;
         // A decision notifies webhooks and the task's push configs, and an allowed outbound
@@ -453,9 +455,8 @@ impl Service {
                 via: None,
                 reason: Some("no decision before the deadline".into()),
                 now: self.now(),
-                notify: Vec::new(),
+                on_allow: None,
                 close: Some(close),
-                send: None,
             })
             .await?;
         self.outbox_due(matches!(settled, Settled::Done(_)));

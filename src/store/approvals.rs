@@ -8,7 +8,7 @@
 use super::Store;
 use super::db::query;
 use super::error::{Result, StoreError};
-use super::model::input::{AuditEntry, Settlement};
+use super::model::input::{AuditEntry, OnAllow, Settlement};
 use super::model::records::approvals::{
     APPROVAL_COLUMNS, ApprovalRecord, AuditRecord, Settled, approval, audit,
 };
@@ -18,8 +18,7 @@ use super::tx::inbox::append_entry;
 use super::tx::post::post_in;
 use super::tx::{enqueue, remote_hops, task_events};
 use crate::domain::{
-    ApprovalEvent, ApprovalId, ApprovalKind, ApprovalState, MessageId, PersonId, ThreadId,
-    Timestamp,
+    ApprovalEvent, ApprovalId, ApprovalState, MessageId, PersonId, ThreadId, Timestamp,
 };
 
 impl Store {
@@ -153,35 +152,37 @@ impl Store {
                 record.decided_via = s.via;
                 record.decided_at = Some(s.now);
                 enqueue::on_approval_decided(tx, &cache, &record, s.now).await?;
-                if next == ApprovalState::Approved && record.kind == ApprovalKind::Outbound {
-                    let hop = s.send.as_ref().ok_or(StoreError::NotFound("the held send"))?;
-                    consume_by_send(tx, &mut record, s.now).await?;
-                    remote_hops::enqueue(tx, &record.thread, &record.message, hop, s.now)
-                        .await?;
-                } else if next == ApprovalState::Approved {
-                    let notice = serde_json::json!({
-                        "type": "approval_decided",
-                        "approval": record.id,
-                        "thread": record.thread,
-                        "message": record.message,
-                        "decision": "allow",
-                        "decided_by": record.decided_by,
-                    });
-                    let mut notify = s.notify.clone();
-                    notify.sort();
-                    notify.dedup();
-                    for person in &notify {
-                        append_entry(
-                            tx,
-                            person,
-                            &EntryContent::Notice {
-                                notice: notice.clone(),
-                            },
-                            s.now,
-                        )
-                        .await?;
+                match s.on_allow.filter(|_| next == ApprovalState::Approved) {
+                    None => {}
+                    Some(OnAllow::Send(hop)) => {
+                        consume_by_send(tx, &mut record, s.now).await?;
+                        remote_hops::enqueue(tx, &record.thread, &record.message, &hop, s.now)
+                            .await?;
                     }
-                    task_events::on_approval(tx, &cache, &record.thread, s.now).await?;
+                    Some(OnAllow::Notify(mut notify)) => {
+                        let notice = serde_json::json!({
+                            "type": "approval_decided",
+                            "approval": record.id,
+                            "thread": record.thread,
+                            "message": record.message,
+                            "decision": "allow",
+                            "decided_by": record.decided_by,
+                        });
+                        notify.sort();
+                        notify.dedup();
+                        for person in &notify {
+                            append_entry(
+                                tx,
+                                person,
+                                &EntryContent::Notice {
+                                    notice: notice.clone(),
+                                },
+                                s.now,
+                            )
+                            .await?;
+                        }
+                        task_events::on_approval(tx, &cache, &record.thread, s.now).await?;
+                    }
                 }
                 if let Some(close) = s.close {
                     post_in(tx, close, lock, &cache).await?;

@@ -56,7 +56,7 @@ pub use cache::TTL as DIRECTORY_TTL;
 pub use error::{Result, StoreError};
 pub use model::input::{
     DeliveryFilter, FinishedAttempt, NewApproval, NewLink, NewMessage, NewRemoteTask, NewTask,
-    RemoteHop, RemoteObservation, RemoteUpdate, Settlement, TaskFilter,
+    OnAllow, RemoteHop, RemoteObservation, RemoteUpdate, Settlement, TaskFilter,
 };
 pub use model::records::approvals::{ApprovalRecord, AuditRecord, Settled};
 pub use model::records::coordination::{

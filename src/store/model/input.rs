@@ -95,13 +95,23 @@ pub struct Settlement {
     pub via: Option<DecisionPath>,
     pub reason: Option<String>,
     pub now: Timestamp,
-    /// On allow: the persons whose inbox gets an `approval_decided` notice (the recipients).
-    pub notify: Vec<PersonId>,
+    /// What an allow carries out in the same transaction (the service's plan; none for a
+    /// rejection or an expiry).
+    pub on_allow: Option<OnAllow>,
     /// On reject or expiry: the server's `close` of the thread, posted in the same transaction.
     pub close: Option<NewMessage>,
-    /// On allow of an outbound approval: the held send, enqueued in the same transaction (which
-    /// consumes the approval: the send is its one use).
-    pub send: Option<RemoteHop>,
+}
+
+/// What an allowed approval carries out, as the service decided it: the store applies it when the
+/// approval's state machine moves to approved under the row lock, and chooses nothing.
+#[derive(Debug, Clone)]
+pub enum OnAllow {
+    /// An outbound approval: the held send is enqueued, which consumes the approval (the send
+    /// is its one use).
+    Send(RemoteHop),
+    /// Any other: these persons' inboxes get an `approval_decided` notice (the request's
+    /// recipients), and the task logs the event.
+    Notify(Vec<PersonId>),
 }
 
 /// What the audit log records of one step.
