@@ -468,12 +468,7 @@ pub fn a2a_kind(code: ErrorCode) -> ErrorKind {
 mod tests {
     use super::*;
 
-    fn text(t: &str) -> pb::Part {
-        pb::Part {
-            content: Some(pb::part::Content::Text(t.into())),
-            ..Default::default()
-        }
-    }
+    use crate::wire::parts::text_part as text;
 
     #[test]
     fn every_state_has_a_wire_value_and_back() {

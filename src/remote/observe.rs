@@ -142,12 +142,7 @@ pub fn task_gone(e: &CallError) -> bool {
 mod tests {
     use super::*;
 
-    fn text(t: &str) -> pb::Part {
-        pb::Part {
-            content: Some(pb::part::Content::Text(t.into())),
-            ..Default::default()
-        }
-    }
+    use crate::wire::parts::text_part as text;
 
     fn status(state: pb::TaskState, note: Option<(&str, &str)>) -> pb::TaskStatus {
         pb::TaskStatus {

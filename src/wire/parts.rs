@@ -91,16 +91,19 @@ pub fn parts_out(body: &str, attachments: &[Attachment]) -> Vec<pb::Part> {
     parts
 }
 
+/// A text part (for tests of every module that builds parts).
+#[cfg(test)]
+pub(crate) fn text_part(t: &str) -> pb::Part {
+    pb::Part {
+        content: Some(pb::part::Content::Text(t.into())),
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::text_part as text;
     use super::*;
-
-    fn text(t: &str) -> pb::Part {
-        pb::Part {
-            content: Some(pb::part::Content::Text(t.into())),
-            ..Default::default()
-        }
-    }
 
     #[test]
     fn parts_become_body_and_attachments_and_back() {
