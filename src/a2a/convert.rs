@@ -6,7 +6,8 @@
 //! - parts ↔ body and attachments: every `text` part joins the body (separated by a blank line);
 //!   `raw` → an inline attachment, `url` → a URL attachment, `data` → a JSON data attachment; back,
 //!   the body is one `text` part followed by the attachments;
-//! - the team's replies are the task's artifacts (one per reply, id = the message id);
+//! - the team's replies are the task's artifacts (one per reply, id = the message id); a reply's
+//!   structured result is one more `data` part of its artifact, media type [`RESULT_MEDIA_TYPE`];
 //! - the status message is the team's last announce, question or close when that set the state.
 //!
 //! Service errors map onto the A2A error table here too, so every binding answers alike.
@@ -153,10 +154,30 @@ pub fn message(m: &MessageRecord, thread: &ThreadRecord) -> pb::Message {
 
 /// A reply of the team as an artifact.
 pub fn artifact(m: &MessageRecord) -> pb::Artifact {
+    let mut parts = parts_out(&m.body, &m.attachments);
+    if let Some(result) = &m.result {
+        parts.push(result_part(result));
+    }
     pb::Artifact {
         artifact_id: m.id.to_string(),
         name: "reply".into(),
-        parts: parts_out(&m.body, &m.attachments),
+        parts,
+        ..Default::default()
+    }
+}
+
+/// The media type of the data part carrying a reply's structured result (SPEC §4): its data is
+/// the result object (`status`, `summary`, `changed`, `checks`, `links`).
+pub const RESULT_MEDIA_TYPE: &str = "application/vnd.liaison.result+json";
+
+/// A reply's structured result as a data part next to the reply's text.
+fn result_part(result: &crate::domain::ReplyResult) -> pb::Part {
+    pb::Part {
+        content: serde_json::to_value(result)
+            .ok()
+            .and_then(|v| serde_json::from_value(v).ok())
+            .map(pb::part::Content::Data),
+        media_type: RESULT_MEDIA_TYPE.into(),
         ..Default::default()
     }
 }
@@ -177,6 +198,23 @@ pub fn status(view: &TaskView) -> pb::TaskStatus {
         status.message = Some(note);
     }
     status
+}
+
+/// The status message of a progress event: the note (tool, target, ok or failed), from the
+/// team's side, with an id derived from the task and the event.
+fn progress_note(thread: &ThreadRecord, seq: i64, note: &str) -> pb::Message {
+    pb::Message {
+        message_id: format!("{}-progress-{seq}", thread.id),
+        context_id: thread
+            .task
+            .as_ref()
+            .map(|t| t.context_id.clone())
+            .unwrap_or_default(),
+        task_id: thread.id.to_string(),
+        role: pb::Role::Agent as i32,
+        parts: parts_out(&format!("Progress: {note}"), &[]),
+        ..Default::default()
+    }
 }
 
 /// The server's status message about a task's approval ("Awaiting approval by …", "Approved by
@@ -283,6 +321,10 @@ pub fn event(
                         && let Some(note) = approval_note(thread, approval)
                     {
                         status.message = Some(note);
+                    }
+                    // A progress note of the agent's own tools, on a working task.
+                    if let Some(note) = &ev.note {
+                        status.message = Some(progress_note(thread, ev.seq, note));
                     }
                     status
                 }),
@@ -453,7 +495,8 @@ pub fn a2a_kind(code: ErrorCode) -> ErrorKind {
         ErrorCode::RateLimited
         | ErrorCode::TooManyStreams
         | ErrorCode::TooManyWaiters
-        | ErrorCode::TooManySessions => ErrorKind::ResourceExhausted,
+        | ErrorCode::TooManySessions
+        | ErrorCode::TooManyTokens => ErrorKind::ResourceExhausted,
         // The server cannot serve now but may shortly (a database restart, a full disk; a remote
         // agent liaison depends on being unreachable): each binding's retryable code.
         ErrorCode::Unavailable | ErrorCode::RemoteUnreachable => ErrorKind::Unavailable,
@@ -598,7 +641,8 @@ mod tests {
                 ErrorCode::RateLimited
                 | ErrorCode::TooManyStreams
                 | ErrorCode::TooManyWaiters
-                | ErrorCode::TooManySessions => K::ResourceExhausted,
+                | ErrorCode::TooManySessions
+                | ErrorCode::TooManyTokens => K::ResourceExhausted,
                 ErrorCode::Unavailable | ErrorCode::RemoteUnreachable => K::Unavailable,
                 ErrorCode::CardRejected | ErrorCode::KeysChanged | ErrorCode::Internal => {
                     K::InternalError

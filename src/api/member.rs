@@ -121,3 +121,14 @@ pub(super) async fn claim(
     let claim = s.claim(&c, target, action, args.lease_s).await?;
     Ok(Json(json!({ "claim": claim })))
 }
+
+/// `POST /api/v1/progress`: what `liaison hook tool-use` reports (a tool, its target, ok or
+/// failed), added to the thread the caller's session holds the claim on.
+pub(super) async fn progress(
+    State(s): State<Service>,
+    Authed(c): Authed,
+    Body(report): Body<crate::service::ProgressReport>,
+) -> ApiResult<Value> {
+    let outcome = s.report_progress(&c, report).await?;
+    Ok(Json(serde_json::to_value(outcome).unwrap_or_default()))
+}

@@ -8,6 +8,7 @@
 //! | `GET /api/v1/approvals/{id}` | one approval with the exact request and its fingerprint |
 //! | `POST /api/v1/approvals/{id}/allow` | allow once (body optional: `{"via": "cli"}`) |
 //! | `POST /api/v1/approvals/{id}/reject` | reject, body `{"reason": "…"}` (required) |
+//! | `POST /api/v1/progress` | a progress note, body `{"tool", "target", "outcome": "ok"\|"failed"}`, on the caller's claimed thread (`service::progress`) |
 //!
 //! Decode, call the service, encode: no rule lives here. Errors have the admin API's shape.
 
@@ -33,6 +34,7 @@ pub fn router(service: Service) -> Router {
         .route("/api/v1/threads/{id}", get(member::thread))
         .route("/api/v1/messages", post(member::post))
         .route("/api/v1/claims", post(member::claim))
+        .route("/api/v1/progress", post(member::progress))
         .with_state(service)
 }
 

@@ -24,6 +24,12 @@ impl Topic {
         Topic(format!("inbox:{person}"))
     }
 
+    /// What `person`'s console shows changed without anything reaching her inbox: a message she
+    /// wrote was read by a recipient's consumer, or a thread she opened was claimed.
+    pub fn seen(person: &crate::domain::PersonId) -> Self {
+        Topic(format!("seen:{person}"))
+    }
+
     /// Tokens, persons, channels, members or policies changed: cached copies are stale.
     pub fn directory() -> Self {
         Topic("directory".to_owned())

@@ -7,14 +7,22 @@
 //!   that issue them.
 //! - `pages`: the signed-in pages (approvals, threads, fleet, leases), decisions, logout and the
 //!   event stream; `GET /console/approvals/{id}` dispatches to a link's page or the signed-in one.
+//! - `compose`: writing a new thread as the person herself; `thread`: one thread, live, with its
+//!   receipts, and the reply and close forms; `upload`: the writing forms' fields and files, and
+//!   attachments served back as downloads.
+//! - `agents`: "connect an agent": a member's own agent tokens, with ready settings.
 //! - `view`: the approval card both show.
 //!
 //! Every console response carries a strict Content-Security-Policy (no inline script or style, no
 //! framing), `X-Frame-Options: DENY`, `Referrer-Policy: no-referrer` (link secrets sit in URLs)
 //! and, except for the static files, `Cache-Control: no-store` (pages hold CSRF tokens).
 
+mod agents;
+mod compose;
 mod links;
 mod pages;
+mod thread;
+mod upload;
 mod view;
 
 use std::sync::Arc;
@@ -54,6 +62,7 @@ pub fn router(service: Service, public_url: &str) -> Router {
         templates: Arc::new(templates()),
     };
     pages::routes()
+        .layer(axum::extract::DefaultBodyLimit::max(upload::MAX_FORM_BYTES))
         .merge(links::routes())
         .layer(axum::middleware::map_response(security_headers))
         .merge(links::admin_routes())
@@ -73,6 +82,8 @@ fn templates() -> Environment<'static> {
         ("thread.html", include_str!("templates/thread.html")),
         ("fleet.html", include_str!("templates/fleet.html")),
         ("leases.html", include_str!("templates/leases.html")),
+        ("compose.html", include_str!("templates/compose.html")),
+        ("agents.html", include_str!("templates/agents.html")),
     ] {
         env.add_template(name, source)
             .expect("the console's templates are valid");

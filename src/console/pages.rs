@@ -18,9 +18,9 @@ use serde::{Deserialize, Serialize};
 
 use super::links::{LinkQuery, link_page};
 use super::view::{Via, card};
-use super::{Console, LabelPart, Page, SESSION_COOKIE, cookie, label_parts, no_get_decision};
-use crate::domain::{ApprovalId, ApprovalState, ChannelName, Decision, DecisionPath, ThreadId};
-use crate::service::{Caller, ServiceError, session_csrf};
+use super::{Console, Page, SESSION_COOKIE, cookie, no_get_decision};
+use crate::domain::{ApprovalId, ApprovalState, ChannelName, Decision, DecisionPath};
+use crate::service::{Caller, ServiceError, ThreadFilter, session_csrf};
 
 pub(super) fn routes() -> Router<Console> {
     Router::new()
@@ -43,7 +43,31 @@ pub(super) fn routes() -> Router<Console> {
             post(reject).get(no_get_decision),
         )
         .route("/console/threads", get(threads))
-        .route("/console/threads/{id}", get(thread))
+        .route("/console/threads/{id}", get(super::thread::page))
+        .route(
+            "/console/threads/{id}/reply",
+            post(super::thread::reply).get(super::compose::no_get),
+        )
+        .route(
+            "/console/threads/{id}/close",
+            post(super::thread::close).get(super::compose::no_get),
+        )
+        .route(
+            "/console/agents",
+            get(super::agents::page).post(super::agents::issue),
+        )
+        .route(
+            "/console/agents/{id}/revoke",
+            post(super::agents::revoke).get(super::compose::no_get),
+        )
+        .route(
+            "/console/compose",
+            get(super::compose::page).post(super::compose::post),
+        )
+        .route(
+            "/console/messages/{id}/attachments/{n}",
+            get(super::upload::attachment),
+        )
         .route("/console/fleet", get(fleet))
         .route("/console/leases", get(leases))
         .route("/console/logout", post(logout))
@@ -70,7 +94,7 @@ pub(super) async fn session(c: &Console, headers: &HeaderMap) -> Result<Session,
 }
 
 /// A page's session, or (401) the sign-in page saying why there is none.
-async fn signed_in(c: &Console, headers: &HeaderMap) -> Result<Session, Response> {
+pub(super) async fn signed_in(c: &Console, headers: &HeaderMap) -> Result<Session, Response> {
     match session(c, headers).await {
         Ok(s) => Ok(s),
         Err(e) if crate::http::http_status(e.code) == 401 => {
@@ -89,14 +113,14 @@ async fn signed_in(c: &Console, headers: &HeaderMap) -> Result<Session, Response
 
 /// What every signed-in page's layout needs.
 #[derive(Serialize)]
-struct Frame<'a> {
+pub(super) struct Frame<'a> {
     me: &'a str,
     csrf: &'a str,
     page: &'static str,
     live: bool,
 }
 
-fn frame<'a>(s: &'a Session, page: &'static str) -> Frame<'a> {
+pub(super) fn frame<'a>(s: &'a Session, page: &'static str) -> Frame<'a> {
     Frame {
         me: &s.caller.person.display_name,
         csrf: &s.csrf,
@@ -204,7 +228,7 @@ struct DecisionForm {
     reason: Option<String>,
 }
 
-fn form<T>(form: Result<Form<T>, FormRejection>) -> Result<T, ServiceError> {
+pub(super) fn form<T>(form: Result<Form<T>, FormRejection>) -> Result<T, ServiceError> {
     form.map(|Form(f)| f).map_err(|e| {
         ServiceError::invalid(format!(
             "the request is not a form this page sends ({}); nothing was changed",
@@ -283,6 +307,10 @@ async fn logout(
 #[derive(Deserialize)]
 struct ChannelQuery {
     channel: Option<String>,
+    state: Option<String>,
+    /// `1` or `on` (a checkbox): only what waits for me.
+    mine: Option<String>,
+    q: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -293,6 +321,7 @@ struct ThreadRow {
     task: Option<&'static str>,
     kind: String,
     opened_by: String,
+    opened_by_id: String,
     messages: i64,
     updated_at: String,
 }
@@ -312,27 +341,41 @@ async fn threads(
         .into_iter()
         .map(|ch| ch.name.to_string())
         .collect();
-    let chosen = q
-        .ok()
-        .and_then(|q| q.0.channel)
-        .or_else(|| channels.first().cloned());
+    let q = q.map(|q| q.0).unwrap_or(ChannelQuery {
+        channel: None,
+        state: None,
+        mine: None,
+        q: None,
+    });
+    let chosen = q.channel.clone().or_else(|| channels.first().cloned());
+    let filter = ThreadFilter {
+        state: q.state.clone().filter(|s| !s.is_empty()),
+        waiting_for_me: q.mine.as_deref().is_some_and(|m| m == "1" || m == "on"),
+        search: q.q.clone(),
+    };
     let mut rows = Vec::new();
     if let Some(name) = &chosen {
         let name = ChannelName::parse(name.as_str())
             .map_err(|_| fail(ServiceError::not_found("channel", name)))?;
-        for t in c
+        let threads = c
             .service
-            .channel_threads(&s.caller, &name)
+            .channel_threads(&s.caller, &name, &filter)
             .await
-            .map_err(fail)?
-        {
+            .map_err(fail)?;
+        let openers: Vec<_> = threads.iter().map(|t| t.opened_by.clone()).collect();
+        let names = c.service.display_names(&openers).await.map_err(fail)?;
+        for t in threads {
             rows.push(ThreadRow {
                 id: t.id.to_string(),
                 subject: subject(&t.subject),
                 state: t.state.name(),
                 task: t.task.as_ref().map(|task| task.state.as_str()),
                 kind: t.opener_kind.to_string(),
-                opened_by: t.opened_by.to_string(),
+                opened_by: names
+                    .get(&t.opened_by)
+                    .cloned()
+                    .unwrap_or_else(|| t.opened_by.to_string()),
+                opened_by_id: t.opened_by.to_string(),
                 messages: t.message_count,
                 updated_at: t.updated_at.to_string(),
             });
@@ -340,86 +383,20 @@ async fn threads(
     }
     c.render(
         "threads.html",
-        minijinja::context! { channels => channels, channel => chosen, threads => Serde(rows), ..Serde(frame(&s, "threads")) },
+        minijinja::context! { channels => channels, channel => chosen, threads => Serde(rows),
+        state => filter.state, mine => filter.waiting_for_me, q => q.q,
+        ..Serde(frame(&s, "threads")) },
     )
     .map(IntoResponse::into_response)
     .map_err(IntoResponse::into_response)
 }
 
-fn subject(s: &str) -> String {
+pub(super) fn subject(s: &str) -> String {
     if s.trim().is_empty() {
         "(no subject)".to_owned()
     } else {
         crate::domain::text::one_line(s)
     }
-}
-
-#[derive(Serialize)]
-struct MessageRow {
-    kind: String,
-    impact: Option<String>,
-    outcome: Option<String>,
-    author: String,
-    agent: Option<String>,
-    created_at: String,
-    label: Vec<LabelPart>,
-    body: String,
-    truncated: bool,
-    chars: usize,
-    attachments: usize,
-}
-
-async fn thread(
-    State(c): State<Console>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Result<Response, Response> {
-    let s = signed_in(&c, &headers).await?;
-    let fail = |e: ServiceError| Page::from(e).with(&c, true).into_response();
-    let id = ThreadId::parse(&id).map_err(|_| fail(ServiceError::not_found("thread", &id)))?;
-    let view = c
-        .service
-        .thread(&s.caller, &id, None, Some(100))
-        .await
-        .map_err(fail)?;
-    let messages: Vec<MessageRow> = view
-        .messages
-        .iter()
-        .map(|m| {
-            let d = &m.message;
-            MessageRow {
-                kind: d.message.kind.to_string(),
-                impact: d.message.impact.map(|i| i.to_string()),
-                outcome: d.message.outcome.map(|o| o.to_string()),
-                author: d.label.author.clone(),
-                agent: d.message.agent.as_ref().map(|a| a.as_str().to_owned()),
-                created_at: d.message.created_at.to_string(),
-                label: label_parts(&d.label),
-                body: d.message.body.clone(),
-                truncated: m.body_truncated,
-                chars: m.body_chars,
-                attachments: d.message.attachments.len(),
-            }
-        })
-        .collect();
-    let approvals: Vec<_> = view
-        .approvals
-        .iter()
-        .map(|a| {
-            minijinja::context! { id => a.id.to_string(), state => a.state.as_str(),
-                impact => a.impact.as_str(), fingerprint => a.fingerprint.as_str(), reason => a.reason.clone() }
-        })
-        .collect();
-    c.render(
-        "thread.html",
-        minijinja::context! { subject => subject(&view.thread.subject), channel => view.thread.channel.as_str(),
-            state => view.thread.state.name(),
-            task => view.thread.task.as_ref().map(|t| t.state.as_str()),
-            claim => view.claim.as_ref().map(|cl| format!("{} (self-declared agent “{}”)", cl.person, cl.session.as_str())),
-            approvals => approvals, messages => Serde(messages), ..Serde(frame(&s, "threads")) },
-    )
-    .map(IntoResponse::into_response)
-    .map_err(IntoResponse::into_response)
 }
 
 async fn fleet(State(c): State<Console>, headers: HeaderMap) -> Result<Response, Response> {
@@ -483,18 +460,20 @@ async fn events(
         .await
         .map_err(|e| Page::from(e).with(&c, false))?;
     let changes = c.service.console_changes(&s.caller);
+    let seen = c.service.console_receipts(&s.caller);
     let stream = futures::stream::unfold(
-        (c, s.secret, changes),
-        |(c, secret, mut changes)| async move {
+        (c, s.secret, changes, seen),
+        |(c, secret, mut changes, mut seen)| async move {
             tokio::select! {
                 () = changes.woken() => {}
+                () = seen.woken() => {}
                 () = tokio::time::sleep(TICK) => {}
                 () = c.service.stopping() => return None,
             }
             // A session that ended (logout, expiry) stops receiving.
             c.service.console_caller(&secret).await.ok()?;
             let event = Event::default().event("change").data("changed");
-            Some((Ok(event), (c, secret, changes)))
+            Some((Ok(event), (c, secret, changes, seen)))
         },
     );
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))

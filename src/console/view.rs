@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::{Console, LabelPart, label_parts};
-use crate::domain::{ApprovalState, Label};
+use crate::domain::{ApprovalState, Label, WrittenBy};
 use crate::service::ApprovalView;
 
 /// A form a card's button submits: where, and its hidden fields.
@@ -44,11 +44,11 @@ pub(super) struct Card {
 
 pub(super) fn card(c: &Console, view: &ApprovalView, via: Via<'_>) -> Card {
     let a = &view.approval;
-    let label = Label::new(
-        &view.requested_by_name,
-        Some(a.impact),
-        c.service.settings().label_language,
-    );
+    let language = c.service.settings().label_language;
+    let label = match view.request.written_by {
+        WrittenBy::Human => Label::human(&view.requested_by_name, Some(a.impact), language),
+        WrittenBy::Agent => Label::new(&view.requested_by_name, Some(a.impact), language),
+    };
     let (allow, reject) = match (a.state, &via) {
         (ApprovalState::Pending, Via::Session { csrf }) => {
             let form = |verb: &str| FormSpec {

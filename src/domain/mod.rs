@@ -16,6 +16,7 @@ mod message;
 mod person;
 mod presence;
 mod remote;
+mod result;
 pub mod secret;
 mod task;
 pub mod text;
@@ -37,6 +38,10 @@ pub use message::{
 pub use person::{AgentIdentity, PersonKind, Right, Rights, SERVER_PERSON, Scope, Scopes};
 pub use presence::{LeaseMode, Transition};
 pub use remote::{FollowMode, RemoteState, RemoteUpdate};
+pub use result::{
+    Check, CheckOutcome, MAX_RESULT_ITEM_CHARS, MAX_RESULT_ITEMS, MAX_RESULT_SUMMARY_CHARS,
+    MAX_RESULT_URL_BYTES, ReplyResult, ResultLink, ResultStatus, WrittenBy,
+};
 pub use task::{TaskEvent, TaskState, TaskTerminal};
 pub use thread::{ThreadState, TransitionError};
 pub use time::Timestamp;

@@ -150,7 +150,8 @@ pub fn http_status(code: ErrorCode) -> u16 {
         ErrorCode::TooManyWaiters
         | ErrorCode::RateLimited
         | ErrorCode::TooManyStreams
-        | ErrorCode::TooManySessions => 429,
+        | ErrorCode::TooManySessions
+        | ErrorCode::TooManyTokens => 429,
         ErrorCode::Unavailable => 503,
         ErrorCode::Internal => 500,
     }

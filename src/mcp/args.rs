@@ -5,7 +5,7 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::domain::{Attachment, ChannelName, MessageId, PersonId, ThreadId};
+use crate::domain::{Attachment, ChannelName, MessageId, PersonId, ReplyResult, ThreadId};
 use crate::service::{PostRequest, ServiceError};
 
 /// Declares a string enumeration with a schema, mapped onto a domain enum with the same names.
@@ -123,6 +123,10 @@ pub(crate) struct PostArgs {
     pub idempotency_key: Option<String>,
     /// For a question, request or handoff to a remote agent (see `channels`): the skill to ask for.
     pub skill: Option<String>,
+    /// For a reply only: a structured result {"status": "done"|"partial"|"failed", "summary",
+    /// "changed": ["entity", …], "checks": [{"name", "outcome": "passed"|"failed"|"skipped"}],
+    /// "links": [{"url", "title"}]}. An A2A client receives it as a data part.
+    pub result: Option<serde_json::Value>,
     /// Your agent identity `agent_id@host:session` (self-declared, shown as such, never trusted).
     pub agent: Option<String>,
 }
@@ -158,6 +162,13 @@ impl PostArgs {
             refers_to: self.refers_to.map(MessageId::parse).transpose()?,
             idempotency_key: self.idempotency_key,
             skill: self.skill,
+            result: self
+                .result
+                .map(|r| {
+                    serde_json::from_value::<ReplyResult>(r)
+                        .map_err(|e| ServiceError::invalid(format!("result: {e}")))
+                })
+                .transpose()?,
         })
     }
 }

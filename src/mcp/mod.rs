@@ -80,6 +80,11 @@ pub fn router(
             settings.sessions_per_token,
         )),
     };
+    tokio::spawn(end_dead_sessions(
+        service.clone(),
+        front.sessions.clone(),
+        shutdown.clone(),
+    ));
     let config = StreamableHttpServerConfig::default()
         // `:` comments on every SSE reply, so that proxies keep streams that wait on humans.
         .with_sse_keep_alive(Some(settings.sse_keep_alive))
@@ -103,6 +108,30 @@ pub fn router(
                 .nest_service("/mcp", mcp)
                 .layer(middleware::from_fn_with_state(front, bearer)),
         )
+}
+
+/// Closes the sessions of tokens revoked (or expired) as soon as the directory changes, on any
+/// replica: "the old code stops working at once", open streams included. A token's next request
+/// is refused anyway (every request is authenticated).
+async fn end_dead_sessions(service: Service, book: Arc<SessionBook>, shutdown: CancellationToken) {
+    let mut changes = service.directory_changes();
+    loop {
+        tokio::select! {
+            () = changes.woken() => {}
+            () = shutdown.cancelled() => return,
+        }
+        let tokens = book.tokens();
+        match service.dead_tokens(&tokens).await {
+            Ok(dead) if !dead.is_empty() => {
+                // The long-polls of those tokens end with `token_revoked` at the same moment:
+                // let their answers reach the clients before the streams close.
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
+                book.close_tokens(&dead).await;
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "Could not check the tokens of MCP sessions."),
+        }
+    }
 }
 
 /// Cancelled a moment after `shutdown`: the service ends long-polls with their current (empty)

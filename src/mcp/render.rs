@@ -75,7 +75,50 @@ pub(crate) fn message(m: &Value, extra: &str) -> String {
     }
     header.push_str(extra);
     header.push(')');
-    render_for_agent(&label, &header, m["body"].as_str().unwrap_or_default())
+    let body = m["body"].as_str().unwrap_or_default();
+    // A reply's result is the replying agent's data like its body: it goes inside the fence.
+    match serde_json::from_value::<crate::domain::ReplyResult>(m["result"].clone()) {
+        Ok(result) => {
+            let body = format!("{body}\n\n{}", result.lines().join("\n"));
+            render_for_agent(&label, &header, &body)
+        }
+        Err(_) => render_for_agent(&label, &header, body),
+    }
+}
+
+/// The receipts of one thread message (the JSON of its `receipts`), in the server's words:
+/// person ids are slugs, consumer names (chosen by clients) are quoted.
+pub(crate) fn receipts(m: &Value) -> Option<String> {
+    let list = m["receipts"].as_array().filter(|l| !l.is_empty())?;
+    let parts: Vec<String> = list
+        .iter()
+        .map(|r| {
+            let person = r["person"].as_str().unwrap_or("?");
+            let consumers: Vec<String> = r["consumers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| {
+                    let name = text::quote(c["consumer"].as_str().unwrap_or_default());
+                    match (c["read_at"].as_str(), c["acked_at"].as_str()) {
+                        (_, Some(at)) => format!("acknowledged by {name} at {at}"),
+                        (Some(at), None) => format!("read by {name} at {at}"),
+                        (None, None) => format!("seen by {name}"),
+                    }
+                })
+                .collect();
+            if consumers.is_empty() {
+                format!("{person}: delivered, not read yet")
+            } else {
+                format!("{person}: {}", consumers.join(", "))
+            }
+        })
+        .collect();
+    Some(format!(
+        "Receipts of message {}: {}.",
+        m["id"].as_str().unwrap_or("?"),
+        parts.join("; ")
+    ))
 }
 
 /// One approval of a thread, in the server's words (person ids are slugs; reasons are quoted).
@@ -265,6 +308,7 @@ pub(crate) fn thread(value: &Value) -> Vec<String> {
     }
     for m in value["messages"].as_array().into_iter().flatten() {
         blocks.push(message(m, &cut_note(m)));
+        blocks.extend(receipts(m));
     }
     if let Some(next) = value["next_cursor"].as_str() {
         blocks.push(format!(

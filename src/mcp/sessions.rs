@@ -130,6 +130,31 @@ impl SessionBook {
         }
     }
 
+    /// The tokens holding sessions, each once.
+    pub(super) fn tokens(&self) -> Vec<String> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let mut tokens: Vec<String> = entries.values().map(|e| e.token.clone()).collect();
+        tokens.sort();
+        tokens.dedup();
+        tokens
+    }
+
+    /// Closes every session of these tokens (revoked or expired): their open streams end now.
+    pub(super) async fn close_tokens(&self, dead: &[String]) {
+        let ids: Vec<Arc<str>> = {
+            let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+            entries
+                .iter()
+                .filter(|(_, e)| dead.contains(&e.token))
+                .map(|(id, _)| id.clone())
+                .collect()
+        };
+        for id in &ids {
+            tracing::debug!(session = %id, "Closing an MCP session: its token can no longer be used.");
+            self.close(id).await;
+        }
+    }
+
     fn insert(&self, id: Arc<str>, entry: Arc<Entry>) {
         self.entries
             .lock()

@@ -306,7 +306,7 @@ impl Service {
         self.issue_token_unchecked(spec).await
     }
 
-    async fn issue_token_unchecked(&self, spec: TokenSpec) -> Result<IssuedToken> {
+    pub(super) async fn issue_token_unchecked(&self, spec: TokenSpec) -> Result<IssuedToken> {
         if spec.scopes.is_empty() {
             return Err(ServiceError::invalid(
                 "a token needs at least one scope: agent, human or admin",
@@ -350,6 +350,7 @@ impl Service {
             created_at: now,
             expires_at,
             revoked_at: None,
+            last_used_at: None,
         };
         self.inner
             .store
@@ -371,6 +372,7 @@ impl Service {
     /// Revokes at once: the next request with this token is refused.
     pub async fn revoke_token(&self, caller: &Caller, id: &str) -> Result<()> {
         caller.require(Scope::Admin)?;
+        let token = self.inner.store.token_by_id(id).await?;
         if !self
             .inner
             .store
@@ -382,7 +384,11 @@ impl Service {
                 id,
             ));
         }
-        self.directory_changed();
+        match &token {
+            // Its long-polls end and its MCP sessions close at once.
+            Some(t) => self.token_revoked(t),
+            None => self.directory_changed(),
+        }
         tracing::info!(token = %id, "Token revoked.");
         Ok(())
     }

@@ -75,6 +75,7 @@ impl Service {
         // The access log names who called (the person, never the credential).
         crate::metrics::identified(caller.person.id.as_str());
         self.inner.limits.admit(&caller)?;
+        self.used(&caller.token_id);
         Ok(caller)
     }
 

@@ -187,6 +187,8 @@ impl Service {
                 if record.task.is_some() {
                     self.inner.bus.publish(&Topic::task(thread.as_str()));
                 }
+                // The opener's console shows who holds the claim.
+                self.inner.bus.publish(&Topic::seen(&record.opened_by));
                 tracing::debug!(thread = %thread, session = %claim.session, "Thread claimed.");
                 Ok(Some(claim))
             }

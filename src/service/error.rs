@@ -63,6 +63,8 @@ named_enum! {
         TooManyStreams = "too_many_streams",
         /// The token already holds as many MCP sessions as it may, none of them idle.
         TooManySessions = "too_many_sessions",
+        /// The person already holds as many live agent tokens as she may issue herself.
+        TooManyTokens = "too_many_tokens",
         /// A remote agent's card or key set could not be fetched (unreachable, timed out, or
         /// answered an error status).
         RemoteUnreachable = "remote_unreachable",

@@ -86,6 +86,7 @@ pub struct InboxPage {
 struct WaiterGuard<'a> {
     service: &'a Service,
     person: PersonId,
+    token: String,
 }
 
 impl Drop for WaiterGuard<'_> {
@@ -100,6 +101,19 @@ impl Drop for WaiterGuard<'_> {
             *n -= 1;
             if *n == 0 {
                 waiters.remove(&self.person);
+            }
+        }
+        drop(waiters);
+        let mut tokens = self
+            .service
+            .inner
+            .token_waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = tokens.get_mut(&self.token) {
+            *n -= 1;
+            if *n == 0 {
+                tokens.remove(&self.token);
             }
         }
     }
@@ -180,28 +194,39 @@ impl Service {
                 .into());
             }
             if after > position.acked {
-                position = Box::pin(store.acknowledge(
+                let (acked, authors) = Box::pin(store.acknowledge(
                     person.clone(),
                     req.consumer.clone(),
                     after,
                     self.now(),
                 ))
                 .await?;
+                position = acked;
+                for a in &authors {
+                    self.inner.bus.publish(&Topic::seen(a));
+                }
             }
         }
 
         let _guard;
         let mut subscription = None;
         if wait_s > 0 {
-            _guard = self.count_waiter(&person)?;
+            _guard = self.count_waiter(caller)?;
             subscription = Some(self.inner.bus.subscribe(&Topic::inbox(&person)));
         }
         let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_s);
+        let mut woke = false;
         loop {
             let mut entries =
                 Box::pin(store.inbox_entries(&person, position.acked, limit + 1)).await?;
             let more = entries.len() as i64 > limit;
             entries.truncate(limit as usize);
+            // Woken with nothing to return: perhaps the token was revoked (its revocation wakes
+            // the person's long-polls), which ends the wait at once.
+            if woke && entries.is_empty() {
+                Box::pin(self.still_valid(caller)).await?;
+            }
+            woke = false;
             let timed_out =
                 entries.is_empty() && wait_s > 0 && tokio::time::Instant::now() >= deadline;
             let Some(sub) = subscription
@@ -213,7 +238,25 @@ impl Service {
                     .map(|e| e.seq)
                     .unwrap_or(position.acked)
                     .max(position.last);
-                return Box::pin(self.page(
+                // The "read" of these messages' receipts (SPEC §4), before they are answered.
+                let reads: Vec<_> = entries
+                    .iter()
+                    .filter_map(|e| match &e.content {
+                        EntryContent::Message {
+                            message, thread, ..
+                        } => Some((e.seq, message.clone(), thread.clone())),
+                        EntryContent::Notice { .. } => None,
+                    })
+                    .collect();
+                let read = !reads.is_empty();
+                Box::pin(store.record_reads(
+                    person.clone(),
+                    req.consumer.clone(),
+                    reads,
+                    self.now(),
+                ))
+                .await?;
+                let page = Box::pin(self.page(
                     req.consumer,
                     entries,
                     position.acked,
@@ -221,16 +264,38 @@ impl Service {
                     more,
                     timed_out,
                 ))
-                .await;
+                .await?;
+                if read {
+                    self.receipts_changed(&page);
+                }
+                return Ok(page);
             };
             tokio::select! {
-                () = sub.woken() => {}
+                () = sub.woken() => woke = true,
                 () = tokio::time::sleep_until(deadline) => {}
                 () = self.inner.shutdown.cancelled() => {
                     let page = self.page(req.consumer, Vec::new(), position.acked, position.last, false, false);
                     return Box::pin(page).await;
                 }
             }
+        }
+    }
+
+    /// Tells the authors of the messages on this page that they were read (their consoles show
+    /// receipts live).
+    fn receipts_changed(&self, page: &InboxPage) {
+        let mut authors: Vec<&PersonId> = page
+            .entries
+            .iter()
+            .filter_map(|e| match &e.content {
+                ItemContent::Message { message, .. } => Some(&message.message.author),
+                _ => None,
+            })
+            .collect();
+        authors.sort();
+        authors.dedup();
+        for a in authors {
+            self.inner.bus.publish(&Topic::seen(a));
         }
     }
 
@@ -246,7 +311,18 @@ impl Service {
         Ok(p.last - p.acked)
     }
 
-    fn count_waiter(&self, person: &PersonId) -> Result<WaiterGuard<'_>> {
+    /// Long-polls of this token waiting now, on this replica.
+    pub(super) fn waiting_on(&self, token: &str) -> usize {
+        let tokens = self
+            .inner
+            .token_waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        tokens.get(token).copied().unwrap_or(0)
+    }
+
+    fn count_waiter(&self, caller: &Caller) -> Result<WaiterGuard<'_>> {
+        let person = caller.id();
         let mut waiters = self.inner.waiters.lock().unwrap_or_else(|e| e.into_inner());
         let n = waiters.entry(person.clone()).or_insert(0);
         if *n >= self.inner.settings.max_waiters_per_person {
@@ -259,9 +335,18 @@ impl Service {
             ));
         }
         *n += 1;
+        drop(waiters);
+        *self
+            .inner
+            .token_waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(caller.token_id.clone())
+            .or_insert(0) += 1;
         Ok(WaiterGuard {
             service: self,
             person: person.clone(),
+            token: caller.token_id.clone(),
         })
     }
 

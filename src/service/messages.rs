@@ -9,7 +9,7 @@ use super::{Caller, ErrorCode, Result, Service, ServiceError, input};
 use crate::bus::Topic;
 use crate::domain::{
     Attachment, ChannelName, Impact, Kind, Label, MAX_ATTACHMENTS, MAX_BODY_BYTES,
-    MAX_SUBJECT_CHARS, MessageId, Outcome, PersonId, Right, ThreadId,
+    MAX_SUBJECT_CHARS, MessageId, Outcome, PersonId, ReplyResult, Right, ThreadId, WrittenBy,
 };
 use crate::store::{
     ChannelRecord, ClaimRecord, MessageRecord, NewMessage, NewTask, PostOutcome, StoreError,
@@ -60,6 +60,9 @@ pub struct PostRequest {
     /// skills its card lists).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skill: Option<String>,
+    /// For a reply: its structured result (SPEC §4).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<ReplyResult>,
 }
 
 /// What a post returns.
@@ -99,6 +102,9 @@ pub struct ThreadView {
     /// When the thread is delegated to a remote agent: its task there, as liaison follows it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remote: Option<crate::store::RemoteTaskRecord>,
+    /// The newest progress notes the claim holders' tools added (at most 50), oldest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub progress: Vec<crate::store::ProgressRecord>,
     /// Bodies share a budget of [`MAX_SLICE_CHARS`] characters; a cut one says so and
     /// `read_message` returns the rest.
     pub messages: Vec<ThreadMessage>,
@@ -116,6 +122,8 @@ pub struct ThreadMessage {
     pub body_chars: usize,
     /// True when `message.body` holds only the first part of it.
     pub body_truncated: bool,
+    /// Per recipient: delivered, read by which consumer, acknowledged (SPEC §4).
+    pub receipts: Vec<super::RecipientReceipt>,
 }
 
 /// A slice of one message's body.
@@ -312,6 +320,8 @@ impl Service {
             task,
             approval,
             remote: outbound.map(|o| o.hop),
+            written_by: caller.writes_as(),
+            result: req.result,
         };
         let approval_id = new.approval.as_ref().map(|a| a.id.clone());
         let remote = new.remote.as_ref().map(|hop| hop.remote.clone());
@@ -371,19 +381,24 @@ impl Service {
             None
         };
         let claim = self.inner.store.live_claim(id, self.now()).await?;
+        let ids: Vec<MessageId> = messages.iter().map(|m| m.id.clone()).collect();
+        let mut receipts = self.receipts(id, &ids).await?;
         let mut delivered = Vec::with_capacity(messages.len());
         let mut budget = MAX_SLICE_CHARS;
         for mut m in messages {
             let (body_chars, body_truncated) = cut_body(&mut m, MAX_SLICE_CHARS, &mut budget);
+            let receipts = receipts.remove(&m.id).unwrap_or_default();
             delivered.push(ThreadMessage {
                 message: self.deliver(m).await?,
                 body_chars,
                 body_truncated,
+                receipts,
             });
         }
         Ok(ThreadView {
             approvals: self.thread_approvals(id).await?,
             remote: self.inner.store.remote_task(id).await?,
+            progress: self.inner.store.progress_notes(id, 50).await?,
             thread,
             claim,
             messages: delivered,
@@ -452,6 +467,8 @@ impl Service {
         };
         let label = if remote {
             Label::remote(&name, language)
+        } else if message.written_by == WrittenBy::Human {
+            Label::human(&name, effect, language)
         } else {
             Label::new(&name, effect, language)
         };
@@ -586,6 +603,14 @@ fn check_fields(kind: Kind, req: &PostRequest) -> Result<()> {
                 "impact is only for requests, not for a {other}"
             )));
         }
+    }
+    if let Some(result) = &req.result {
+        if kind != Kind::Reply {
+            return Err(ServiceError::invalid(format!(
+                "result is only for a reply, not for a {kind}"
+            )));
+        }
+        result.validate()?;
     }
     if req.outcome.is_some() && kind != Kind::Close {
         return Err(ServiceError::invalid(format!(

@@ -16,6 +16,9 @@ mod input;
 mod keys;
 mod limits;
 mod messages;
+mod own_tokens;
+mod progress;
+mod receipts;
 mod remote_follow;
 mod remote_send;
 mod remotes;
@@ -38,10 +41,14 @@ pub use messages::{
     DeliveredMessage, MAX_SLICE_CHARS, MessageSlice, PostReceipt, PostRequest, ThreadMessage,
     ThreadView,
 };
+pub use own_tokens::{MAX_OWN_AGENT_TOKENS, OWN_TOKEN_MAX_DAYS, OwnToken, OwnTokenSpec};
+pub use progress::{COALESCE_S, PER_MINUTE, PER_THREAD, ProgressOutcome, ProgressReport};
+pub use receipts::{ConsumerReceipt, RecipientReceipt};
 pub use remote_send::OutboundSend;
 pub use remotes::{RefreshReport, RefreshSpec, RemoteAgent, RemoteSpec, RemoteView};
 pub use sessions::{
-    IssuedLink, LINK_TTL_S, MAX_LINK_TTL_S, OpenedSession, SESSION_TTL_S, session_csrf,
+    IssuedLink, LINK_TTL_S, MAX_LINK_TTL_S, OpenedSession, SESSION_TTL_S, ThreadFilter,
+    session_csrf,
 };
 pub use tasks::{
     A2A_KEY_PREFIX, PushConfigSpec, SkillRoute, TaskApproval, TaskListing, TaskMessage, TaskView,
@@ -127,6 +134,18 @@ impl Caller {
         }
     }
 
+    /// Who a post of this caller is written by (SPEC §3, the server label): the person herself
+    /// when the credential is a human's (a console session, a token with scope `human` and not
+    /// `agent`), else her agent. A token can only be issued by an admin or, for `agent` tokens, by
+    /// the person herself, so no agent credential can claim to be its human.
+    pub fn writes_as(&self) -> crate::domain::WrittenBy {
+        if self.scopes.contains(Scope::Human) && !self.scopes.contains(Scope::Agent) {
+            crate::domain::WrittenBy::Human
+        } else {
+            crate::domain::WrittenBy::Agent
+        }
+    }
+
     /// Agents and humans may act in channels; an admin-only token may not.
     fn require_participant(&self) -> Result<()> {
         if !(self.scopes.contains(Scope::Agent) || self.scopes.contains(Scope::Human)) {
@@ -175,6 +194,11 @@ struct Inner {
     shutdown: CancellationToken,
     /// Long-polls waiting per person, to enforce `max_waiters_per_person`.
     waiters: Mutex<HashMap<PersonId, usize>>,
+    /// The same long-polls per token (the "connect an agent" page shows them).
+    token_waiters: Mutex<HashMap<String, usize>>,
+    /// When this replica last recorded a token's use (`last_used_at` is written at most once a
+    /// minute per token).
+    token_uses: Mutex<HashMap<String, crate::domain::Timestamp>>,
     /// Rates per token and per address, open streams per party.
     limits: limits::Limits,
     /// Seals webhook secrets, remote credentials, push tokens and MCP request state.
@@ -266,6 +290,8 @@ impl Service {
                 settings,
                 shutdown,
                 waiters: Mutex::default(),
+                token_waiters: Mutex::default(),
+                token_uses: Mutex::default(),
                 master_key: master,
                 keys,
                 outbound,

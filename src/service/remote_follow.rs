@@ -265,6 +265,8 @@ impl Service {
             task: None,
             approval: None,
             remote: None,
+            written_by: crate::domain::WrittenBy::Agent,
+            result: None,
         }
     }
 

@@ -31,6 +31,21 @@ pub const MAX_LINK_TTL_S: u64 = 7 * 24 * 3_600;
 pub const SESSION_TTL_S: u64 = 12 * 3_600;
 /// Most threads the console lists per channel.
 const CHANNEL_THREADS: i64 = 100;
+/// Longest subject search, in characters.
+const MAX_SEARCH_CHARS: usize = 100;
+
+/// Which threads of a channel a member lists.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+pub struct ThreadFilter {
+    /// `open`, `answered` or `closed`.
+    pub state: Option<String>,
+    /// Only open threads whose awaited answer is someone else's question, request or handoff:
+    /// what waits for the caller (or her agents) to answer.
+    #[serde(default)]
+    pub waiting_for_me: bool,
+    /// Words the subject contains (case-insensitive).
+    pub search: Option<String>,
+}
 
 /// A link just issued: its secret is shown once.
 #[derive(Debug, Clone)]
@@ -326,13 +341,44 @@ impl Service {
         &self,
         caller: &Caller,
         channel: &ChannelName,
+        filter: &ThreadFilter,
     ) -> Result<Vec<ThreadRecord>> {
         caller.require_participant()?;
         self.visible_channel(caller, channel).await?;
+        let state = match filter.state.as_deref() {
+            None | Some("") => None,
+            Some(s) => Some(
+                ["open", "answered", "closed"]
+                    .into_iter()
+                    .find(|n| *n == s)
+                    .ok_or_else(|| {
+                        ServiceError::invalid(format!(
+                            "state {} is not one of open, answered, closed",
+                            crate::domain::text::quote(s)
+                        ))
+                    })?,
+            ),
+        };
+        let search = filter
+            .search
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty());
+        if search.is_some_and(|s| s.chars().count() > MAX_SEARCH_CHARS) {
+            return Err(ServiceError::invalid(format!(
+                "search is longer than {MAX_SEARCH_CHARS} characters"
+            )));
+        }
         Ok(self
             .inner
             .store
-            .channel_threads(channel, CHANNEL_THREADS)
+            .channel_threads(
+                channel,
+                state,
+                filter.waiting_for_me.then(|| caller.id()),
+                search,
+                CHANNEL_THREADS,
+            )
             .await?)
     }
 
@@ -342,6 +388,14 @@ impl Service {
         self.inner
             .bus
             .subscribe(&crate::bus::Topic::inbox(caller.id()))
+    }
+
+    /// Wakes when a recipient's agent reads a message the caller wrote (her receipts changed) or
+    /// claims a thread she opened.
+    pub fn console_receipts(&self, caller: &Caller) -> crate::bus::Subscription {
+        self.inner
+            .bus
+            .subscribe(&crate::bus::Topic::seen(caller.id()))
     }
 
     async fn human_caller(&self, person: &PersonId, token_id: String) -> Result<Caller> {

@@ -5,8 +5,10 @@
 
 use super::db::{Conn, query};
 use super::error::Result;
+use super::model::input::NewProgress;
 use super::model::records::coordination::{
-    ClaimAttempt, ClaimRecord, LeaseAttempt, LeaseRecord, PresenceRecord, claim, lease, presence,
+    ClaimAttempt, ClaimRecord, LeaseAttempt, LeaseRecord, PROGRESS_COLUMNS, PresenceRecord,
+    ProgressAdded, ProgressRecord, claim, lease, presence, progress,
 };
 use super::model::records::inbox::EntryContent;
 use super::tx::inbox::append_entry;
@@ -318,4 +320,135 @@ async fn acquire_in(
         lease,
         displaced: conflicts,
     })
+}
+
+impl Store {
+    /// Adds a progress note to the thread `n.session` of `n.person` holds a live claim on, within
+    /// the bounds given (see [`ProgressAdded`]); for a working task, also an event of its log.
+    pub async fn add_progress(&self, n: NewProgress) -> Result<ProgressAdded> {
+        let cache = self.webhooks.clone();
+        self.write(move |tx| {
+            Box::pin(async move {
+                let thread = n.thread.as_str().to_owned();
+                let held = query(
+                    "SELECT 1 AS held FROM claims WHERE thread_id = $1 AND person_id = $2 \
+                     AND session = $3 AND expires_at > $4",
+                )
+                .bind(thread.clone())
+                .bind(n.person.as_str().to_owned())
+                .bind(n.session.as_str().to_owned())
+                .bind(n.now.0)
+                .fetch_optional(&mut *tx)
+                .await?;
+                if held.is_none() {
+                    return Ok(ProgressAdded::NoClaim);
+                }
+                let sql = format!(
+                    "SELECT {PROGRESS_COLUMNS} FROM progress_notes WHERE thread_id = $1 ORDER BY seq DESC LIMIT 1"
+                );
+                let last = query(sql)
+                    .bind(thread.clone())
+                    .fetch_optional(&mut *tx)
+                    .await?
+                    .map(|r| progress(&r))
+                    .transpose()?;
+                if let Some(last) = &last
+                    && last.tool == n.tool
+                    && last.target == n.target
+                    && last.outcome == n.outcome
+                    && last.session == n.session
+                    && n.now.0 - last.updated_at.0 < n.coalesce_ms
+                {
+                    query(
+                        "UPDATE progress_notes SET repeats = repeats + 1, updated_at = $1 \
+                         WHERE thread_id = $2 AND seq = $3",
+                    )
+                    .bind(n.now.0)
+                    .bind(thread.clone())
+                    .bind(last.seq)
+                    .execute(&mut *tx)
+                    .await?;
+                    let mut folded = last.clone();
+                    folded.repeats += 1;
+                    folded.updated_at = n.now;
+                    return Ok(ProgressAdded::Coalesced(folded));
+                }
+                let seq = last.as_ref().map_or(1, |l| l.seq + 1);
+                if seq > n.per_thread {
+                    return Ok(ProgressAdded::Full);
+                }
+                let recent: i64 = query(
+                    "SELECT count(*) AS n FROM progress_notes WHERE thread_id = $1 AND created_at > $2",
+                )
+                .bind(thread.clone())
+                .bind(n.now.0 - 60_000)
+                .fetch_one(&mut *tx)
+                .await?
+                .try_get("n")?;
+                if recent >= n.per_minute {
+                    return Ok(ProgressAdded::RateLimited);
+                }
+                let note = ProgressRecord {
+                    seq,
+                    person: n.person,
+                    session: n.session,
+                    tool: n.tool,
+                    target: n.target,
+                    outcome: n.outcome.to_owned(),
+                    repeats: 1,
+                    created_at: n.now,
+                    updated_at: n.now,
+                };
+                query(
+                    "INSERT INTO progress_notes (thread_id, seq, person_id, session, tool, target, \
+                     outcome, repeats, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $8)",
+                )
+                .bind(thread)
+                .bind(seq)
+                .bind(note.person.as_str().to_owned())
+                .bind(note.session.as_str().to_owned())
+                .bind(note.tool.clone())
+                .bind(note.target.clone())
+                .bind(note.outcome.clone())
+                .bind(n.now.0)
+                .execute(&mut *tx)
+                .await?;
+                task_events::on_progress(tx, &cache, &n.thread, n.now, &note.text()).await?;
+                Ok(ProgressAdded::Added(note))
+            })
+        })
+        .await
+    }
+
+    /// The newest `limit` progress notes of a thread, oldest first.
+    pub async fn progress_notes(
+        &self,
+        thread: &ThreadId,
+        limit: i64,
+    ) -> Result<Vec<ProgressRecord>> {
+        let sql = format!(
+            "SELECT {PROGRESS_COLUMNS} FROM progress_notes WHERE thread_id = $1 ORDER BY seq DESC LIMIT $2"
+        );
+        let rows = query(sql)
+            .bind(thread.as_str().to_owned())
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        let mut notes = rows.iter().map(progress).collect::<Result<Vec<_>>>()?;
+        notes.reverse();
+        Ok(notes)
+    }
+
+    /// The live claims `person` holds, newest first.
+    pub async fn claims_of(&self, person: &PersonId, now: Timestamp) -> Result<Vec<ClaimRecord>> {
+        let rows = query(
+            "SELECT thread_id, person_id, session, claimed_at, expires_at FROM claims \
+             WHERE person_id = $1 AND expires_at > $2 ORDER BY claimed_at DESC, thread_id",
+        )
+        .bind(person.as_str().to_owned())
+        .bind(now.0)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(claim).collect()
+    }
 }

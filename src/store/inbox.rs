@@ -6,8 +6,8 @@
 use super::Store;
 use super::db::query;
 use super::error::{Result, StoreError};
-use super::model::records::inbox::{InboxEntry, InboxPosition, entry};
-use crate::domain::{PersonId, Timestamp};
+use super::model::records::inbox::{InboxEntry, InboxPosition, ReceiptRecord, entry, receipt};
+use crate::domain::{MessageId, PersonId, ThreadId, Timestamp};
 
 impl Store {
     /// Where `consumer` stands in `person`'s inbox (a consumer never seen has acknowledged nothing).
@@ -28,14 +28,15 @@ impl Store {
     }
 
     /// Acknowledges everything up to `after` for `consumer`; never moves a cursor back. Refuses a
-    /// cursor beyond the last entry, changing nothing.
+    /// cursor beyond the last entry, changing nothing. Also answers the authors of the messages
+    /// this acknowledged (their receipts changed).
     pub async fn acknowledge(
         &self,
         person: PersonId,
         consumer: String,
         after: i64,
         now: Timestamp,
-    ) -> Result<InboxPosition> {
+    ) -> Result<(InboxPosition, Vec<PersonId>)> {
         self.write(move |tx| {
             Box::pin(async move {
                 let last: i64 = query("SELECT inbox_seq FROM persons WHERE id = $1")
@@ -46,6 +47,44 @@ impl Store {
                     .try_get("inbox_seq")?;
                 if after > last {
                     return Err(StoreError::CursorAhead { after, last });
+                }
+                let before: i64 = query(
+                    "SELECT COALESCE((SELECT acked FROM consumers WHERE person_id = $1 AND name = $2), 0) AS acked",
+                )
+                .bind(person.as_str().to_owned())
+                .bind(consumer.clone())
+                .fetch_one(&mut *tx)
+                .await?
+                .try_get("acked")?;
+                let mut authors = Vec::new();
+                if after > before {
+                    let rows = query(
+                        "SELECT DISTINCT m.author FROM inbox_entries e JOIN messages m ON m.id = e.message_id \
+                         WHERE e.person_id = $1 AND e.seq > $2 AND e.seq <= $3",
+                    )
+                    .bind(person.as_str().to_owned())
+                    .bind(before)
+                    .bind(after)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                    for r in &rows {
+                        authors.push(PersonId::parse(r.try_get::<String, _>("author")?)?);
+                    }
+                    // The receipts of the messages this acknowledges (SPEC §4).
+                    query(
+                        "INSERT INTO receipts (person_id, consumer, seq, message_id, thread_id, read_at, acked_at) \
+                         SELECT person_id, $2, seq, message_id, thread_id, NULL, $5 FROM inbox_entries \
+                         WHERE person_id = $1 AND seq > $3 AND seq <= $4 AND message_id IS NOT NULL \
+                         ON CONFLICT (person_id, consumer, seq) DO UPDATE SET \
+                         acked_at = COALESCE(receipts.acked_at, excluded.acked_at)",
+                    )
+                    .bind(person.as_str().to_owned())
+                    .bind(consumer.clone())
+                    .bind(before)
+                    .bind(after)
+                    .bind(now.0)
+                    .execute(&mut *tx)
+                    .await?;
                 }
                 let row = query(
                     "INSERT INTO consumers (person_id, name, acked, updated_at) VALUES ($1, $2, $3, $4) \
@@ -59,7 +98,7 @@ impl Store {
                 .bind(now.0)
                 .fetch_one(&mut *tx)
                 .await?;
-                Ok(InboxPosition { acked: row.try_get("acked")?, last })
+                Ok((InboxPosition { acked: row.try_get("acked")?, last }, authors))
             })
         })
         .await
@@ -82,5 +121,74 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(entry).collect()
+    }
+
+    /// Records that `consumer`'s inbox call returned these message entries (seq, message, thread):
+    /// the "read" of their receipts. A second return of the same entry keeps the first time.
+    pub async fn record_reads(
+        &self,
+        person: PersonId,
+        consumer: String,
+        entries: Vec<(i64, MessageId, ThreadId)>,
+        now: Timestamp,
+    ) -> Result<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        self.write(move |tx| {
+            Box::pin(async move {
+                let rows: Vec<String> = (0..entries.len())
+                    .map(|i| {
+                        let b = 4 + i * 3;
+                        format!("($1, $2, ${b}, ${}, ${}, $3, NULL)", b + 1, b + 2)
+                    })
+                    .collect();
+                let sql = format!(
+                    "INSERT INTO receipts (person_id, consumer, seq, message_id, thread_id, read_at, acked_at) \
+                     VALUES {} ON CONFLICT (person_id, consumer, seq) DO UPDATE SET \
+                     read_at = COALESCE(receipts.read_at, excluded.read_at)",
+                    rows.join(", ")
+                );
+                let mut q = query(sql)
+                    .bind(person.as_str().to_owned())
+                    .bind(consumer)
+                    .bind(now.0);
+                for (seq, message, thread) in entries {
+                    q = q
+                        .bind(seq)
+                        .bind(message.as_str().to_owned())
+                        .bind(thread.as_str().to_owned());
+                }
+                q.execute(&mut *tx).await?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    /// The receipts of the messages `messages` of `thread`: one row per recipient and consumer
+    /// (one with no consumer while none has seen it), in message, person and consumer order.
+    pub async fn thread_receipts(
+        &self,
+        thread: &ThreadId,
+        messages: &[MessageId],
+    ) -> Result<Vec<ReceiptRecord>> {
+        if messages.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<String> = (0..messages.len()).map(|i| format!("${}", i + 2)).collect();
+        let sql = format!(
+            "SELECT e.message_id, e.person_id, e.created_at AS delivered_at, r.consumer, r.read_at, \
+             r.acked_at FROM inbox_entries e LEFT JOIN receipts r ON r.person_id = e.person_id \
+             AND r.seq = e.seq WHERE e.thread_id = $1 AND e.message_id IN ({}) \
+             ORDER BY e.message_id, e.person_id, r.consumer",
+            ids.join(", ")
+        );
+        let mut q = query(sql).bind(thread.as_str().to_owned());
+        for m in messages {
+            q = q.bind(m.as_str().to_owned());
+        }
+        let rows = q.fetch_all(&self.pool).await?;
+        rows.iter().map(receipt).collect()
     }
 }

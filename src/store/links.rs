@@ -13,7 +13,7 @@ use super::model::records::links::{
     LinkKind, LinkRecord, SESSION_COLUMNS, SessionRecord, link, session,
 };
 use super::model::records::threads::{THREAD_COLUMNS, ThreadRecord, thread};
-use crate::domain::{ChannelName, Timestamp};
+use crate::domain::{ChannelName, PersonId, Timestamp};
 
 impl Store {
     pub async fn insert_link(&self, l: NewLink) -> Result<()> {
@@ -178,16 +178,36 @@ impl Store {
     }
 
     /// The threads of a channel, most recently active first, at most `limit`.
+    /// The channel's threads, most recently changed first: only those in `state` (a state's
+    /// name) when given, only open ones awaiting someone other than `not_asked_by` when given,
+    /// and only those whose subject contains `subject` (case-insensitive; ASCII case on SQLite).
     pub async fn channel_threads(
         &self,
         channel: &ChannelName,
+        state: Option<&'static str>,
+        not_asked_by: Option<&PersonId>,
+        subject: Option<&str>,
         limit: i64,
     ) -> Result<Vec<ThreadRecord>> {
         let sql = format!(
-            "SELECT {THREAD_COLUMNS} FROM threads WHERE channel = $1 ORDER BY updated_at DESC, id DESC LIMIT $2"
+            "SELECT {THREAD_COLUMNS} FROM threads WHERE channel = $1 AND ($2 IS NULL OR state = $2) \
+             AND ($3 IS NULL OR (state = 'open' AND asker <> $3)) \
+             AND ($4 IS NULL OR lower(subject) LIKE $4 ESCAPE '\\') \
+             ORDER BY updated_at DESC, id DESC LIMIT $5"
         );
+        let pattern = subject.map(|s| {
+            let escaped = s
+                .to_lowercase()
+                .replace('\\', "\\\\")
+                .replace('%', "\\%")
+                .replace('_', "\\_");
+            format!("%{escaped}%")
+        });
         let rows = query(sql)
             .bind(channel.as_str().to_owned())
+            .bind(state)
+            .bind(not_asked_by.map(|p| p.as_str().to_owned()))
+            .bind(pattern)
             .bind(limit)
             .fetch_all(&self.pool)
             .await?;

@@ -55,17 +55,18 @@ use db::{BoxFut, Conn};
 pub use cache::TTL as DIRECTORY_TTL;
 pub use error::{Result, StoreError};
 pub use model::input::{
-    DeliveryFilter, FinishedAttempt, NewApproval, NewLink, NewMessage, NewRemoteTask, NewTask,
-    OnAllow, RemoteHop, RemoteObservation, RemoteUpdate, Settlement, TaskFilter,
+    DeliveryFilter, FinishedAttempt, NewApproval, NewLink, NewMessage, NewProgress, NewRemoteTask,
+    NewTask, OnAllow, RemoteHop, RemoteObservation, RemoteUpdate, Settlement, TaskFilter,
 };
 pub use model::records::approvals::{ApprovalRecord, AuditRecord, Settled};
 pub use model::records::coordination::{
-    ClaimAttempt, ClaimRecord, LeaseAttempt, LeaseRecord, PresenceRecord,
+    ClaimAttempt, ClaimRecord, LeaseAttempt, LeaseRecord, PresenceRecord, ProgressAdded,
+    ProgressRecord,
 };
 pub use model::records::directory::{
     ChannelRecord, MemberRecord, PartyRecord, PersonRecord, TokenRecord,
 };
-pub use model::records::inbox::{EntryContent, InboxEntry, InboxPosition};
+pub use model::records::inbox::{EntryContent, InboxEntry, InboxPosition, ReceiptRecord};
 pub use model::records::links::{LinkKind, LinkRecord, SessionRecord};
 pub use model::records::outbox::{
     AttemptRecord, DeliveryRecord, DeliveryState, Finished, PUSH_EVENT, WebhookRecord,

@@ -17,7 +17,7 @@ impl Store {
     /// Events of a task with `seq > after`, in order.
     pub async fn task_events(&self, thread: &ThreadId, after: i64) -> Result<Vec<TaskEventRecord>> {
         let rows = query(
-            "SELECT seq, state, cause, message_id, created_at FROM task_events WHERE thread_id = $1 AND seq > $2 \
+            "SELECT seq, state, cause, message_id, created_at, note FROM task_events WHERE thread_id = $1 AND seq > $2 \
              ORDER BY seq",
         )
         .bind(thread.as_str().to_owned())

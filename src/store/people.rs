@@ -140,6 +140,52 @@ impl Store {
         rows.iter().map(token).collect()
     }
 
+    /// The token with this id, whatever its state (read from the database, not the cache: a
+    /// revocation on another replica shows at once).
+    pub async fn token_by_id(&self, id: &str) -> Result<Option<TokenRecord>> {
+        let sql = format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE id = $1");
+        let row = query(sql)
+            .bind(id.to_owned())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(token).transpose()
+    }
+
+    /// Of these token ids, those revoked or expired at `now`.
+    pub async fn dead_tokens(&self, ids: &[String], now: Timestamp) -> Result<Vec<String>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let list: Vec<String> = (0..ids.len()).map(|i| format!("${}", i + 2)).collect();
+        let sql = format!(
+            "SELECT id FROM tokens WHERE id IN ({}) AND (revoked_at IS NOT NULL \
+             OR (expires_at IS NOT NULL AND expires_at <= $1))",
+            list.join(", ")
+        );
+        let mut q = query(sql).bind(now.0);
+        for id in ids {
+            q = q.bind(id.clone());
+        }
+        let rows = q.fetch_all(&self.pool).await?;
+        rows.iter().map(|r| r.try_get::<String, _>("id")).collect()
+    }
+
+    /// Records that the token was used at `now` (the service calls it at most once a minute per
+    /// token). Not a directory change: the cache keeps serving the token.
+    pub async fn touch_token(&self, id: String, now: Timestamp) -> Result<()> {
+        self.write(move |tx| {
+            Box::pin(async move {
+                query("UPDATE tokens SET last_used_at = $1 WHERE id = $2")
+                    .bind(now.0)
+                    .bind(id)
+                    .execute(tx)
+                    .await?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
     /// Revokes a token now; false when unknown or already revoked.
     pub async fn revoke_token(&self, id: String, now: Timestamp) -> Result<bool> {
         self.write_directory(move |tx| {

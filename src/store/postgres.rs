@@ -65,6 +65,16 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "claim candidates",
         include_str!("migrations/postgres/0010_claim_candidates.sql"),
     ),
+    (
+        11,
+        "workspace",
+        include_str!("migrations/postgres/0011_workspace.sql"),
+    ),
+    (
+        12,
+        "progress notes",
+        include_str!("migrations/postgres/0012_progress.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {

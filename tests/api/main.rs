@@ -25,3 +25,4 @@ mod remotes;
 mod replicas;
 mod resources;
 mod tasks;
+mod workspace;

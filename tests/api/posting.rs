@@ -518,6 +518,8 @@ async fn posts_opening_threads_together_get_the_answers_they_would_alone() {
         task: None,
         approval: None,
         remote: None,
+        written_by: liaison::domain::WrittenBy::Agent,
+        result: None,
     };
     let earlier = store
         .post(new("earlier", &["bob"], Some("used")))
@@ -676,6 +678,8 @@ async fn posts_to_any_number_of_recipients_reach_each_inbox_once_in_order() {
         task: None,
         approval: None,
         remote: None,
+        written_by: liaison::domain::WrittenBy::Agent,
+        result: None,
     };
     let refused = store.post(ghostly.clone()).await;
     assert!(

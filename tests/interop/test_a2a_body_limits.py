@@ -6,6 +6,7 @@ large message is accepted."""
 
 import base64
 import json
+import select
 import socket
 import urllib.parse
 import uuid
@@ -39,7 +40,16 @@ def announce_then_stall(url: str, path: str, token: str | None) -> tuple[int, di
         head.append(f"Authorization: Bearer {token}")
     with socket.create_connection((u.hostname, u.port), timeout=20) as s:
         s.sendall(("\r\n".join(head) + "\r\n\r\n").encode())
-        s.sendall(b'{"jsonrpc": "2.0", "id": 7, "params": {"x": "' + b"y" * (1024 * 1024))
+        # 1 MiB in pieces, stopping as soon as the server has answered (as a client reading the
+        # early answer does): writing on after it closed would only earn a reset.
+        body = b'{"jsonrpc": "2.0", "id": 7, "params": {"x": "' + b"y" * (1024 * 1024)
+        for at in range(0, len(body), 16 * 1024):
+            if select.select([s], [], [], 0)[0]:
+                break
+            try:
+                s.sendall(body[at:at + 16 * 1024])
+            except (BrokenPipeError, ConnectionResetError):
+                break
         data = b""
         while b"\r\n\r\n" not in data:
             chunk = s.recv(65536)

@@ -16,6 +16,8 @@ pub(crate) struct Remote {
     http: reqwest::Client,
     /// The `/mcp` endpoint.
     endpoint: String,
+    /// The server's base URL (for `/api/v1`).
+    base: String,
     /// The person's agent token (sent as `Authorization: Bearer`).
     token: String,
     /// Sent as `Liaison-Agent` when set.
@@ -59,10 +61,12 @@ impl Remote {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .build()?;
-        let endpoint = format!("{}/mcp", url.trim_end_matches('/'));
+        let base = url.trim_end_matches('/').to_owned();
+        let endpoint = format!("{base}/mcp");
         Ok(Self {
             http,
             endpoint,
+            base,
             token: token.trim().to_owned(),
             agent,
         })
@@ -131,6 +135,39 @@ impl Remote {
             is_error: result["isError"] == true,
             result,
         })
+    }
+
+    /// POSTs `body` to the member API at `path` (e.g. `/api/v1/progress`) within `timeout`;
+    /// answers the JSON body, or the API's error message.
+    pub(crate) async fn post_api(
+        &self,
+        path: &str,
+        body: &Value,
+        timeout: Duration,
+    ) -> anyhow::Result<Value> {
+        let url = format!("{}{path}", self.base);
+        let mut request = self
+            .http
+            .post(&url)
+            .bearer_auth(&self.token)
+            .timeout(timeout)
+            .json(body);
+        if let Some(agent) = &self.agent {
+            request = request.header("liaison-agent", agent);
+        }
+        let response = request
+            .send()
+            .await
+            .with_context(|| format!("Could not reach {url}"))?;
+        let status = response.status();
+        let value: Value = response.json().await.unwrap_or(Value::Null);
+        if !status.is_success() {
+            anyhow::bail!(
+                "{url} answered {status}: {}",
+                value["error"]["message"].as_str().unwrap_or("no message")
+            );
+        }
+        Ok(value)
     }
 }
 

@@ -1,5 +1,6 @@
 //! The agent-side helpers of the `liaison` binary, all clients of a running server with the
-//! person's agent token: `mcp --stdio`, `hook session-start`, `hook stop` and `watch`.
+//! person's agent token: `mcp --stdio`, `hook session-start`, `hook stop`, `hook tool-use` and
+//! `watch`.
 //!
 //! The hooks speak the Claude Code / Codex hook protocol: SessionStart prints
 //! `hookSpecificOutput.additionalContext` JSON on stdout; Stop exits 2 with a one-line reason on
@@ -57,6 +58,16 @@ pub enum HookCommand {
     /// Stop hook: exits 2 with a reason on stderr while the consumer has unread entries (unless the
     /// hook input says stop_hook_active), else 0.
     Stop(HookArgs),
+    /// PostToolUse (and PostToolUseFailure) hook: while this person's agent session holds a claim,
+    /// a tool that changes something adds a progress note to the claimed thread (the tool, its
+    /// target, ok or failed; never the tool's input or output). Always exits 0, silently.
+    ToolUse(ToolUseArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ToolUseArgs {
+    #[command(flatten)]
+    pub connection: Connection,
 }
 
 #[derive(Debug, Args)]
@@ -95,6 +106,17 @@ pub async fn hook(command: HookCommand) -> anyhow::Result<()> {
             println!("{out}");
             Ok(())
         }
+        HookCommand::ToolUse(args) => {
+            if let Some(report) = tool_use(&input) {
+                // Never in the agent's way: no output, exit 0, even when liaison is down.
+                if let Ok(remote) = args.connection.remote(None) {
+                    let _ = remote
+                        .post_api("/api/v1/progress", &report, Duration::from_secs(3))
+                        .await;
+                }
+            }
+            Ok(())
+        }
         HookCommand::Stop(args) => {
             if input["stop_hook_active"] == true {
                 return Ok(());
@@ -121,6 +143,78 @@ pub async fn hook(command: HookCommand) -> anyhow::Result<()> {
                 }
             }
         }
+    }
+}
+
+/// The progress report of a `PostToolUse` / `PostToolUseFailure` hook input, or none for a tool
+/// that changes nothing (reads, searches, the agent's own liaison tools). The target is a file
+/// path relative to the working directory, or a command's program name: never a command line,
+/// a file's content or a tool's output, which may hold secrets.
+pub(crate) fn tool_use(input: &Value) -> Option<Value> {
+    let tool = input["tool_name"].as_str()?;
+    let args = &input["tool_input"];
+    let target = match tool {
+        "Edit" | "Write" | "MultiEdit" | "NotebookEdit" => {
+            let path = args["file_path"]
+                .as_str()
+                .or_else(|| args["notebook_path"].as_str())?;
+            Some(relative(path, input["cwd"].as_str().unwrap_or_default()))
+        }
+        "Bash" => Some(program(args["command"].as_str().unwrap_or_default())),
+        mcp if mcp.starts_with("mcp__") => {
+            let mut parts = mcp.splitn(3, "__").skip(1);
+            let (server, name) = (parts.next()?, parts.next().unwrap_or_default());
+            const READS: [&str; 9] = [
+                "get", "list", "read", "search", "fetch", "query", "find", "show", "describe",
+            ];
+            let verb = name.split(['_', '-']).next().unwrap_or_default();
+            if server == "liaison" || READS.contains(&verb) {
+                return None;
+            }
+            None
+        }
+        _ => return None,
+    };
+    let failed = input["hook_event_name"] == "PostToolUseFailure"
+        || input["tool_response"]["success"] == false
+        || input["tool_response"]["is_error"] == true;
+    Some(json!({
+        "tool": tool,
+        "target": target,
+        "outcome": if failed { "failed" } else { "ok" },
+    }))
+}
+
+/// `path` relative to `cwd` when inside it, else its file name.
+fn relative(path: &str, cwd: &str) -> String {
+    let p = std::path::Path::new(path);
+    let shown = if cwd.is_empty() {
+        None
+    } else {
+        p.strip_prefix(cwd).ok().map(|r| r.display().to_string())
+    };
+    shown
+        .filter(|s| !s.is_empty())
+        .or_else(|| p.file_name().map(|f| f.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "file".to_owned())
+}
+
+/// A command line's program name (`cargo`, `git`), never its arguments.
+fn program(command: &str) -> String {
+    let first = command
+        .split_whitespace()
+        .find(|w| !w.contains('='))
+        .unwrap_or_default();
+    let name = first.rsplit('/').next().unwrap_or_default();
+    if !name.is_empty()
+        && name.len() <= 40
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+'))
+    {
+        name.to_owned()
+    } else {
+        "command".to_owned()
     }
 }
 
@@ -239,4 +333,52 @@ fn hostname() -> String {
 
 fn random_hex() -> String {
     crate::domain::hex(&crate::domain::secret::random::<4>())
+}
+
+#[cfg(test)]
+mod tool_use_tests {
+    use super::*;
+
+    #[test]
+    fn only_tools_that_change_something_are_reported_and_never_their_input() {
+        let edit = json!({"hook_event_name": "PostToolUse", "cwd": "/repo", "tool_name": "Edit",
+            "tool_input": {"file_path": "/repo/src/lib.rs", "old_string": "SECRET", "new_string": "x"},
+            "tool_response": {"success": true}});
+        assert_eq!(
+            tool_use(&edit).unwrap(),
+            json!({"tool": "Edit", "target": "src/lib.rs", "outcome": "ok"})
+        );
+        let bash = json!({"hook_event_name": "PostToolUseFailure", "tool_name": "Bash",
+            "tool_input": {"command": "TOKEN=abc curl -H 'Authorization: Bearer xyz' https://x"}});
+        let report = tool_use(&bash).unwrap();
+        assert_eq!(
+            report,
+            json!({"tool": "Bash", "target": "curl", "outcome": "failed"})
+        );
+        assert!(!report.to_string().contains("xyz") && !report.to_string().contains("abc"));
+        let outside = json!({"tool_name": "Write", "cwd": "/repo",
+            "tool_input": {"file_path": "/home/a/.ssh/config", "content": "k"}});
+        assert_eq!(tool_use(&outside).unwrap()["target"], "config");
+        let mcp = json!({"tool_name": "mcp__github__create_pull_request", "tool_input": {"body": "SECRET"}});
+        assert_eq!(
+            tool_use(&mcp).unwrap(),
+            json!({"tool": "mcp__github__create_pull_request", "target": null, "outcome": "ok"})
+        );
+        for quiet in [
+            "Read",
+            "Grep",
+            "Glob",
+            "WebFetch",
+            "mcp__github__get_issue",
+            "mcp__liaison__post",
+            "mcp__db__list_tables",
+        ] {
+            assert!(
+                tool_use(&json!({"tool_name": quiet, "tool_input": {}})).is_none(),
+                "{quiet}"
+            );
+        }
+        assert_eq!(program("/usr/bin/cargo test"), "cargo");
+        assert_eq!(program("$(evil) x"), "command");
+    }
 }

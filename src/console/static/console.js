@@ -2,6 +2,17 @@
 // fetch this page again and swap its #live part in place. No reload; a form being filled in is
 // never clobbered (the swap waits until the field loses focus and is empty, or the form is sent).
 "use strict";
+// Copy buttons: <button data-copy="ID"> copies the text of the element with that id.
+document.addEventListener("click", (event) => {
+  const button = event.target.closest("button[data-copy]");
+  if (!button || !navigator.clipboard) return;
+  const source = document.getElementById(button.dataset.copy);
+  if (!source) return;
+  navigator.clipboard.writeText(source.textContent.trim()).then(
+    () => { button.textContent = "Copied"; },
+    () => { button.textContent = "Select and copy"; },
+  );
+});
 (function () {
   const source = document.body.dataset.live;
   const status = document.getElementById("live-status");

@@ -8,8 +8,8 @@ use super::records::links::LinkKind;
 use super::records::outbox::DeliveryState;
 use crate::domain::{
     AgentIdentity, ApprovalEvent, ApprovalId, ApprovalKind, Attachment, ChannelName, Decision,
-    DecisionPath, FollowMode, Impact, Kind, MessageId, Outcome, PersonId, RemoteState, TaskState,
-    ThreadId, Timestamp,
+    DecisionPath, FollowMode, Impact, Kind, MessageId, Outcome, PersonId, RemoteState, ReplyResult,
+    TaskState, ThreadId, Timestamp, WrittenBy,
 };
 
 /// A message the service has validated and is ready to store.
@@ -40,6 +40,18 @@ pub struct NewMessage {
     pub approval: Option<NewApproval>,
     /// When this message goes to a remote agent: what it sets in motion (SPEC §8b).
     pub remote: Option<RemoteHop>,
+    /// An agent for its person, or the person herself.
+    pub written_by: WrittenBy,
+    /// A reply's structured result.
+    pub result: Option<ReplyResult>,
+}
+
+impl NewMessage {
+    /// Whether the message carries what only a post's own UPDATE writes (who wrote it when a
+    /// human did, a reply's result): the batched statements leave those columns NULL.
+    pub(in crate::store) fn has_extras(&self) -> bool {
+        self.written_by != WrittenBy::Agent || self.result.is_some()
+    }
 }
 
 /// The A2A settings of a task opened by a message.
@@ -142,6 +154,27 @@ pub(in crate::store) struct LoggedEvent<'a> {
     pub party: &'a PersonId,
     /// The task was created in this transaction.
     pub new_task: bool,
+    /// A progress event's status text.
+    pub note: Option<&'a str>,
+}
+
+/// A progress note to add, with the bounds the service sets.
+#[derive(Debug, Clone)]
+pub struct NewProgress {
+    pub thread: ThreadId,
+    pub person: PersonId,
+    pub session: AgentIdentity,
+    pub tool: String,
+    pub target: Option<String>,
+    /// `ok` or `failed`.
+    pub outcome: &'static str,
+    pub now: Timestamp,
+    /// A note like the previous one within this many milliseconds is folded into it.
+    pub coalesce_ms: i64,
+    /// Most new notes per thread in any minute.
+    pub per_minute: i64,
+    /// Most notes one thread keeps.
+    pub per_thread: i64,
 }
 
 /// Which of a party's tasks to list.

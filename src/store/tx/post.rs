@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::enqueue::{self, WebhookCache};
 use super::post_rows::{Opening, insert_message_rows};
 use super::{approvals, remote_hops};
-use crate::domain::{Kind, Outcome, PersonId, TaskEvent, TaskState, ThreadState};
+use crate::domain::{Kind, Outcome, PersonId, TaskEvent, TaskState, ThreadState, WrittenBy};
 use crate::store::db::{Conn, query};
 use crate::store::error::{Result, StoreError, json_err};
 use crate::store::model::input::{LoggedEvent, NewMessage};
@@ -55,6 +55,7 @@ impl QueuedPost {
             && self.m.opens_thread
             && self.m.approval.is_none()
             && self.m.remote.is_none()
+            && !self.m.has_extras()
     }
 }
 
@@ -153,6 +154,9 @@ pub(in crate::store) async fn post_in(
         };
     }
 
+    if m.has_extras() {
+        write_extras(tx, &m).await?;
+    }
     let enqueued = after_rows(tx, cache, &m, position, event, &thread_record).await?;
     Ok((posted(m, position, thread_record), enqueued))
 }
@@ -263,6 +267,7 @@ pub(super) async fn after_rows(
             channel: thread_record.channel.as_str(),
             party: &thread_record.opened_by,
             new_task: m.opens_thread,
+            note: None,
         };
         enqueued |= enqueue::on_task_event(tx, cache, &event).await?;
     }
@@ -296,6 +301,8 @@ pub(super) fn posted(m: NewMessage, position: i64, thread: ThreadRecord) -> Post
         refers_to: m.refers_to,
         idempotency_key: m.idempotency_key,
         created_at: m.created_at,
+        written_by: m.written_by,
+        result: m.result,
     };
     PostOutcome {
         message,
@@ -303,4 +310,23 @@ pub(super) fn posted(m: NewMessage, position: i64, thread: ThreadRecord) -> Post
         replayed: false,
         outbox_due: false,
     }
+}
+
+/// Writes the columns the post's batched statements leave NULL (see [`NewMessage::has_extras`]),
+/// in the same transaction.
+async fn write_extras(tx: &mut Conn, m: &NewMessage) -> Result<()> {
+    let result = m
+        .result
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(json_err)?;
+    let written_by = (m.written_by != WrittenBy::Agent).then(|| m.written_by.as_str());
+    query("UPDATE messages SET written_by = $1, result = $2 WHERE id = $3")
+        .bind(written_by)
+        .bind(result)
+        .bind(m.id.as_str().to_owned())
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
 }

@@ -12,7 +12,7 @@ use crate::store::model::input::LoggedEvent;
 /// Appends one event to a task's log (inside the transaction that caused it).
 async fn append_event(tx: &mut Conn, cache: &WebhookCache, e: LoggedEvent<'_>) -> Result<()> {
     query(
-        "INSERT INTO task_events (thread_id, seq, state, cause, message_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+        "INSERT INTO task_events (thread_id, seq, state, cause, message_id, created_at, note) VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
     .bind(e.thread.as_str().to_owned())
     .bind(e.seq)
@@ -20,6 +20,7 @@ async fn append_event(tx: &mut Conn, cache: &WebhookCache, e: LoggedEvent<'_>) -
     .bind(e.cause.to_owned())
     .bind(e.message.map(|m| m.as_str().to_owned()))
     .bind(e.now.0)
+    .bind(e.note.map(str::to_owned))
     .execute(&mut *tx)
     .await?;
     enqueue::on_task_event(tx, cache, &e).await?;
@@ -33,7 +34,7 @@ pub(in crate::store) async fn on_claim(
     thread: &ThreadId,
     now: Timestamp,
 ) -> Result<()> {
-    log_event(tx, cache, thread, now, "claim", |state| {
+    log_event(tx, cache, thread, now, "claim", None, |state| {
         let next = state.apply(crate::domain::TaskEvent::Claimed)?;
         Ok((next != state).then_some(next))
     })
@@ -48,7 +49,25 @@ pub(in crate::store) async fn on_approval(
     thread: &ThreadId,
     now: Timestamp,
 ) -> Result<()> {
-    log_event(tx, cache, thread, now, "approval", |state| Ok(Some(state))).await
+    log_event(tx, cache, thread, now, "approval", None, |state| {
+        Ok(Some(state))
+    })
+    .await
+}
+
+/// Records a progress note of a working task as an event of its log, without changing its
+/// state: streams, subscriptions and pushes show a `WORKING` status update with the note.
+pub(in crate::store) async fn on_progress(
+    tx: &mut Conn,
+    cache: &WebhookCache,
+    thread: &ThreadId,
+    now: Timestamp,
+    note: &str,
+) -> Result<()> {
+    log_event(tx, cache, thread, now, "progress", Some(note), |state| {
+        Ok((state == TaskState::Working).then_some(state))
+    })
+    .await
 }
 
 /// Appends to a task's log an event that no message caused: `next` gives the state after it from
@@ -59,6 +78,7 @@ async fn log_event(
     thread: &ThreadId,
     now: Timestamp,
     cause: &str,
+    note: Option<&str>,
     next: impl FnOnce(TaskState) -> Result<Option<TaskState>>,
 ) -> Result<()> {
     let row =
@@ -92,6 +112,7 @@ async fn log_event(
         channel: &channel,
         party: &party,
         new_task: false,
+        note,
     };
     append_event(tx, cache, event).await
 }

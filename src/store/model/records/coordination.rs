@@ -97,3 +97,70 @@ pub(in crate::store) fn lease(row: &Row) -> Result<LeaseRecord> {
         expires_at: Timestamp(row.try_get("expires_at")?),
     })
 }
+
+/// A progress note an agent's own tool added to a thread it holds the claim on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProgressRecord {
+    pub seq: i64,
+    pub person: PersonId,
+    /// The self-declared session that held the claim.
+    pub session: AgentIdentity,
+    pub tool: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// `ok` or `failed`.
+    pub outcome: String,
+    /// The same tool on the same target with the same outcome, coalesced into this note.
+    pub repeats: i64,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+impl ProgressRecord {
+    /// One line: "Edit src/lib.rs: ok (×3)".
+    pub fn text(&self) -> String {
+        let mut t = self.tool.clone();
+        if let Some(target) = &self.target {
+            t.push(' ');
+            t.push_str(target);
+        }
+        t.push_str(": ");
+        t.push_str(&self.outcome);
+        if self.repeats > 1 {
+            t.push_str(&format!(" (×{})", self.repeats));
+        }
+        t
+    }
+}
+
+/// What adding a progress note did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProgressAdded {
+    /// A new note (and, for a task, an event of its log).
+    Added(ProgressRecord),
+    /// Folded into the previous note (same tool, target and outcome, shortly after).
+    Coalesced(ProgressRecord),
+    /// The session holds no live claim on the thread (any more).
+    NoClaim,
+    /// The thread already got `per_minute` notes in the last minute.
+    RateLimited,
+    /// The thread holds `per_thread` notes: no more are kept.
+    Full,
+}
+
+pub(in crate::store) const PROGRESS_COLUMNS: &str =
+    "seq, person_id, session, tool, target, outcome, repeats, created_at, updated_at";
+
+pub(in crate::store) fn progress(row: &Row) -> Result<ProgressRecord> {
+    Ok(ProgressRecord {
+        seq: row.try_get("seq")?,
+        person: PersonId::parse(row.try_get::<String, _>("person_id")?)?,
+        session: AgentIdentity::parse(row.try_get::<String, _>("session")?)?,
+        tool: row.try_get("tool")?,
+        target: row.try_get("target")?,
+        outcome: row.try_get("outcome")?,
+        repeats: row.try_get("repeats")?,
+        created_at: Timestamp(row.try_get("created_at")?),
+        updated_at: Timestamp(row.try_get("updated_at")?),
+    })
+}

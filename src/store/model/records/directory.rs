@@ -28,6 +28,9 @@ pub struct TokenRecord {
     pub expires_at: Option<Timestamp>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub revoked_at: Option<Timestamp>,
+    /// When a request last used it, to the minute; none when never used since it was recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_used_at: Option<Timestamp>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -82,11 +85,14 @@ pub(in crate::store) fn token(row: &Row) -> Result<TokenRecord> {
         created_at: Timestamp(row.try_get("created_at")?),
         expires_at: row.try_get::<Option<i64>, _>("expires_at")?.map(Timestamp),
         revoked_at: row.try_get::<Option<i64>, _>("revoked_at")?.map(Timestamp),
+        last_used_at: row
+            .try_get::<Option<i64>, _>("last_used_at")?
+            .map(Timestamp),
     })
 }
 
 pub(in crate::store) const TOKEN_COLUMNS: &str =
-    "id, person_id, scopes, description, created_at, expires_at, revoked_at";
+    "id, person_id, scopes, description, created_at, expires_at, revoked_at, last_used_at";
 
 pub(in crate::store) fn channel(row: &Row, members: Vec<MemberRecord>) -> Result<ChannelRecord> {
     let policy: String = row.try_get("policy")?;

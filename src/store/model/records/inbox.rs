@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::domain::{ChannelName, MessageId, ThreadId, Timestamp};
+use crate::domain::{ChannelName, MessageId, PersonId, ThreadId, Timestamp};
 use crate::store::db::Row;
 use crate::store::error::{Result, StoreError, json_err};
 
@@ -56,5 +56,32 @@ pub(in crate::store) fn entry(row: &Row) -> Result<InboxEntry> {
         seq: row.try_get("seq")?,
         content,
         created_at: Timestamp(row.try_get("created_at")?),
+    })
+}
+
+/// One recipient's receipt of one message (SPEC §4): the inbox entry (delivered), and for each
+/// consumer that saw it, when its inbox call returned it (read) and when its cursor passed it
+/// (acknowledged). `consumer` is `None` while no consumer has seen it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReceiptRecord {
+    pub message: MessageId,
+    pub person: PersonId,
+    pub delivered_at: Timestamp,
+    pub consumer: Option<String>,
+    pub read_at: Option<Timestamp>,
+    pub acked_at: Option<Timestamp>,
+}
+
+pub(in crate::store) fn receipt(row: &Row) -> Result<ReceiptRecord> {
+    let at = |name: &str| -> Result<Option<Timestamp>> {
+        Ok(row.try_get::<Option<i64>, _>(name)?.map(Timestamp))
+    };
+    Ok(ReceiptRecord {
+        message: MessageId::parse(row.try_get::<String, _>("message_id")?)?,
+        person: PersonId::parse(row.try_get::<String, _>("person_id")?)?,
+        delivered_at: Timestamp(row.try_get("delivered_at")?),
+        consumer: row.try_get("consumer")?,
+        read_at: at("read_at")?,
+        acked_at: at("acked_at")?,
     })
 }

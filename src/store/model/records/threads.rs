@@ -6,8 +6,8 @@
 use serde::Serialize;
 
 use crate::domain::{
-    AgentIdentity, Attachment, ChannelName, Impact, Kind, MessageId, Outcome, PersonId, TaskState,
-    ThreadId, ThreadState, Timestamp,
+    AgentIdentity, Attachment, ChannelName, Impact, Kind, MessageId, Outcome, PersonId,
+    ReplyResult, TaskState, ThreadId, ThreadState, Timestamp, WrittenBy,
 };
 use crate::store::db::Row;
 use crate::store::error::{Result, StoreError, json_err};
@@ -48,11 +48,14 @@ pub struct TaskInfo {
 pub struct TaskEventRecord {
     pub seq: i64,
     pub state: TaskState,
-    /// `message` or `claim`.
+    /// `message`, `claim`, `approval` or `progress`.
     pub cause: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<MessageId>,
     pub created_at: Timestamp,
+    /// A `progress` event's note.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// Where to push a task's events.
@@ -97,6 +100,11 @@ pub struct MessageRecord {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
     pub created_at: Timestamp,
+    /// An agent for its person (the default), or the person herself.
+    pub written_by: WrittenBy,
+    /// A reply's structured result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<ReplyResult>,
 }
 
 /// The result of a post.
@@ -111,7 +119,7 @@ pub struct PostOutcome {
 }
 
 pub(in crate::store) const MESSAGE_COLUMNS: &str = "id, thread_id, channel, position, kind, author, agent, recipients, subject, body, \
-     attachments, impact, outcome, refers_to, idempotency_key, created_at";
+     attachments, impact, outcome, refers_to, idempotency_key, created_at, written_by, result";
 pub(in crate::store) const THREAD_COLUMNS: &str = "id, channel, subject, opener_kind, opened_by, state, asker, outcome, \
      message_count, created_at, updated_at, task_state, context_id, skill, reference_task_ids, task_event_seq";
 
@@ -148,6 +156,12 @@ pub(in crate::store) fn message(row: &Row) -> Result<MessageRecord> {
             .transpose()?,
         idempotency_key: row.try_get("idempotency_key")?,
         created_at: Timestamp(row.try_get("created_at")?),
+        written_by: opt_parse(row.try_get("written_by")?)?.unwrap_or(WrittenBy::Agent),
+        result: row
+            .try_get::<Option<String>, _>("result")?
+            .map(|r| serde_json::from_str(&r))
+            .transpose()
+            .map_err(json_err)?,
     })
 }
 
@@ -201,6 +215,7 @@ pub(in crate::store) fn event(row: &Row) -> Result<TaskEventRecord> {
             .map(MessageId::parse)
             .transpose()?,
         created_at: Timestamp(row.try_get("created_at")?),
+        note: row.try_get("note")?,
     })
 }
 
