@@ -10,6 +10,7 @@
 //! - `compose`: writing a new thread as the person herself; `thread`: one thread, live, with its
 //!   receipts, and the reply and close forms; `upload`: the writing forms' fields and files, and
 //!   attachments served back as downloads.
+//! - `activity`: a channel's weekly figures as small SVG charts with their numbers.
 //! - `agents`: "connect an agent": a member's own agent tokens, with ready settings.
 //! - `view`: the approval card both show.
 //!
@@ -17,6 +18,7 @@
 //! framing), `X-Frame-Options: DENY`, `Referrer-Policy: no-referrer` (link secrets sit in URLs)
 //! and, except for the static files, `Cache-Control: no-store` (pages hold CSRF tokens).
 
+mod activity;
 mod agents;
 mod compose;
 mod links;
@@ -84,6 +86,7 @@ fn templates() -> Environment<'static> {
         ("leases.html", include_str!("templates/leases.html")),
         ("compose.html", include_str!("templates/compose.html")),
         ("agents.html", include_str!("templates/agents.html")),
+        ("activity.html", include_str!("templates/activity.html")),
     ] {
         env.add_template(name, source)
             .expect("the console's templates are valid");

@@ -52,6 +52,7 @@ pub(super) fn routes() -> Router<Console> {
             "/console/threads/{id}/close",
             post(super::thread::close).get(super::compose::no_get),
         )
+        .route("/console/activity", get(super::activity::page))
         .route(
             "/console/agents",
             get(super::agents::page).post(super::agents::issue),
@@ -406,10 +407,18 @@ async fn fleet(State(c): State<Console>, headers: HeaderMap) -> Result<Response,
         .fleet(&s.caller)
         .await
         .map_err(|e| Page::from(e).with(&c, true).into_response())?;
+    let people: Vec<_> = fleet.iter().map(|p| p.person.clone()).collect();
+    let names = c
+        .service
+        .display_names(&people)
+        .await
+        .map_err(|e| Page::from(e).with(&c, true).into_response())?;
     let rows: Vec<_> = fleet
         .iter()
         .map(|p| {
-            minijinja::context! { person => p.person.as_str(), agent => p.agent.as_str(),
+            minijinja::context! { person => p.person.as_str(),
+                name => names.get(&p.person).cloned().unwrap_or_else(|| p.person.to_string()),
+                agent => p.agent.as_str(),
                 transition => p.transition.as_str(), task => p.task.as_deref().map(crate::domain::text::one_line),
                 updated_at => p.updated_at.to_string(), expires_at => p.expires_at.to_string() }
         })
@@ -429,10 +438,17 @@ async fn leases(State(c): State<Console>, headers: HeaderMap) -> Result<Response
         .leases(&s.caller)
         .await
         .map_err(|e| Page::from(e).with(&c, true).into_response())?;
+    let people: Vec<_> = leases.iter().map(|l| l.person.clone()).collect();
+    let names = c
+        .service
+        .display_names(&people)
+        .await
+        .map_err(|e| Page::from(e).with(&c, true).into_response())?;
     let rows: Vec<_> = leases
         .iter()
         .map(|l| {
             minijinja::context! { resource => l.resource.as_str(), person => l.person.as_str(),
+            name => names.get(&l.person).cloned().unwrap_or_else(|| l.person.to_string()),
             agent => l.agent.as_str(), mode => l.mode.as_str(),
             acquired_at => l.acquired_at.to_string(), expires_at => l.expires_at.to_string() }
         })

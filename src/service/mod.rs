@@ -5,6 +5,7 @@
 //! drain, claims, leases) live here; the store only persists, the fronts only translate. Nothing here
 //! knows about HTTP, MCP or A2A.
 
+mod activity;
 mod admin;
 mod approvals;
 mod auth;
@@ -30,6 +31,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
+pub use activity::{Activity, MAX_ACTIVITY_WEEKS, WeekActivity, week_start};
 pub use admin::{ChannelSpec, IssuedToken, MemberChange, PartySpec, TokenSpec};
 pub use approvals::{ApprovalPage, ApprovalView, CONFIRM_CHARS};
 pub use coordination::{ClaimAction, ClaimTarget, LeaseSpec, PresenceSpec};

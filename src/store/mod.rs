@@ -27,6 +27,7 @@
 //!   [`remotes`], [`coordination`], [`signing_keys`]. Nothing imports them, and they do not
 //!   import one another.
 
+mod activity;
 mod approvals;
 mod cache;
 mod coordination;
@@ -52,6 +53,7 @@ mod writer;
 
 use db::{BoxFut, Conn};
 
+pub use activity::{OpenedThread, WEEK_MS, WeekCount};
 pub use cache::TTL as DIRECTORY_TTL;
 pub use error::{Result, StoreError};
 pub use model::input::{

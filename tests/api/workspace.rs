@@ -598,3 +598,183 @@ async fn a_working_tasks_progress_note_is_an_event_of_its_log() {
     let (again, _) = s.task_events(&partner, &task, 0, false).await.unwrap();
     assert_eq!(again.len(), events.len());
 }
+
+#[tokio::test]
+async fn the_activity_of_a_channel_matches_a_seeded_history_exactly() {
+    use liaison::domain::{Decision, DecisionPath, Impact, Kind, PersonKind, TaskState, Timestamp};
+    use liaison::service::{Settings, SkillRoute, TaskMessage, week_start};
+    use liaison::store::WEEK_MS;
+    let settings = Settings {
+        skills: vec![SkillRoute {
+            id: "ask".into(),
+            channel: channel("partners"),
+            kind: Kind::Question,
+            impact: None,
+        }],
+        default_skill: Some("ask".into()),
+        ..Settings::default()
+    };
+    let env = TestEnv::with_settings(settings).await;
+    let alice = env.member("alice", "claude@a:1").await;
+    let bob = env.member("bob", "claude@b:1").await;
+    env.person("partner", PersonKind::External).await;
+    env.channel("demo", &["alice", "bob"]).await;
+    env.channel("partners", &["alice", "partner"]).await;
+    let partner = env.caller("partner", Scope::Agent, "remote@p:1").await;
+    let bob_human = env.caller("bob", Scope::Human, "bob@console:1").await;
+    let s = &env.service;
+    // Start on a Monday, 01:00 UTC, so that nothing of the first week spills into the next.
+    let now = liaison::clock::Clock::now(&env.clock);
+    let monday = week_start(now).0 + WEEK_MS + 3_600_000;
+    env.clock.advance_secs((monday - now.0) / 1000);
+    let ask = |body: &str| post("question", Some("demo"), None, body);
+    let change = |body: &str| {
+        let mut r = post("request", Some("demo"), None, body);
+        r.impact = Some(Impact::Code);
+        r
+    };
+
+    // Week 1: two questions answered after 60 s and 600 s (one then closed), an announce
+    // nobody answers, a request allowed, a request rejected (which closes its thread).
+    let q1 = s.post(&alice, ask("q1")).await.unwrap();
+    let q2 = s.post(&alice, ask("q2")).await.unwrap();
+    s.post(&alice, post("announce", Some("demo"), None, "fyi"))
+        .await
+        .unwrap();
+    env.clock.advance_secs(60);
+    s.post(&bob, post("reply", None, Some(&q1.thread), "a1"))
+        .await
+        .unwrap();
+    env.clock.advance_secs(540);
+    s.post(&bob, post("reply", None, Some(&q2.thread), "a2"))
+        .await
+        .unwrap();
+    s.post(&alice, post("close", None, Some(&q2.thread), ""))
+        .await
+        .unwrap();
+    for (body, decision) in [("r1", Decision::Allow), ("r2", Decision::Reject)] {
+        let r = s.post(&alice, change(body)).await.unwrap();
+        let reason = (decision == Decision::Reject).then(|| "not now".to_owned());
+        s.decide(
+            &bob_human,
+            &r.approval.unwrap(),
+            decision,
+            reason,
+            DecisionPath::Console,
+        )
+        .await
+        .unwrap();
+    }
+
+    // Week 2: a request that expires (and closes), a question answered after 30 s; in
+    // #partners a task answered after 45 s (completed).
+    env.clock.advance_secs(7 * 24 * 3600);
+    s.post(&alice, change("r3")).await.unwrap();
+    let q4 = s.post(&bob, ask("q4")).await.unwrap();
+    env.clock.advance_secs(30);
+    s.post(&alice, post("reply", None, Some(&q4.thread), "a4"))
+        .await
+        .unwrap();
+    let task = s
+        .send_task_message(
+            &partner,
+            TaskMessage {
+                message_id: "m1".into(),
+                body: "Which TLS?".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .thread
+        .id;
+    env.clock.advance_secs(45);
+    s.post(&alice, post("reply", None, Some(&task), "1.3"))
+        .await
+        .unwrap();
+    assert_eq!(
+        s.task(&partner, &task, None).await.unwrap().state(),
+        TaskState::Completed
+    );
+    env.clock.advance_secs(25 * 3600);
+    assert_eq!(s.expire_approvals().await.unwrap(), 1);
+
+    let demo = s.activity(&alice, &channel("demo"), Some(3)).await.unwrap();
+    let w = &demo.weeks;
+    assert_eq!(w.len(), 3);
+    assert_eq!(w[2].start, Timestamp(monday - 3_600_000 + WEEK_MS));
+    // The week before the history: nothing.
+    assert_eq!(
+        (w[0].opened, w[0].allowed, w[0].first_reply_p50_s),
+        (0, 0, None)
+    );
+    let week1 = (
+        w[1].opened,
+        w[1].answered,
+        w[1].closed,
+        w[1].first_reply_p50_s,
+        w[1].first_reply_p90_s,
+    );
+    assert_eq!(week1, (5, 2, 2, Some(60), Some(600)));
+    let approvals1 = (
+        w[1].allowed,
+        w[1].rejected,
+        w[1].expired,
+        w[1].refused_requests,
+    );
+    assert_eq!(approvals1, (1, 1, 0, 1));
+    let week2 = (
+        w[2].opened,
+        w[2].answered,
+        w[2].closed,
+        w[2].first_reply_p50_s,
+        w[2].first_reply_p90_s,
+    );
+    assert_eq!(week2, (2, 1, 1, Some(30), Some(30)));
+    assert_eq!(
+        (
+            w[2].allowed,
+            w[2].rejected,
+            w[2].expired,
+            w[2].refused_requests
+        ),
+        (0, 0, 1, 0)
+    );
+    assert!(w.iter().all(|w| w.tasks.is_empty()));
+
+    let partners = s
+        .activity(&alice, &channel("partners"), Some(3))
+        .await
+        .unwrap();
+    let p = &partners.weeks[2];
+    assert_eq!(
+        (p.opened, p.answered, p.first_reply_p50_s),
+        (1, 1, Some(45))
+    );
+    assert_eq!(p.tasks.get("completed"), Some(&1));
+    // A channel she is not in looks like one that does not exist; bounds at both edges.
+    let e = s
+        .activity(&bob, &channel("partners"), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotFound);
+    for bad in [0, liaison::service::MAX_ACTIVITY_WEEKS + 1] {
+        let e = s
+            .activity(&alice, &channel("demo"), Some(bad))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidInput);
+    }
+    let longest = s
+        .activity(
+            &alice,
+            &channel("demo"),
+            Some(liaison::service::MAX_ACTIVITY_WEEKS),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        longest.weeks.len(),
+        liaison::service::MAX_ACTIVITY_WEEKS as usize
+    );
+}

@@ -160,6 +160,15 @@ async def test_alice_connects_an_agent_writes_to_bob_watches_the_answer_and_revo
                 assert await page.evaluate("window.__sameDocument === true"), "the page was reloaded"
                 await page.screenshot(path=str(ARTIFACTS / "thread-laptop.png"), full_page=True)
                 await shots(browser, laptop, thread_url, "thread")
+                # Activity: this week's row counts alice's thread, answered; the chart is drawn.
+                await page.get_by_role("link", name="Activity").click()
+                await page.get_by_role("link", name="#demo").click()
+                row = page.locator("#chart-threads tbody tr").last
+                await expect(row.locator("td")).to_have_text(["1", "1", "0"])
+                await expect(page.locator("#chart-threads svg rect")).to_have_count(2)
+                await expect(page.locator("#chart-first-reply tbody tr").last.locator("td").first).to_contain_text(" s")
+                await shots(browser, laptop, f"{srv.url}/console/activity?channel=demo", "activity")
+                await page.goto(thread_url)
                 await shots(browser, laptop, f"{srv.url}/console/compose?channel=demo", "compose")
 
                 # A refused answer shows its reason by the form and posts nothing.
@@ -217,7 +226,8 @@ async def test_alice_connects_an_agent_writes_to_bob_watches_the_answer_and_revo
 @pytest.mark.anyio
 async def test_an_a2a_client_following_a_task_sees_the_agents_progress_as_working_updates():
     from a2a.client import A2ACardResolver, ClientFactory
-    from a2a.types import SubscribeToTaskRequest, TaskState
+    from a2a.types import GetTaskRequest, SubscribeToTaskRequest, TaskState
+    from google.protobuf import json_format
     from test_a2a import client_config, send, user_message
 
     srv, dbname = start_server("--demo")
@@ -261,6 +271,19 @@ async def test_an_a2a_client_following_a_task_sees_the_agents_progress_as_workin
                 (TaskState.TASK_STATE_WORKING, "Progress: Bash systemctl: failed"),
             ], updates
             assert not any("PRIVATE KEY" in t for _, t in updates)
+            # The reply's structured result reaches the client as a data part of its artifact.
+            async with connect(srv, demo["alice"]["agent_token"], agent="claude@alice-laptop:1") as agent:
+                await call(agent, "post", kind="reply", thread=task.id, body="Rotated; nginx reloaded by hand.",
+                           result={"status": "partial", "summary": "Certificate rotated, reload failed once",
+                                   "checks": [{"name": "nginx -t", "outcome": "passed"}]})
+            done = await client.get_task(GetTaskRequest(id=task.id))
+            assert done.status.state == TaskState.TASK_STATE_COMPLETED
+            parts = done.artifacts[-1].parts
+            assert parts[0].text == "Rotated; nginx reloaded by hand."
+            data = [p for p in parts if p.media_type == "application/vnd.liaison.result+json"]
+            assert len(data) == 1, parts
+            result = json_format.MessageToDict(data[0].data)
+            assert result["status"] == "partial" and result["checks"][0]["outcome"] == "passed", result
             await client.close()
             await follower.close()
     finally:

@@ -1,0 +1,222 @@
+//! The channel's activity as a member sees it (SPEC §11): per week, threads opened, answered and
+//! closed, the time to the first reply (p50, p90), approvals allowed, rejected and expired with the
+//! requests a human refused, and external tasks by final state — each a small SVG bar chart drawn
+//! on the server, with its numbers in a table beside it (readable without the chart). The figures
+//! are the service's (`Service::activity`).
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use minijinja::value::Serde;
+use serde::{Deserialize, Serialize};
+
+use super::pages::{frame, signed_in};
+use super::{Console, Page};
+use crate::domain::ChannelName;
+use crate::service::{ServiceError, WeekActivity};
+
+/// Width of one week's group of bars, and the chart's height, in SVG units.
+const GROUP: f64 = 36.0;
+const HEIGHT: f64 = 80.0;
+
+#[derive(Deserialize, Default)]
+pub(super) struct ActivityQuery {
+    channel: Option<String>,
+    weeks: Option<u32>,
+}
+
+#[derive(Serialize)]
+struct Bar {
+    x: f64,
+    y: f64,
+    width: f64,
+    height: f64,
+    class: &'static str,
+    title: String,
+}
+
+#[derive(Serialize)]
+struct Chart {
+    id: &'static str,
+    title: &'static str,
+    /// (name, css class) of each series, in the legend's order.
+    series: Vec<(&'static str, &'static str)>,
+    bars: Vec<Bar>,
+    width: f64,
+    height: f64,
+    /// The table: one row per week, a cell per series.
+    rows: Vec<(String, Vec<String>)>,
+}
+
+/// One series of a chart: its name, its CSS class, its value in a week, and that value as text.
+type Series = (
+    &'static str,
+    &'static str,
+    fn(&WeekActivity) -> Option<i64>,
+    fn(i64) -> String,
+);
+
+/// A chart of `series` over `weeks`.
+fn chart(
+    id: &'static str,
+    title: &'static str,
+    weeks: &[WeekActivity],
+    series: &[Series],
+) -> Chart {
+    let max = weeks
+        .iter()
+        .flat_map(|w| series.iter().filter_map(|s| (s.2)(w)))
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
+    let width = GROUP / (series.len() as f64 + 1.0);
+    let mut bars = Vec::new();
+    let mut rows = Vec::new();
+    for (i, w) in weeks.iter().enumerate() {
+        let day = w.start.to_string();
+        let week = day.get(..10).unwrap_or(&day).to_owned();
+        let mut cells = Vec::new();
+        for (k, (name, class, value, text)) in series.iter().enumerate() {
+            let v = value(w);
+            cells.push(v.map_or_else(|| "–".to_owned(), *text));
+            if let Some(v) = v.filter(|v| *v > 0) {
+                let h = (v as f64 / max * HEIGHT).max(1.0);
+                bars.push(Bar {
+                    x: i as f64 * GROUP + width * (k as f64 + 0.5),
+                    y: HEIGHT - h,
+                    width,
+                    height: h,
+                    class,
+                    title: format!("week of {week}: {name} {}", text(v)),
+                });
+            }
+        }
+        rows.push((week, cells));
+    }
+    Chart {
+        id,
+        title,
+        series: series.iter().map(|s| (s.0, s.1)).collect(),
+        bars,
+        width: weeks.len() as f64 * GROUP,
+        height: HEIGHT,
+        rows,
+    }
+}
+
+fn count(n: i64) -> String {
+    n.to_string()
+}
+
+/// Seconds as "45 s", "12 min", "3.5 h", "2.0 d".
+fn duration(s: i64) -> String {
+    match s {
+        s if s < 120 => format!("{s} s"),
+        s if s < 7_200 => format!("{} min", s / 60),
+        s if s < 172_800 => format!("{:.1} h", s as f64 / 3_600.0),
+        s => format!("{:.1} d", s as f64 / 86_400.0),
+    }
+}
+
+fn task(w: &WeekActivity, state: &str) -> Option<i64> {
+    Some(w.tasks.get(state).copied().unwrap_or(0))
+}
+
+/// `GET /console/activity?channel=…&weeks=…`.
+pub(super) async fn page(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    q: Result<Query<ActivityQuery>, QueryRejection>,
+) -> Result<Response, Response> {
+    let s = signed_in(&c, &headers).await?;
+    let fail = |e: ServiceError| Page::from(e).with(&c, true).into_response();
+    let q = q.map(|q| q.0).unwrap_or_default();
+    let channels: Vec<String> = c
+        .service
+        .channels(&s.caller)
+        .await
+        .map_err(fail)?
+        .into_iter()
+        .map(|ch| ch.name.to_string())
+        .collect();
+    let chosen = q.channel.or_else(|| channels.first().cloned());
+    let mut charts = Vec::new();
+    if let Some(name) = &chosen {
+        let name = ChannelName::parse(name.as_str())
+            .map_err(|_| fail(ServiceError::not_found("channel", name)))?;
+        let activity = c
+            .service
+            .activity(&s.caller, &name, q.weeks)
+            .await
+            .map_err(fail)?;
+        let w = &activity.weeks;
+        charts.push(chart(
+            "threads",
+            "Threads opened, and of those answered and closed",
+            w,
+            &[
+                ("opened", "s1", |w| Some(w.opened), count),
+                ("answered", "s2", |w| Some(w.answered), count),
+                ("closed", "s3", |w| Some(w.closed), count),
+            ],
+        ));
+        charts.push(chart(
+            "first-reply",
+            "Time to the first reply",
+            w,
+            &[
+                ("p50", "s1", |w| w.first_reply_p50_s, duration),
+                ("p90", "s2", |w| w.first_reply_p90_s, duration),
+            ],
+        ));
+        charts.push(chart(
+            "approvals",
+            "Approvals settled, and requests a human refused",
+            w,
+            &[
+                ("allowed", "s2", |w| Some(w.allowed), count),
+                ("rejected", "s4", |w| Some(w.rejected), count),
+                ("expired", "s3", |w| Some(w.expired), count),
+                (
+                    "requests refused",
+                    "s5",
+                    |w| Some(w.refused_requests),
+                    count,
+                ),
+            ],
+        ));
+        charts.push(chart(
+            "tasks",
+            "External tasks ended, by final state",
+            w,
+            &[
+                ("completed", "s2", |w| task(w, "completed"), count),
+                ("failed", "s4", |w| task(w, "failed"), count),
+                ("canceled", "s3", |w| task(w, "canceled"), count),
+                ("rejected", "s5", |w| task(w, "rejected"), count),
+            ],
+        ));
+    }
+    c.render(
+        "activity.html",
+        minijinja::context! { channels => channels, channel => chosen, charts => Serde(charts),
+        ..Serde(frame(&s, "activity")) },
+    )
+    .map(IntoResponse::into_response)
+    .map_err(IntoResponse::into_response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_people_say_them() {
+        assert_eq!(duration(45), "45 s");
+        assert_eq!(duration(600), "10 min");
+        assert_eq!(duration(5_400), "90 min");
+        assert_eq!(duration(9_000), "2.5 h");
+        assert_eq!(duration(259_200), "3.0 d");
+    }
+}
