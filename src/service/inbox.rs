@@ -193,8 +193,10 @@ impl Service {
         let _guard;
         let mut subscription = None;
         if wait_s > 0 {
-            _guard = self.count_waiter(&person)?;
+            // Subscribed before counted: a long-poll that `waiting` (the `liaison_inbox_waiters`
+            // gauge) counts is one that a publish wakes.
             subscription = Some(self.inner.bus.subscribe(&Topic::inbox(&person)));
+            _guard = self.count_waiter(&person)?;
         }
         let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_s);
         loop {
