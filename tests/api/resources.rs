@@ -7,7 +7,7 @@ use liaison::bus::{LocalBus, Topic, WakeBus as _};
 use liaison::domain::{PersonKind, Scope};
 use liaison::service::{ErrorCode, InboxRequest, LimitSettings, Rate, Settings};
 
-use crate::helpers::{TestDb, TestEnv, pid, post};
+use crate::helpers::{TestDb, TestEnv, pid, post, until_waiting};
 
 fn wait(consumer: &str, wait_s: u64) -> InboxRequest {
     InboxRequest {
@@ -31,7 +31,8 @@ async fn wake_up_topics_go_when_their_long_polls_end() {
     env.channel("team", &["alice", "bob"]).await;
     // The service's own standing subscription (its cached directory's invalidation) stays.
     let standing = bus.topic_count();
-    // Long-polls that end because they are abandoned (a client gone)…
+    // Long-polls that end because they are abandoned (a client gone) while waiting: each round
+    // aborts them only once all eight wait, subscribed to alice's topic.
     for round in 0..20 {
         let mut polls = Vec::new();
         for i in 0..8 {
@@ -41,11 +42,26 @@ async fn wake_up_topics_go_when_their_long_polls_end() {
                 s.inbox(&a, wait(&consumer, 50)).await
             }));
         }
-        tokio::task::yield_now().await;
+        until_waiting(&env.service, 8).await;
+        assert_eq!(
+            bus.topic_count(),
+            standing + 1,
+            "round {round}: alice's topic"
+        );
         for p in polls {
             p.abort();
             let _ = p.await;
         }
+        assert_eq!(
+            env.service.waiting().0,
+            0,
+            "round {round}: a waiter outlived its poll"
+        );
+        assert_eq!(
+            bus.topic_count(),
+            standing,
+            "round {round}: a topic outlived its abandoned waiters"
+        );
     }
     // …and long-polls that end because an entry arrived.
     let mut polls = Vec::new();
@@ -55,9 +71,7 @@ async fn wake_up_topics_go_when_their_long_polls_end() {
             s.inbox(&b, wait(&format!("w{i}"), 50)).await
         }));
     }
-    while bus.topic_count() == standing {
-        tokio::task::yield_now().await;
-    }
+    until_waiting(&env.service, 8).await;
     env.service
         .post(&alice, post("announce", Some("team"), None, "hello"))
         .await
