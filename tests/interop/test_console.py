@@ -169,7 +169,9 @@ async def test_a_human_decides_in_the_console_and_the_waiting_agents_proceed():
             page.on("request", lambda r: sent.append((r.method, r.url, r.post_data or "")))
             reason = other_card.get_by_label("Reason")
             await other_card.get_by_role("button", name="Reject").click()
-            # The browser refuses an empty reason (required): the field says so, and nothing was sent.
+            # The browser refuses an empty reason (required): nothing was sent (a submission would
+            # have started its request before the click returned), and the field says why.
+            assert not [r for r in sent if r[0] == "POST"], sent
             assert await reason.evaluate("el => el.validity.valueMissing"), "an empty reason passed validation"
             await expect(other_card).to_be_visible()
             await reason.fill("The audit log is append-only by design.")
