@@ -112,6 +112,16 @@ async fn a_retried_post_with_the_same_key_returns_the_first_result_and_creates_n
 
 #[tokio::test]
 async fn concurrent_retries_with_one_key_create_one_message() {
+    retries_create_one_message().await;
+}
+
+/// The same race on a multi-threaded runtime: the contenders run at once on two threads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_two_threads_concurrent_retries_with_one_key_create_one_message() {
+    retries_create_one_message().await;
+}
+
+async fn retries_create_one_message() {
     let (env, alice, _bob) = two_members().await;
     let mut req = post("announce", Some("demo"), None, "once");
     req.idempotency_key = Some("race".into());
@@ -357,6 +367,16 @@ async fn a_thread_page_or_inbox_page_holds_at_most_twenty_thousand_characters_of
 /// written once, in order, with its inbox entries.
 #[tokio::test]
 async fn a_thread_closed_among_concurrent_posts_loses_none_and_writes_each_once() {
+    close_among_posts().await;
+}
+
+/// The same race on a multi-threaded runtime: the contenders run at once on two threads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_two_threads_a_thread_closed_among_concurrent_posts_loses_none_and_writes_each_once() {
+    close_among_posts().await;
+}
+
+async fn close_among_posts() {
     let (env, alice, bob) = two_members().await;
     let s = &env.service;
     let question = s
