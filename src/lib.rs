@@ -49,5 +49,7 @@ pub mod net;
 pub mod remote;
 pub mod service;
 pub mod store;
+#[cfg(test)]
+mod test_db;
 pub mod wire;
 pub mod workers;
