@@ -240,3 +240,53 @@ async fn reads_cancelled_half_way_leave_every_later_read_answering() {
     assert!((1..=32).contains(&open), "{open} read connections open");
     assert!(idle as u32 <= open);
 }
+
+/// `max_waiters_per_person` long-polls of one person wait together; one more is refused at once
+/// (`too_many_waiters`), another person's is not, and a poll that ends frees its place.
+#[tokio::test]
+async fn a_person_holds_at_most_the_configured_number_of_waiting_long_polls() {
+    let env = TestEnv::with_settings(Settings {
+        max_waiters_per_person: 3,
+        ..Settings::default()
+    })
+    .await;
+    let max = env.service.settings().max_waiters_per_person;
+    let alice = env.member("alice", "claude@a:1").await;
+    let bob = env.member("bob", "codex@b:1").await;
+    env.channel("team", &["alice", "bob"]).await;
+    let mut polls = Vec::new();
+    for i in 0..max {
+        let (s, b) = (env.service.clone(), bob.clone());
+        polls.push(tokio::spawn(async move {
+            s.inbox(&b, wait(&format!("w{i}"), 50)).await
+        }));
+    }
+    // All of them at once: the limit is reached, not passed.
+    until_waiting(&env.service, max).await;
+    let refused = env
+        .service
+        .inbox(&bob, wait("one-more", 50))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, ErrorCode::TooManyWaiters);
+    assert_eq!(env.service.waiting().0, max);
+    // Without wait_s a poll is not a waiter and is served.
+    env.service.inbox(&bob, wait("peek", 0)).await.unwrap();
+    // Another person has places of their own.
+    let (s, a) = (env.service.clone(), alice.clone());
+    let other = tokio::spawn(async move { s.inbox(&a, wait("a", 50)).await });
+    until_waiting(&env.service, max + 1).await;
+    // One of bob's ends: its place is free again.
+    let first = polls.remove(0);
+    first.abort();
+    let _ = first.await;
+    let (s, b) = (env.service.clone(), bob.clone());
+    polls.push(tokio::spawn(
+        async move { s.inbox(&b, wait("again", 50)).await },
+    ));
+    until_waiting(&env.service, max + 1).await;
+    for p in polls.into_iter().chain([other]) {
+        p.abort();
+        let _ = p.await;
+    }
+}
