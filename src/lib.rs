@@ -49,7 +49,5 @@ pub mod net;
 pub mod remote;
 pub mod service;
 pub mod store;
-#[cfg(test)]
-mod test_db;
 pub mod wire;
 pub mod workers;

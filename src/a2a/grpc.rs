@@ -407,12 +407,12 @@ mod tests {
         /// A team member who answers tasks.
         alice: Caller,
         partner_secret: String,
-        _db: crate::test_db::TestDb,
+        _db: crate::store::test_db::TestDb,
     }
 
     async fn env(version: SpecVersion) -> Env {
         crate::net::tls::install_crypto_provider();
-        let db = crate::test_db::TestDb::new().await;
+        let db = crate::store::test_db::TestDb::new().await;
         let store = Store::open(&db.url).await.unwrap();
         let channel = ChannelName::parse("partners").unwrap();
         let settings = Settings {

@@ -567,7 +567,7 @@ mod tests {
     use crate::store::db::query;
 
     /// A writer over a table `t` in `db`, on the backend the suite runs on (as the store opens it).
-    async fn writer(db: &crate::test_db::TestDb) -> BatchWriter {
+    async fn writer(db: &crate::store::test_db::TestDb) -> BatchWriter {
         let Some(path) = db.sqlite_path() else {
             let options: sqlx::any::AnyConnectOptions = db.url.parse().unwrap();
             let mut setup = <sqlx::AnyConnection as sqlx::Connection>::connect_with(&options)
@@ -601,7 +601,7 @@ mod tests {
     }
 
     /// The ids kept in `t`, in order.
-    async fn rows(db: &crate::test_db::TestDb) -> Vec<String> {
+    async fn rows(db: &crate::store::test_db::TestDb) -> Vec<String> {
         let Some(path) = db.sqlite_path() else {
             let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(&db.url)
                 .await
@@ -645,7 +645,7 @@ mod tests {
     /// Runs `jobs` (id, repeatable, act) as one batch, behind a job that holds the writer until
     /// they are all queued; returns each job's answer, how often each ran, and the rows kept.
     async fn batch(jobs: &[(&str, bool, Act)]) -> (Vec<Result<()>>, Vec<usize>, Vec<String>) {
-        let db = crate::test_db::TestDb::new().await;
+        let db = crate::store::test_db::TestDb::new().await;
         let w = Arc::new(writer(&db).await);
         // The writer runs this job alone while the others queue behind it: they make one batch.
         let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
