@@ -55,6 +55,9 @@ cargo test --locked -- --test-threads=2
 
 step "Rust suite on PostgreSQL"
 LIAISON_TEST_DATABASE_URL=$pg_url cargo test --locked --test api -- --test-threads=2
+# The unit tests that open a store (the writer's group commit, the gRPC service in process) pick
+# the backend the same way (src/store/test_db.rs).
+LIAISON_TEST_DATABASE_URL=$pg_url cargo test --locked --lib -- --test-threads=2
 
 # The same server through its Unix socket (what the README suggests on one host): the read pool
 # under bursts of connections, the bus and the replicas.

@@ -398,7 +398,8 @@ mod tests {
         assert_eq!((http, grpc), (418, None));
     }
 
-    // In-process: the trait methods against a Service over a temporary SQLite database.
+    // In-process: the trait methods against a Service over a fresh database (SQLite, or PostgreSQL
+    // when LIAISON_TEST_DATABASE_URL names a server).
 
     struct Env {
         grpc: GrpcA2a,
@@ -406,14 +407,13 @@ mod tests {
         /// A team member who answers tasks.
         alice: Caller,
         partner_secret: String,
-        _dir: tempfile::TempDir,
+        _db: crate::store::test_db::TestDb,
     }
 
     async fn env(version: SpecVersion) -> Env {
         crate::net::tls::install_crypto_provider();
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("liaison.db").display());
-        let store = Store::open(&url).await.unwrap();
+        let db = crate::store::test_db::TestDb::new().await;
+        let store = Store::open(&db.url).await.unwrap();
         let channel = ChannelName::parse("partners").unwrap();
         let settings = Settings {
             skills: vec![SkillRoute {
@@ -497,7 +497,7 @@ mod tests {
             service,
             alice,
             partner_secret,
-            _dir: dir,
+            _db: db,
         }
     }
 

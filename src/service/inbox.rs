@@ -211,8 +211,10 @@ impl Service {
         let _guard;
         let mut subscription = None;
         if wait_s > 0 {
-            _guard = self.count_waiter(caller)?;
+            // Subscribed before counted: a long-poll that `waiting` (the `liaison_inbox_waiters`
+            // gauge) counts is one that a publish wakes.
             subscription = Some(self.inner.bus.subscribe(&Topic::inbox(&person)));
+            _guard = self.count_waiter(caller)?;
         }
         let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_s);
         let mut woke = false;

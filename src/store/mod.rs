@@ -47,6 +47,8 @@ mod remote_tasks;
 mod remotes;
 mod signing_keys;
 mod sqlite;
+#[cfg(test)]
+pub(crate) mod test_db;
 mod tx;
 mod webhooks;
 mod writer;

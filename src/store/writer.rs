@@ -566,8 +566,29 @@ mod tests {
     use super::*;
     use crate::store::db::query;
 
-    async fn writer(dir: &tempfile::TempDir) -> BatchWriter {
-        let conn = crate::store::db::connect(&dir.path().join("w.db"), true).unwrap();
+    /// A writer over a table `t` in `db`, on the backend the suite runs on (as the store opens it).
+    async fn writer(db: &crate::store::test_db::TestDb) -> BatchWriter {
+        let Some(path) = db.sqlite_path() else {
+            let options: sqlx::any::AnyConnectOptions = db.url.parse().unwrap();
+            let mut setup = <sqlx::AnyConnection as sqlx::Connection>::connect_with(&options)
+                .await
+                .unwrap();
+            sqlx::Executor::execute(&mut setup, "CREATE TABLE t (id TEXT PRIMARY KEY)")
+                .await
+                .unwrap();
+            let connect = {
+                let options = options.clone();
+                async move {
+                    Ok(Conn::Pg(
+                        <sqlx::AnyConnection as sqlx::Connection>::connect_with(&options).await?,
+                    ))
+                }
+            };
+            return BatchWriter::start(connect, "BEGIN; SAVEPOINT job", Some(options))
+                .await
+                .unwrap();
+        };
+        let conn = crate::store::db::connect(&path, true).unwrap();
         conn.execute_batch("CREATE TABLE t (id TEXT PRIMARY KEY)")
             .unwrap();
         BatchWriter::start(
@@ -577,6 +598,28 @@ mod tests {
         )
         .await
         .unwrap()
+    }
+
+    /// The ids kept in `t`, in order.
+    async fn rows(db: &crate::store::test_db::TestDb) -> Vec<String> {
+        let Some(path) = db.sqlite_path() else {
+            let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(&db.url)
+                .await
+                .unwrap();
+            let rows = sqlx::query_scalar::<_, String>("SELECT id FROM t ORDER BY id")
+                .fetch_all(&mut conn)
+                .await
+                .unwrap();
+            return rows;
+        };
+        rusqlite::Connection::open(path)
+            .unwrap()
+            .prepare("SELECT id FROM t ORDER BY id")
+            .unwrap()
+            .query_map([], |r| r.get::<_, String>(0))
+            .unwrap()
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .unwrap()
     }
 
     /// What a test job does: insert its row, then fail or not.
@@ -602,8 +645,8 @@ mod tests {
     /// Runs `jobs` (id, repeatable, act) as one batch, behind a job that holds the writer until
     /// they are all queued; returns each job's answer, how often each ran, and the rows kept.
     async fn batch(jobs: &[(&str, bool, Act)]) -> (Vec<Result<()>>, Vec<usize>, Vec<String>) {
-        let dir = tempfile::tempdir().unwrap();
-        let w = Arc::new(writer(&dir).await);
+        let db = crate::store::test_db::TestDb::new().await;
+        let w = Arc::new(writer(&db).await);
         // The writer runs this job alone while the others queue behind it: they make one batch.
         let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let hold = tokio::spawn({
@@ -644,14 +687,7 @@ mod tests {
         }
         let answers = futures::future::join_all(answers).await;
         hold.await.unwrap().unwrap();
-        let rows = rusqlite::Connection::open(dir.path().join("w.db"))
-            .unwrap()
-            .prepare("SELECT id FROM t ORDER BY id")
-            .unwrap()
-            .query_map([], |r| r.get::<_, String>(0))
-            .unwrap()
-            .collect::<rusqlite::Result<Vec<_>>>()
-            .unwrap();
+        let rows = rows(&db).await;
         let runs = runs.iter().map(|r| r.load(Ordering::Relaxed)).collect();
         (answers, runs, rows)
     }

@@ -394,6 +394,8 @@ fn the_cli_documents_itself_version_help_and_completions() {
 
 #[tokio::test]
 async fn serve_demo_prints_usable_tokens_and_writes_demo_json() {
+    use tokio::io::AsyncBufReadExt as _;
+
     let db = TestDb::new().await;
     let dir = tempfile::tempdir().unwrap();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_liaison"))
@@ -411,36 +413,145 @@ async fn serve_demo_prints_usable_tokens_and_writes_demo_json() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
+    // What it prints, up to the line that says it serves (printed once demo.json is written).
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut printed = Vec::new();
+    let url = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = stdout.next_line().await.unwrap() {
+            if let Some(rest) = line.split("liaison is serving at ").nth(1) {
+                return rest.split_whitespace().next().unwrap().to_owned();
+            }
+            printed.push(line);
+        }
+        panic!("serve --demo exited without serving: {printed:?}");
+    })
+    .await
+    .expect("serve --demo said where it serves");
+    // Keep draining stdout so the server never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = stdout.next_line().await {} });
+    let token_after = |label: &str| -> String {
+        let found: Vec<&str> = printed
+            .iter()
+            .filter_map(|l| l.split(label).nth(1))
+            .map(str::trim)
+            .collect();
+        match found.as_slice() {
+            [one] if !one.is_empty() => (*one).to_owned(),
+            _ => panic!("no single {label:?} line in: {printed:#?}"),
+        }
+    };
+    let alice_agent = token_after("alice  agent token:");
+    let bob_agent = token_after("bob    agent token:");
+    let partner = token_after("partner agent token:");
+    let human: Vec<String> = printed
+        .iter()
+        .filter_map(|l| l.split("human token:").nth(1))
+        .map(|t| t.trim().to_owned())
+        .collect();
+    let [alice_human, bob_human] = human.as_slice() else {
+        panic!("two human tokens expected: {printed:#?}");
+    };
+    let admin = printed
+        .iter()
+        .position(|l| l.starts_with("Created the bootstrap admin token"))
+        .and_then(|i| printed.get(i + 1))
+        .map(|l| l.trim().to_owned())
+        .expect("the bootstrap admin token is printed");
+
+    // demo.json holds what was printed.
     let demo_file = dir.path().join("demo.json");
-    let mut waited = 0;
-    while !demo_file.exists() && waited < 300 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        waited += 1;
-    }
-    tokio::time::sleep(Duration::from_millis(300)).await;
     let demo: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&demo_file).unwrap()).unwrap();
-    let url = demo["url"].as_str().unwrap();
+    assert_eq!(demo["url"], url.as_str());
+    assert_eq!(demo["alice"]["agent_token"], alice_agent.as_str());
+    assert_eq!(demo["alice"]["human_token"], alice_human.as_str());
+    assert_eq!(demo["bob"]["agent_token"], bob_agent.as_str());
+    assert_eq!(demo["bob"]["human_token"], bob_human.as_str());
+    assert_eq!(demo["partner"]["agent_token"], partner.as_str());
+
+    // Each printed token does what the instructions say it is for.
     let http = reqwest::Client::new();
+    let status = |r: reqwest::Response| r.status().as_u16();
     assert_eq!(
-        http.get(format!("{url}/readyz"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
+        status(http.get(format!("{url}/readyz")).send().await.unwrap()),
         200
     );
-    let alice = demo["alice"]["agent_token"].as_str().unwrap();
-    // A valid agent token: authenticated, but not an admin.
-    assert_eq!(
-        http.get(format!("{url}/admin/v1/persons"))
-            .bearer_auth(alice)
+    // Alice's agent posts in the demo channel; Bob's agent reads it in its inbox.
+    let posted = http
+        .post(format!("{url}/api/v1/messages"))
+        .bearer_auth(&alice_agent)
+        .json(&serde_json::json!({"kind": "question", "channel": "demo", "body": "Demo?"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(posted.status(), 200);
+    let inbox: serde_json::Value = http
+        .get(format!("{url}/api/v1/inbox?consumer=t"))
+        .bearer_auth(&bob_agent)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(inbox["entries"][0]["body"], "Demo?", "{inbox}");
+    // The human tokens list approvals (which an agent token may not).
+    for token in [alice_human, bob_human] {
+        let r = http
+            .get(format!("{url}/api/v1/approvals?pending=true"))
+            .bearer_auth(token)
             .send()
             .await
+            .unwrap();
+        assert_eq!(status(r), 200);
+    }
+    let r = http
+        .get(format!("{url}/api/v1/approvals?pending=true"))
+        .bearer_auth(&alice_agent)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status(r), 403);
+    // The partner's token is an A2A party's.
+    let r = http
+        .post(format!("{url}/a2a/jsonrpc"))
+        .bearer_auth(&partner)
+        .header("A2A-Version", "1.0")
+        .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}))
+        .send()
+        .await
+        .unwrap();
+    let listed: serde_json::Value = r.json().await.unwrap();
+    assert!(listed["result"]["tasks"].is_array(), "{listed}");
+    // The admin token manages the demo's people; none of the others is an admin's.
+    let people: serde_json::Value = http
+        .get(format!("{url}/admin/v1/persons"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let text = people.to_string();
+    for id in ["alice", "bob", "partner"] {
+        assert!(text.contains(&format!("\"{id}\"")), "{id}: {text}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("admin.token"))
             .unwrap()
-            .status(),
-        403
+            .trim(),
+        admin
     );
+    for token in [&alice_agent, &bob_agent, alice_human, &partner] {
+        let r = http
+            .get(format!("{url}/admin/v1/persons"))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(status(r), 403);
+    }
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt as _;

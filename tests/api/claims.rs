@@ -18,6 +18,17 @@ async fn request_thread(env: &TestEnv) -> (liaison::domain::ThreadId, liaison::s
 
 #[tokio::test]
 async fn of_many_concurrent_claimers_exactly_one_wins_and_the_others_see_the_holder() {
+    one_claimer_wins().await;
+}
+
+/// The same race on a multi-threaded runtime: the contenders run at once on two threads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_two_threads_of_many_concurrent_claimers_exactly_one_wins_and_the_others_see_the_holder()
+{
+    one_claimer_wins().await;
+}
+
+async fn one_claimer_wins() {
     let env = TestEnv::new().await;
     let (thread, _alice) = request_thread(&env).await;
     let mut sessions = Vec::new();

@@ -1,19 +1,30 @@
 //! The listener's bounds against a real server: a flood of silent connections cannot starve a
 //! well-behaved client, and a request head that never ends is cut off. Timeouts are configured
-//! short; nothing here asserts a duration, only that things happen within generous bounds.
+//! short (1 s). Nothing here times anything: each wait is bounded at half the timeout's *default*,
+//! so a server that ignored the configured value (and used the default) fails, while the
+//! configured timeout has many times its own length to fire.
 
 use std::time::Duration;
 
 use liaison::app::App;
 use liaison::config::{Config, Overrides};
+use liaison::net::ServerSettings;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::helpers::TestDb;
 
-/// Far above every configured timeout: only a server that never closes fails it.
-const GENEROUS: Duration = Duration::from_secs(60);
+/// Half the default request-head timeout: long enough for a configured 1 s one, too short for the
+/// default.
+fn head_bound() -> Duration {
+    ServerSettings::default().header_read_timeout / 2
+}
+
+/// Half the default idle timeout, likewise.
+fn idle_bound() -> Duration {
+    ServerSettings::default().idle_timeout / 2
+}
 
 async fn spawn_app(
     db: &TestDb,
@@ -35,14 +46,20 @@ async fn spawn_app(
     (addr, stop)
 }
 
-/// Reads until the server closes the connection; `None` if it is still open after [`GENEROUS`].
-async fn read_to_close(tcp: &mut TcpStream) -> Option<Vec<u8>> {
+/// Reads until the server closes the connection; `None` if it is still open after `bound`.
+async fn read_to_close(tcp: &mut TcpStream, bound: Duration) -> Option<Vec<u8>> {
     let mut all = Vec::new();
-    let read = tokio::time::timeout(GENEROUS, tcp.read_to_end(&mut all)).await;
+    let read = tokio::time::timeout(bound, tcp.read_to_end(&mut all)).await;
     match read {
         Ok(_) => Some(all),
         Err(_) => None,
     }
+}
+
+/// Whether the server has closed `tcp` (or sent on it) by now, without waiting.
+fn still_open(tcp: &TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    matches!(tcp.try_read(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
 }
 
 async fn healthz(addr: std::net::SocketAddr) -> String {
@@ -50,7 +67,7 @@ async fn healthz(addr: std::net::SocketAddr) -> String {
     tcp.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
         .await
         .unwrap();
-    let answer = read_to_close(&mut tcp)
+    let answer = read_to_close(&mut tcp, head_bound())
         .await
         .expect("the health check is answered");
     String::from_utf8_lossy(&answer).into_owned()
@@ -82,7 +99,7 @@ async fn silent_connections_beyond_the_cap_do_not_starve_a_well_behaved_client()
     let mut closed = 0;
     for tcp in silent.iter_mut().take(4) {
         let mut byte = [0u8; 1];
-        if let Ok(Ok(0)) = tokio::time::timeout(GENEROUS, tcp.read(&mut byte)).await {
+        if let Ok(Ok(0)) = tokio::time::timeout(head_bound(), tcp.read(&mut byte)).await {
             closed += 1;
         }
     }
@@ -104,15 +121,37 @@ async fn a_request_head_that_never_ends_is_cut_off() {
     tcp.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: ")
         .await
         .unwrap();
-    let answer = read_to_close(&mut tcp).await;
-    assert!(answer.is_some(), "the half-sent request was never closed");
-    // A keep-alive connection left silent after its first answer is closed too.
+    let answer = read_to_close(&mut tcp, head_bound()).await;
+    assert!(answer.is_some(), "the half-sent request was not closed");
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn a_keep_alive_connection_left_silent_is_closed_after_the_idle_timeout() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    // A short idle timeout and a long request-head one: what closes the connection tells which.
+    let (addr, stop) = spawn_app(
+        &db,
+        dir.path(),
+        &[
+            ("LIAISON_SERVER__IDLE_TIMEOUT_S", "1"),
+            ("LIAISON_SERVER__HEADER_READ_TIMEOUT_S", "3600"),
+        ],
+    )
+    .await;
+    // Never sends a byte: only the request-head timeout applies to it.
+    let silent = TcpStream::connect(addr).await.unwrap();
     let mut tcp = TcpStream::connect(addr).await.unwrap();
     tcp.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .await
         .unwrap();
-    let answer = read_to_close(&mut tcp).await.expect("closed when idle");
+    let answer = read_to_close(&mut tcp, idle_bound())
+        .await
+        .expect("the idle keep-alive connection was not closed within half the default timeout");
     assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"));
+    // Closed by the idle timeout, which never applies to a connection without a request.
+    assert!(still_open(&silent), "the silent connection was closed too");
     stop.cancel();
 }
 
@@ -129,16 +168,45 @@ async fn an_idle_http2_connection_is_closed_after_the_idle_timeout() {
         ],
     )
     .await;
-    // The HTTP/2 preface and an empty SETTINGS frame, then silence: the connection has started
-    // but carries no request.
+    // The HTTP/2 preface and an empty SETTINGS frame, then no request: the connection has started
+    // but carries nothing. The client acknowledges what a live client acknowledges (SETTINGS and
+    // PINGs, which the server's graceful close waits for), so only the server's timeout ends it.
     let mut tcp = TcpStream::connect(addr).await.unwrap();
     tcp.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
         .await
         .unwrap();
-    let answer = read_to_close(&mut tcp).await;
+    let closed =
+        tokio::time::timeout(head_bound().min(idle_bound()), http2_until_closed(&mut tcp)).await;
     assert!(
-        answer.is_some(),
-        "the idle HTTP/2 connection was never closed"
+        closed.is_ok(),
+        "the idle HTTP/2 connection was not closed within half the default timeout"
     );
     stop.cancel();
+}
+
+/// Reads HTTP/2 frames until the server closes the connection, acknowledging its SETTINGS and
+/// PINGs as a live client does.
+async fn http2_until_closed(tcp: &mut TcpStream) {
+    let mut head = [0u8; 9];
+    while tcp.read_exact(&mut head).await.is_ok() {
+        let len = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
+        let (kind, flags) = (head[3], head[4]);
+        let mut payload = vec![0u8; len];
+        if tcp.read_exact(&mut payload).await.is_err() {
+            return;
+        }
+        let ack = flags & 0x1 != 0;
+        let reply: Option<Vec<u8>> = match kind {
+            // SETTINGS: an empty SETTINGS with ACK.
+            0x4 if !ack => Some(vec![0, 0, 0, 0x4, 0x1, 0, 0, 0, 0]),
+            // PING: the same 8 bytes back with ACK.
+            0x6 if !ack => Some([&[0, 0, 8, 0x6, 0x1, 0, 0, 0, 0][..], &payload].concat()),
+            _ => None,
+        };
+        if let Some(reply) = reply
+            && tcp.write_all(&reply).await.is_err()
+        {
+            return;
+        }
+    }
 }

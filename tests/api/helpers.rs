@@ -2,6 +2,7 @@
 //! and helpers to make people, channels and callers.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use liaison::bus::LocalBus;
 use liaison::clock::ManualClock;
@@ -242,5 +243,21 @@ pub(crate) fn post(
         thread: thread.cloned(),
         body: body.to_owned(),
         ..Default::default()
+    }
+}
+
+/// Waits until `service` counts at least `n` inbox long-polls waiting. The service counts a
+/// long-poll only once it has subscribed to its wake-ups, so a post made after this returns is
+/// one that must wake it (a post made before would be found by the poll's first read, and the
+/// wake-up would go untested). The bound only keeps a poll that never waits from hanging the suite.
+pub(crate) async fn until_waiting(service: &Service, n: usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while service.waiting().0 < n {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} of {n} long-polls waiting after 30 s",
+            service.waiting().0
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }

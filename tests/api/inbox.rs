@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use liaison::service::{ErrorCode, InboxRequest};
 
-use crate::helpers::{TestEnv, post};
+use crate::helpers::{TestEnv, post, until_waiting};
 
 fn req(consumer: &str, after: Option<i64>, wait_s: u64) -> InboxRequest {
     InboxRequest {
@@ -17,6 +17,16 @@ fn req(consumer: &str, after: Option<i64>, wait_s: u64) -> InboxRequest {
 
 #[tokio::test]
 async fn concurrent_consumers_each_see_every_entry_exactly_once_even_when_responses_are_lost() {
+    consumers_see_every_entry_once().await;
+}
+
+/// The same race with the posters and consumers on two threads at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_two_threads_concurrent_consumers_each_see_every_entry_exactly_once() {
+    consumers_see_every_entry_once().await;
+}
+
+async fn consumers_see_every_entry_once() {
     let env = TestEnv::new().await;
     let alice = env.member("alice", "claude@a:1").await;
     let bob = env.member("bob", "codex@b:1").await;
@@ -91,7 +101,7 @@ async fn a_long_poll_returns_as_soon_as_an_entry_arrives() {
     env.channel("demo", &["alice", "bob"]).await;
     let (s, b) = (env.service.clone(), bob.clone());
     let waiter = tokio::spawn(async move { s.inbox(&b, req("claude", None, 30)).await.unwrap() });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    until_waiting(&env.service, 1).await;
     env.service
         .post(&alice, post("question", Some("demo"), None, "ping?"))
         .await
@@ -128,17 +138,22 @@ async fn an_empty_wait_times_out_and_a_dropped_wait_acknowledges_nothing() {
         .await
         .unwrap();
     assert_eq!(first.entries.len(), 1);
-    // Entry 1 is acknowledged; then a waiting call is abandoned by its client (whether it had
-    // started waiting or not, it must acknowledge nothing more).
+    // Entry 1 is acknowledged; then a call that is waiting is abandoned by its client: it must
+    // acknowledge nothing more.
     env.service
         .inbox(&bob, req("claude", Some(first.cursor), 0))
         .await
         .unwrap();
     let (s2, b2, cursor) = (env.service.clone(), bob.clone(), first.cursor);
     let waiting = tokio::spawn(async move { s2.inbox(&b2, req("claude", Some(cursor), 30)).await });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    until_waiting(&env.service, 1).await;
     waiting.abort();
     let _ = waiting.await;
+    assert_eq!(
+        env.service.waiting().0,
+        0,
+        "the abandoned wait is no longer counted"
+    );
     env.service
         .post(&alice, post("announce", Some("demo"), None, "two"))
         .await
@@ -237,9 +252,12 @@ async fn on_postgres_a_post_on_one_replica_wakes_a_long_poll_on_another() {
         .unwrap(),
     );
     let bob_on_b = b.authenticate(&secret).await.unwrap();
+    let b2 = b.clone();
     let waiter =
-        tokio::spawn(async move { b.inbox(&bob_on_b, req("claude", None, 30)).await.unwrap() });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::spawn(async move { b2.inbox(&bob_on_b, req("claude", None, 30)).await.unwrap() });
+    // Waiting on b (subscribed to b's bus, whose listener already listens): only a notification
+    // from a can wake it now.
+    until_waiting(&b, 1).await;
     a.service
         .post(
             &alice,

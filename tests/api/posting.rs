@@ -112,6 +112,16 @@ async fn a_retried_post_with_the_same_key_returns_the_first_result_and_creates_n
 
 #[tokio::test]
 async fn concurrent_retries_with_one_key_create_one_message() {
+    retries_create_one_message().await;
+}
+
+/// The same race on a multi-threaded runtime: the contenders run at once on two threads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_two_threads_concurrent_retries_with_one_key_create_one_message() {
+    retries_create_one_message().await;
+}
+
+async fn retries_create_one_message() {
     let (env, alice, _bob) = two_members().await;
     let mut req = post("announce", Some("demo"), None, "once");
     req.idempotency_key = Some("race".into());
@@ -357,6 +367,16 @@ async fn a_thread_page_or_inbox_page_holds_at_most_twenty_thousand_characters_of
 /// written once, in order, with its inbox entries.
 #[tokio::test]
 async fn a_thread_closed_among_concurrent_posts_loses_none_and_writes_each_once() {
+    close_among_posts().await;
+}
+
+/// The same race on a multi-threaded runtime: the contenders run at once on two threads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_two_threads_a_thread_closed_among_concurrent_posts_loses_none_and_writes_each_once() {
+    close_among_posts().await;
+}
+
+async fn close_among_posts() {
     let (env, alice, bob) = two_members().await;
     let s = &env.service;
     let question = s
@@ -726,4 +746,81 @@ async fn inbox_messages(
             other => panic!("{person}: {other:?}"),
         })
         .collect()
+}
+
+/// Standard base64 of `n` zero bytes.
+fn zeros_base64(n: usize) -> String {
+    let mut s = "AAAA".repeat(n / 3);
+    s.push_str(["", "AA==", "AAA="][n % 3]);
+    s
+}
+
+fn inline(n_bytes: usize) -> Attachment {
+    Attachment::Inline {
+        filename: "a.bin".into(),
+        media_type: "application/octet-stream".into(),
+        data_base64: zeros_base64(n_bytes),
+    }
+}
+
+/// Each message limit, at the value the server enforces (the domain's constants): a message at the
+/// limit is taken, one unit over it is refused.
+#[tokio::test]
+async fn a_message_at_each_limit_is_taken_and_one_over_is_refused() {
+    use liaison::domain::{MAX_ATTACHMENT_BYTES, MAX_ATTACHMENTS};
+
+    let env = TestEnv::new().await;
+    let alice = env.member("alice", "claude@a:1").await;
+    let bob = env.member("bob", "codex@b:1").await;
+    env.channel("demo", &["alice", "bob"]).await;
+    let s = &env.service;
+    let with = |attachments: Vec<Attachment>| PostRequest {
+        attachments,
+        ..post("announce", Some("demo"), None, "see attached")
+    };
+    let at_limit = [
+        (
+            "body",
+            post("announce", Some("demo"), None, &"x".repeat(MAX_BODY_BYTES)),
+        ),
+        ("attachment size", with(vec![inline(MAX_ATTACHMENT_BYTES)])),
+        ("attachment count", with(vec![inline(1); MAX_ATTACHMENTS])),
+    ];
+    for (what, req) in at_limit {
+        s.post(&alice, req)
+            .await
+            .unwrap_or_else(|e| panic!("{what} at the limit: {e}"));
+    }
+    let over = [
+        (
+            "body",
+            post(
+                "announce",
+                Some("demo"),
+                None,
+                &"x".repeat(MAX_BODY_BYTES + 1),
+            ),
+        ),
+        (
+            "attachment size",
+            with(vec![inline(MAX_ATTACHMENT_BYTES + 1)]),
+        ),
+        (
+            "attachment count",
+            with(vec![inline(1); MAX_ATTACHMENTS + 1]),
+        ),
+    ];
+    for (what, req) in over {
+        let err = s.post(&alice, req).await.unwrap_err();
+        assert_eq!(
+            err.code,
+            ErrorCode::InvalidInput,
+            "{what} over the limit: {err}"
+        );
+    }
+    assert_eq!(
+        s.unread(&bob, "t").await.unwrap(),
+        3,
+        "the three at the limit only"
+    );
 }

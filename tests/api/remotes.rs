@@ -355,21 +355,75 @@ async fn a_signed_remote_is_registered_with_its_skills_interfaces_and_pinned_key
     );
 }
 
+/// A TCP forwarder to one address that counts the connections it carried: a card whose every
+/// interface goes through its own forwarder shows which binding the client really used.
+struct Forwarder {
+    url: String,
+    connections: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Forwarder {
+    async fn start(to: &str) -> Forwarder {
+        let to: std::net::SocketAddr = to.trim_start_matches("http://").parse().unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = connections.clone();
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(to).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+            }
+        });
+        Forwarder { url, connections }
+    }
+
+    fn carried(&self) -> usize {
+        self.connections.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
 #[tokio::test]
 async fn the_client_sends_gets_cancels_streams_and_subscribes_over_every_binding() {
     let remote = RemoteApp::start().await;
     let env = local(true).await;
     let client = env.service.a2a_client().clone();
-    for (name, binding) in [
-        ("via-grpc", "grpc"),
-        ("via-jsonrpc", "jsonrpc"),
-        ("via-rest", "http-json"),
+    // The remote's card, served with each binding's interface behind its own forwarder.
+    let via_jsonrpc = Forwarder::start(&remote.url).await;
+    let via_rest = Forwarder::start(&remote.url).await;
+    let via_grpc = Forwarder::start(&remote.url).await;
+    let cards = CardServer::start().await;
+    cards.sign_endpoints(
+        Endpoints {
+            public_url: cards.url.clone(),
+            jsonrpc_url: format!("{}/a2a/jsonrpc", via_jsonrpc.url),
+            rest_url: format!("{}/a2a/rest", via_rest.url),
+            grpc_authority: Endpoints::authority_of(&via_grpc.url),
+        },
+        &ring(&MasterKey::from_hex(MASTER_HEX).unwrap()),
+    );
+    let forwarders = [
+        (Binding::Grpc, &via_grpc),
+        (Binding::JsonRpc, &via_jsonrpc),
+        (Binding::HttpJson, &via_rest),
+    ];
+    for (name, binding, forced) in [
+        ("via-grpc", "grpc", Binding::Grpc),
+        ("via-jsonrpc", "jsonrpc", Binding::JsonRpc),
+        ("via-rest", "http-json", Binding::HttpJson),
     ] {
-        let mut spec = spec(name, &remote.card_url(), &remote.party_token);
+        let carried_before: Vec<usize> = forwarders.iter().map(|(_, f)| f.carried()).collect();
+        let mut spec = spec(name, &cards.card_url(), &remote.party_token);
         spec.binding = Some(binding.into());
         let view = env.service.add_remote(&env.admin, spec).await.unwrap();
         assert!(view.binding_forced);
+        assert_eq!(view.binding, forced, "{binding}");
         let t = target(&env, name).await;
+        assert_eq!(t.binding, forced, "{binding}");
 
         // Send (returning at once), get, cancel.
         let task = task_of(client.send_message(&t, question("First?")).await.unwrap());
@@ -429,6 +483,18 @@ async fn the_client_sends_gets_cancels_streams_and_subscribes_over_every_binding
             1,
             "{binding}: the reply is the artifact"
         );
+        // Every call went over the forced binding's interface, none over another.
+        for ((used, forwarder), before) in forwarders.iter().zip(&carried_before) {
+            let carried = forwarder.carried() - before;
+            if *used == forced {
+                assert!(carried > 0, "{binding}: nothing went over {used:?}");
+            } else {
+                assert_eq!(
+                    carried, 0,
+                    "{binding}: {carried} connection(s) over {used:?}"
+                );
+            }
+        }
     }
 }
 
@@ -636,14 +702,19 @@ impl CardServer {
 
     /// Serves a card signed by `keys` whose interfaces are `remote`'s, with the key set here.
     fn sign(&self, remote: &RemoteApp, keys: &KeyRing) {
-        let definition =
-            CardDefinition::from_toml(include_str!("../../agent-card/card.toml")).unwrap();
         let endpoints = Endpoints {
             public_url: self.url.clone(),
             jsonrpc_url: format!("{}/a2a/jsonrpc", remote.url),
             rest_url: format!("{}/a2a/rest", remote.url),
             grpc_authority: Endpoints::authority_of(&remote.url),
         };
+        self.sign_endpoints(endpoints, keys);
+    }
+
+    /// Serves a card signed by `keys` with these interfaces, with the key set here.
+    fn sign_endpoints(&self, endpoints: Endpoints, keys: &KeyRing) {
+        let definition =
+            CardDefinition::from_toml(include_str!("../../agent-card/card.toml")).unwrap();
         let signed = SignedCard::sign(&definition, &endpoints, keys).unwrap();
         *self.served.lock().unwrap() = (signed.json().to_vec(), signed.jwks_json().to_vec());
     }

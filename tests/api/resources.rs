@@ -7,7 +7,7 @@ use liaison::bus::{LocalBus, Topic, WakeBus as _};
 use liaison::domain::{PersonKind, Scope};
 use liaison::service::{ErrorCode, InboxRequest, LimitSettings, Rate, Settings};
 
-use crate::helpers::{TestDb, TestEnv, pid, post};
+use crate::helpers::{TestDb, TestEnv, pid, post, until_waiting};
 
 fn wait(consumer: &str, wait_s: u64) -> InboxRequest {
     InboxRequest {
@@ -31,7 +31,8 @@ async fn wake_up_topics_go_when_their_long_polls_end() {
     env.channel("team", &["alice", "bob"]).await;
     // The service's own standing subscription (its cached directory's invalidation) stays.
     let standing = bus.topic_count();
-    // Long-polls that end because they are abandoned (a client gone)…
+    // Long-polls that end because they are abandoned (a client gone) while waiting: each round
+    // aborts them only once all eight wait, subscribed to alice's topic.
     for round in 0..20 {
         let mut polls = Vec::new();
         for i in 0..8 {
@@ -41,11 +42,26 @@ async fn wake_up_topics_go_when_their_long_polls_end() {
                 s.inbox(&a, wait(&consumer, 50)).await
             }));
         }
-        tokio::task::yield_now().await;
+        until_waiting(&env.service, 8).await;
+        assert_eq!(
+            bus.topic_count(),
+            standing + 1,
+            "round {round}: alice's topic"
+        );
         for p in polls {
             p.abort();
             let _ = p.await;
         }
+        assert_eq!(
+            env.service.waiting().0,
+            0,
+            "round {round}: a waiter outlived its poll"
+        );
+        assert_eq!(
+            bus.topic_count(),
+            standing,
+            "round {round}: a topic outlived its abandoned waiters"
+        );
     }
     // …and long-polls that end because an entry arrived.
     let mut polls = Vec::new();
@@ -55,9 +71,7 @@ async fn wake_up_topics_go_when_their_long_polls_end() {
             s.inbox(&b, wait(&format!("w{i}"), 50)).await
         }));
     }
-    while bus.topic_count() == standing {
-        tokio::task::yield_now().await;
-    }
+    until_waiting(&env.service, 8).await;
     env.service
         .post(&alice, post("announce", Some("team"), None, "hello"))
         .await
@@ -225,4 +239,54 @@ async fn reads_cancelled_half_way_leave_every_later_read_answering() {
     let (open, idle) = store.pool_usage();
     assert!((1..=32).contains(&open), "{open} read connections open");
     assert!(idle as u32 <= open);
+}
+
+/// `max_waiters_per_person` long-polls of one person wait together; one more is refused at once
+/// (`too_many_waiters`), another person's is not, and a poll that ends frees its place.
+#[tokio::test]
+async fn a_person_holds_at_most_the_configured_number_of_waiting_long_polls() {
+    let env = TestEnv::with_settings(Settings {
+        max_waiters_per_person: 3,
+        ..Settings::default()
+    })
+    .await;
+    let max = env.service.settings().max_waiters_per_person;
+    let alice = env.member("alice", "claude@a:1").await;
+    let bob = env.member("bob", "codex@b:1").await;
+    env.channel("team", &["alice", "bob"]).await;
+    let mut polls = Vec::new();
+    for i in 0..max {
+        let (s, b) = (env.service.clone(), bob.clone());
+        polls.push(tokio::spawn(async move {
+            s.inbox(&b, wait(&format!("w{i}"), 50)).await
+        }));
+    }
+    // All of them at once: the limit is reached, not passed.
+    until_waiting(&env.service, max).await;
+    let refused = env
+        .service
+        .inbox(&bob, wait("one-more", 50))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, ErrorCode::TooManyWaiters);
+    assert_eq!(env.service.waiting().0, max);
+    // Without wait_s a poll is not a waiter and is served.
+    env.service.inbox(&bob, wait("peek", 0)).await.unwrap();
+    // Another person has places of their own.
+    let (s, a) = (env.service.clone(), alice.clone());
+    let other = tokio::spawn(async move { s.inbox(&a, wait("a", 50)).await });
+    until_waiting(&env.service, max + 1).await;
+    // One of bob's ends: its place is free again.
+    let first = polls.remove(0);
+    first.abort();
+    let _ = first.await;
+    let (s, b) = (env.service.clone(), bob.clone());
+    polls.push(tokio::spawn(
+        async move { s.inbox(&b, wait("again", 50)).await },
+    ));
+    until_waiting(&env.service, max + 1).await;
+    for p in polls.into_iter().chain([other]) {
+        p.abort();
+        let _ = p.await;
+    }
 }

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
@@ -24,7 +25,9 @@ import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
+import anyio
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -72,6 +75,8 @@ class Server:
     process: subprocess.Popen
     admin_token: str
     output: list[str] = field(default_factory=list)
+    # The [metrics] token the server was configured with, if any.
+    metrics_token: str | None = None
 
     @property
     def mcp_url(self) -> str:
@@ -174,14 +179,34 @@ def tokens(server):
     return {p: server.token(p)["secret"] for p in ("alice", "bob", "carol")}
 
 
+@dataclass
+class Exchange:
+    """One HTTP response the MCP client received (the SDK turns some into a generic error)."""
+
+    method: str
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
 @contextlib.asynccontextmanager
-async def connect(server: Server, token: str | None, mode: str = "legacy", agent: str | None = None):
+async def connect(server: Server, token: str | None, mode: str = "legacy", agent: str | None = None,
+                  exchanges: list[Exchange] | None = None):
+    """An MCP client; with `exchanges`, every HTTP response it receives is appended there (the
+    body only of error responses: a success may be a stream)."""
     headers = {}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     if agent:
         headers["Liaison-Agent"] = agent
     http = create_mcp_http_client(headers=headers)
+    if exchanges is not None:
+        async def record(response):
+            body = await response.aread() if response.status_code >= 400 else b""
+            exchanges.append(Exchange(response.request.method, response.status_code,
+                                      {k.lower(): v for k, v in response.headers.items()}, body))
+
+        http.event_hooks = {**http.event_hooks, "response": [*http.event_hooks.get("response", []), record]}
     async with http:
         async with Client(streamable_http_client(server.mcp_url, http_client=http), mode=mode) as client:
             yield client
@@ -205,3 +230,79 @@ async def call_error(client, tool: str, **arguments):
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+# --- long-polls: "it is waiting" and "it ended before its deadline" ---------------------------------
+
+
+def inbox_waiters(server: Server) -> int:
+    """The `liaison_inbox_waiters` gauge on /metrics: long-polls waiting now, all people. The server
+    counts a long-poll only once it has subscribed to its wake-ups."""
+    headers = {"Authorization": f"Bearer {server.metrics_token}"} if server.metrics_token else {}
+    req = urllib.request.Request(f"{server.url}/metrics", headers=headers)
+    with urllib.request.urlopen(req, timeout=10) as r:
+        text = r.read().decode()
+    m = re.search(r"^liaison_inbox_waiters (\S+)$", text, re.M)
+    assert m, "no liaison_inbox_waiters gauge on /metrics"
+    return int(float(m.group(1)))
+
+
+def wait_for_waiters(server: Server, n: int, timeout: float = 30.0) -> None:
+    """Returns once at least `n` long-polls wait: a post made after this must wake the one the
+    caller started (made before, the poll's first read would find it and the wake-up would go
+    untested). The timeout only keeps a poll that never waits from hanging the suite."""
+    deadline = time.monotonic() + timeout
+    while (seen := inbox_waiters(server)) < n:
+        assert time.monotonic() < deadline, f"{seen} of {n} long-polls waiting after {timeout} s"
+        time.sleep(0.01)
+
+
+async def until_waiting(server: Server, n: int, timeout: float = 30.0) -> None:
+    """[`wait_for_waiters`] for async tests."""
+    await anyio.to_thread.run_sync(wait_for_waiters, server, n, timeout)
+
+
+@dataclass
+class Witness:
+    """A long-poll nothing will wake (see [`deadline_witness`]); `ended` is set when it returns."""
+
+    ended: threading.Event
+    wait_s: int
+
+
+@contextlib.contextmanager
+def deadline_witness(server: Server, wait_s: int):
+    """A long-poll of `wait_s` seconds by a new person whom nobody writes to, waiting on entry. A
+    poll under test started inside the block with at most the same `wait_s` has a later deadline,
+    so it ends while the witness still waits only if something other than its deadline ended it:
+    `assert not witness.ended.is_set()` proves a wake-up without timing anything. On exit the
+    witness's connection is closed and the server counts it no more."""
+    pid = unique("witness")
+    server.person(pid, "Deadline Witness")
+    token = server.token(pid)["secret"]
+    before = inbox_waiters(server)
+    u = urlsplit(server.url)
+    sock = socket.create_connection((u.hostname, u.port), timeout=wait_s + 60)
+    sock.sendall((f"GET /api/v1/inbox?consumer=witness&wait_s={wait_s} HTTP/1.1\r\nHost: {u.netloc}\r\n"
+                  f"Authorization: Bearer {token}\r\nConnection: close\r\n\r\n").encode())
+    ended = threading.Event()
+
+    def read():
+        try:
+            while sock.recv(65536):
+                pass
+        except OSError:
+            pass
+        ended.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        wait_for_waiters(server, before + 1)
+        yield Witness(ended, wait_s)
+    finally:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+        sock.close()
+        deadline = time.monotonic() + 30
+        while inbox_waiters(server) > before and time.monotonic() < deadline:
+            time.sleep(0.01)

@@ -163,10 +163,22 @@ async def test_jsonrpc_refuses_a_missing_version_a_bad_token_and_malformed_json(
             assert r.json()["error"]["code"] == -32700
             r = await http.post(url, content=b"{}", headers={**auth, "A2A-Version": "1.0", "Content-Type": "text/plain"})
             assert r.json()["error"]["data"][0]["reason"] == "CONTENT_TYPE_NOT_SUPPORTED"
-            # A member's token cannot use the A2A interface.
+            # A member's token cannot use the A2A interface, not even for a task that exists: refused
+            # as forbidden, not answered as an unknown task.
+            send = {"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {
+                "message": {"messageId": "m-member-check", "role": "ROLE_USER", "parts": [{"text": "Hello?"}]},
+                "configuration": {"returnImmediately": True}}}
+            r = await http.post(url, json=send, headers={**auth, "A2A-Version": "1.0"})
+            task = r.json()["result"]["task"]["id"]
+            mine = {**body, "params": {"id": task}}
+            r = await http.post(url, json=mine, headers={**auth, "A2A-Version": "1.0"})
+            assert r.json()["result"]["id"] == task, r.text
             member = {"Authorization": f"Bearer {demo['alice']['agent_token']}", "A2A-Version": "1.0"}
-            r = await http.post(url, json={**body, "params": {"id": "thr_" + "0" * 32}}, headers=member)
-            assert "error" in r.json()
+            for method, params in (("GetTask", {"id": task}), ("ListTasks", {})):
+                r = await http.post(url, json={**body, "method": method, "params": params}, headers=member)
+                error = r.json()["error"]
+                assert error["code"] == -31403 and error["data"][0]["reason"] == "PERMISSION_DENIED", r.text
+                assert task not in r.text
     finally:
         stop_server(srv, dbname)
 

@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import base64
 import json
+import re
+import select
+import socket
+from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import grpc
 import httpx
 import pytest
-from a2a.types import SubscribeToTaskRequest, a2a_pb2_grpc
+from a2a.types import SendMessageRequest, SubscribeToTaskRequest, a2a_pb2_grpc
 from google.protobuf import json_format
 
 from conftest import ROOT, call, connect, start_server, stop_server
@@ -20,9 +25,6 @@ from test_a2a_errors import BINDINGS, GRPC, JSONRPC, UNKNOWN, World, assert_erro
 
 pytestmark = pytest.mark.anyio
 
-# The server's limit (src/a2a/params.rs MAX_REQUEST_BYTES): a 1 MiB body JSON-escaped at worst
-# 6 bytes per byte, 16 attachments of 4 MiB base64-encoded, 64 KiB of envelope.
-MAX_REQUEST_BYTES = 6 * 2**20 + 16 * ((4 * 2**20 + 2) // 3 * 4) + 64 * 1024
 
 
 @pytest.fixture(scope="module")
@@ -246,16 +248,111 @@ async def test_a_file_part_of_1_6_mb_is_taken_on_every_binding(stock, binding):
     assert base64.b64decode(got.result["history"][0]["parts"][1]["raw"]) == data
 
 
-@pytest.mark.parametrize("binding", BINDINGS)
-async def test_a_request_over_the_largest_valid_one_is_payload_too_large_in_the_bindings_shape(stock, binding):
-    before = await total(stock)
-    oversize = b" " * (MAX_REQUEST_BYTES + 1)
+@dataclass
+class SizeLimit:
+    """The request-size limit as the server states it when it refuses a request: the limit and the
+    message limits it is meant to cover."""
+
+    request_bytes: int
+    attachments: int
+    attachment_bytes: int
+    body_bytes: int
+
+    @property
+    def largest_message_parts(self) -> int:
+        """The bytes of the largest valid message's contents as JSON carries them: its body
+        JSON-escaped at worst (6 bytes a byte, `\\u0001`) and every attachment base64-encoded.
+        The envelope (ids, roles, metadata) comes on top."""
+        return 6 * self.body_bytes + self.attachments * ((self.attachment_bytes + 2) // 3 * 4)
+
+
+def stated_size_limit(url: str, token: str) -> SizeLimit:
+    """Announces a 1 GiB JSON-RPC request with the party's token and sends it until the server
+    answers: its PayloadTooLarge states the limit (nothing here copies it from the source)."""
+    u = urlsplit(url)
+    head = (f"POST /a2a/jsonrpc HTTP/1.1\r\nHost: {u.netloc}\r\nContent-Type: application/json\r\n"
+            f"A2A-Version: 1.0\r\nAuthorization: Bearer {token}\r\nContent-Length: {2**30}\r\n\r\n")
+    chunk = b" " * 2**20
+    with socket.create_connection((u.hostname, u.port), timeout=30) as s:
+        s.sendall(head.encode())
+        for _ in range(2**10):
+            if select.select([s], [], [], 0)[0]:
+                break
+            try:
+                s.sendall(chunk)
+            except OSError:  # the server answered and stopped reading
+                break
+        data = b""
+        while b"\r\n\r\n" not in data:
+            got = s.recv(65536)
+            assert got, "closed without an answer"
+            data += got
+        header, _, body = data.partition(b"\r\n\r\n")
+        length = int(re.search(rb"(?i)content-length: *(\d+)", header).group(1))
+        while len(body) < length:
+            got = s.recv(65536)
+            assert got, "closed mid-answer"
+            body += got
+    message = json.loads(body)["error"]["message"]
+    m = re.search(r"larger than (\d+) bytes.*at most (\d+) attachments of (\d+) bytes and a body of (\d+) bytes",
+                  message)
+    assert m, message
+    return SizeLimit(*(int(g) for g in m.groups()))
+
+
+@pytest.fixture(scope="module")
+def size_limit(stock) -> SizeLimit:
+    limit = stated_size_limit(stock.url, stock.partner)
+    # The limit covers the largest valid message (a limit cut below it refuses valid messages).
+    assert limit.request_bytes >= limit.largest_message_parts, limit
+    return limit
+
+
+def varint(n: int) -> bytes:
+    out = b""
+    while True:
+        low, n = n & 0x7F, n >> 7
+        if not n:
+            return out + bytes([low])
+        out += bytes([low | 0x80])
+
+
+def sized_send(binding: str, size: int) -> bytes:
+    """A valid SendMessage (returning at once) of exactly `size` bytes in the binding's encoding:
+    JSON padded with trailing whitespace, protobuf padded with an unknown field (skipped by the
+    decoder as the encoding says)."""
+    params = send_params("A request as large as allowed")
+    params["configuration"] = {"returnImmediately": True}
+    if binding == GRPC:
+        base = json_format.ParseDict(params, SendMessageRequest()).SerializeToString()
+        tag = varint(999 << 3 | 2)  # field 999, length-delimited
+        n = size - len(base) - len(tag) - 4
+        assert len(varint(n)) == 4, "the padding's length is a 4-byte varint"
+        out = base + tag + varint(n) + b"\0" * n
+    else:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params} if binding == JSONRPC else params
+        text = json.dumps(body).encode()
+        out = text + b" " * (size - len(text))
+    assert len(out) == size
+    return out
+
+
+async def send_sized(stock, binding: str, payload: bytes):
     headers = {"A2A-Version": "1.0", "Authorization": f"Bearer {stock.partner}", "Content-Type": "application/json"}
     if binding == GRPC:
         metadata = tuple((k.lower(), v) for k, v in headers.items() if k != "Content-Type")
-        reply = await grpc_raw(stock.peer(GRPC).target, "SendMessage", oversize, metadata)
-    else:
-        url = f"{stock.url}/a2a/jsonrpc" if binding == JSONRPC else f"{stock.url}/a2a/rest/message:send"
-        reply = await http_send(binding, "POST", url, headers, oversize)
-    assert_error(reply, "PAYLOAD_TOO_LARGE", rpc_id=None)
-    assert await total(stock) == before
+        return await grpc_raw(stock.peer(GRPC).target, "SendMessage", payload, metadata, timeout=120)
+    url = f"{stock.url}/a2a/jsonrpc" if binding == JSONRPC else f"{stock.url}/a2a/rest/message:send"
+    return await http_send(binding, "POST", url, headers, payload, timeout=120)
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_a_request_of_the_stated_limit_is_taken_and_one_byte_more_is_payload_too_large(stock, size_limit,
+                                                                                               binding):
+    before = await total(stock)
+    taken = await send_sized(stock, binding, sized_send(binding, size_limit.request_bytes))
+    assert not taken.failed, taken.text[:300] if taken.text else taken
+    assert await total(stock) == before + 1
+    refused = await send_sized(stock, binding, sized_send(binding, size_limit.request_bytes + 1))
+    assert_error(refused, "PAYLOAD_TOO_LARGE", rpc_id=None)
+    assert await total(stock) == before + 1

@@ -232,9 +232,10 @@ def rest_route(method: str, params: dict) -> tuple[str, str, dict, dict | None]:
     raise ValueError(method)
 
 
-async def http_send(binding: str, verb: str, url: str, headers: dict, content: bytes | None) -> Reply:
+async def http_send(binding: str, verb: str, url: str, headers: dict, content: bytes | None,
+                    timeout: float = 15) -> Reply:
     """Sends one request; an SSE answer is read up to its first event only."""
-    async with httpx.AsyncClient(timeout=15) as http:
+    async with httpx.AsyncClient(timeout=timeout) as http:
         async with http.stream(verb, url, headers=headers, content=content) as r:
             ctype = r.headers.get("content-type", "")
             if ctype.startswith("text/event-stream"):
@@ -262,12 +263,13 @@ async def grpc_send(target: str, method: str, params: dict, metadata) -> Reply:
     return Reply(GRPC, S.OK, result=result)
 
 
-async def grpc_raw(target: str, method: str, payload: bytes, metadata) -> Reply:
-    """A unary call whose request body is `payload` as is (no serialiser)."""
+async def grpc_raw(target: str, method: str, payload: bytes, metadata, timeout: float = 15) -> Reply:
+    """A unary call whose request body is `payload` as is (no serialiser); the answer's bytes are
+    not decoded."""
     async with grpc.aio.insecure_channel(target) as channel:
         rpc = channel.unary_unary(f"/lf.a2a.v1.A2AService/{method}", request_serializer=None, response_deserializer=None)
         try:
-            await rpc(payload, metadata=metadata, timeout=15)
+            await rpc(payload, metadata=metadata, timeout=timeout)
         except grpc.aio.AioRpcError as e:
             return grpc_reply(e)
     return Reply(GRPC, S.OK)

@@ -11,7 +11,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from conftest import MODES, binary, call, connect, unique
+from conftest import MODES, binary, call, connect, deadline_witness, inbox_waiters, unique, until_waiting, wait_for_waiters
 from test_conversation import TOOLS, drain
 
 
@@ -48,14 +48,15 @@ async def test_stdio_serves_the_same_tools_and_wakes_a_long_poll(server, tokens,
 
         async def wait():
             outcome["page"] = await call(bob, "inbox", consumer=consumer, after=cursor, wait_s=20)
-            outcome["at"] = time.monotonic()
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(wait)
-            await anyio.sleep(0.5)
-            posted = await call(alice, "post", kind="question", channel="demo", body="via stdio?")
-            posted_at = time.monotonic()
-        assert outcome["at"] - posted_at < 1.0
+        with deadline_witness(server, wait_s=20) as witness:
+            waiting = inbox_waiters(server)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(wait)
+                await until_waiting(server, waiting + 1)
+                posted = await call(alice, "post", kind="question", channel="demo", body="via stdio?")
+            assert not witness.ended.is_set(), "the long-poll ended at its deadline, not at the post"
+        assert not outcome["page"]["timed_out"]
         assert [e["id"] for e in outcome["page"]["entries"]] == [posted["message"]]
         reply = await call(bob, "post", kind="reply", thread=posted["thread"], body="yes")
         assert reply["thread_state"] == "answered"
@@ -107,6 +108,7 @@ def test_watch_runs_its_command_once_per_burst(server, tokens, tmp_path):
     # Written whole, then renamed: a run's file appears with its summary in it (a file that
     # `cat` is still writing would be read empty).
     script = f'cat > "{runs}/.partial-$$" && mv "{runs}/.partial-$$" "{runs}/run-$(date +%s%N).txt"'
+    idle = inbox_waiters(server)
     watch = subprocess.Popen(
         [str(binary()), "watch", "--consumer", consumer, "--debounce-ms", "700", "--wait-s", "20",
          "--", "sh", "-c", script],
@@ -114,10 +116,12 @@ def test_watch_runs_its_command_once_per_burst(server, tokens, tmp_path):
     )
     try:
         assert "waiting for entries" in watch.stderr.readline()
+        wait_for_waiters(server, idle + 1)
         for i in range(3):
             server_post(server, tokens["alice"], f"burst {i}")
         wait_for(lambda: len(list(runs.glob("run-*"))) >= 1)
-        time.sleep(1.5)
+        # Back in its long-poll: the burst is behind it, and any other run for it came before.
+        wait_for_waiters(server, idle + 1)
         files = sorted(runs.glob("run-*"))
         assert len(files) == 1
         summary = files[0].read_text()

@@ -99,15 +99,24 @@ async def test_a_person_outside_a_channel_sees_no_trace_of_it(server, tokens):
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_a_token_revoked_mid_session_is_refused_on_its_next_request(server, mode):
     issued = server.token("alice")
-    refused = False
-    async with connect(server, issued["secret"], mode) as alice:
+    exchanges = []
+    async with connect(server, issued["secret"], mode, exchanges=exchanges) as alice:
         assert (await call(alice, "whoami"))["person"]["id"] == "alice"
+        assert all(e.status < 400 for e in exchanges), exchanges
         server.admin("DELETE", f"/admin/v1/tokens/{issued['id']}")
+        seen = len(exchanges)
         with anyio.fail_after(20):
             try:
                 result = await alice.call_tool("whoami", {})
-            except Exception:
-                refused = True  # the HTTP layer answered 401
-            else:
-                refused = bool(result.is_error)
-    assert refused
+            except Exception:  # the SDK may raise on the HTTP error; what the server said is below
+                result = None
+        answered = exchanges[seen:]
+    # The next request was refused by the HTTP layer as the revoked token it carried: 401 with the
+    # Bearer challenge and token_revoked, not an error of another kind (a crash, a 5xx, a reset).
+    assert result is None or result.is_error, result
+    posts = [e for e in answered if e.method == "POST"]
+    assert posts, answered
+    refused = posts[0]
+    assert refused.status == 401, refused
+    assert 'error="invalid_token"' in refused.headers["www-authenticate"], refused
+    assert json.loads(refused.body)["error"]["code"] == "token_revoked", refused

@@ -23,7 +23,7 @@ from a2a.client import A2ACardResolver, ClientFactory
 from a2a.types import GetTaskRequest, SubscribeToTaskRequest, TaskState
 from playwright.async_api import async_playwright, expect
 
-from conftest import ROOT, call, connect, start_server, stop_server
+from conftest import ROOT, call, connect, inbox_waiters, start_server, stop_server, until_waiting
 from test_a2a import client_config, send, user_message
 
 CHROMIUM = os.environ.get("LIAISON_CHROMIUM", "/usr/bin/chromium")
@@ -45,6 +45,13 @@ def pending_approval(srv, human_token: str, thread: str) -> dict:
     with urllib.request.urlopen(req, timeout=10) as r:
         approvals = json.loads(r.read())["approvals"]
     return next(a for a in approvals if a["thread"] == thread)
+
+
+def approval_state(srv, human_token: str, approval_id: str) -> str:
+    req = urllib.request.Request(f"{srv.url}/api/v1/approvals/{approval_id}",
+                                 headers={"Authorization": f"Bearer {human_token}"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())["approval"]["state"]
 
 
 def state_of(event):
@@ -122,10 +129,11 @@ async def test_a_human_decides_in_the_console_and_the_waiting_agents_proceed():
                     outcome["woke"] = time.monotonic()
                     outcome["page"] = page_
 
+                waiting = inbox_waiters(srv)
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(follow, task.id)
                     tg.start_soon(wait_for_notice)
-                    await anyio.sleep(1.0)
+                    await until_waiting(srv, waiting + 1)
                     clicked = time.monotonic()
                     await card_el.get_by_role("button", name="Allow once").click()
                     with anyio.fail_after(20):
@@ -156,12 +164,23 @@ async def test_a_human_decides_in_the_console_and_the_waiting_agents_proceed():
             rejected = pending_approval(srv, demo["alice"]["human_token"], other.id)
             other_card = page.locator(f"#{rejected['id']}")
             await expect(other_card).to_be_visible(timeout=10_000)
+            # Every request the page sends from now on, in the order sent.
+            sent = []
+            page.on("request", lambda r: sent.append((r.method, r.url, r.post_data or "")))
+            reason = other_card.get_by_label("Reason")
             await other_card.get_by_role("button", name="Reject").click()
-            # The browser refuses an empty reason (required); nothing was sent.
+            # The browser refuses an empty reason (required): nothing was sent (a submission would
+            # have started its request before the click returned), and the field says why.
+            assert not [r for r in sent if r[0] == "POST"], sent
+            assert await reason.evaluate("el => el.validity.valueMissing"), "an empty reason passed validation"
             await expect(other_card).to_be_visible()
-            await other_card.get_by_label("Reason").fill("The audit log is append-only by design.")
+            await reason.fill("The audit log is append-only by design.")
             await other_card.get_by_role("button", name="Reject").click()
             await expect(page.locator(".notice")).to_contain_text(f"Rejected {rejected['id']}")
+            # The one decision sent is the second click's, with its reason: the first sent nothing.
+            posts = [(url, data) for (method, url, data) in sent if method == "POST"]
+            assert len(posts) == 1 and "append-only" in posts[0][1], posts
+            assert approval_state(srv, demo["alice"]["human_token"], rejected["id"]) == "rejected"
             ended = await client.get_task(GetTaskRequest(id=other.id))
             assert ended.status.state == TaskState.TASK_STATE_REJECTED
             assert "The audit log is append-only by design." in ended.status.message.parts[0].text
