@@ -71,7 +71,8 @@ impl FormError {
 
 /// The field a service refusal is about, from the words it starts with.
 fn field_of(e: &ServiceError) -> Option<&'static str> {
-    let m = e.message.as_str();
+    // The storable check names the field as `post.body`, `post.attachments[0]…`.
+    let m = e.message.strip_prefix("post.").unwrap_or(&e.message);
     let starts = |w: &str| m.starts_with(w);
     Some(match () {
         _ if starts("body") || starts("a body") => "body",
@@ -354,6 +355,10 @@ mod tests {
         assert_eq!(field_of(&e("attachment 0: \"a\" is larger")), Some("files"));
         assert_eq!(field_of(&e("a request needs an impact")), Some("impact"));
         assert_eq!(field_of(&e("context link must be")), Some("context"));
+        assert_eq!(
+            field_of(&e("post.body holds U+0000 at character 1")),
+            Some("body")
+        );
         assert_eq!(field_of(&e("the thread is closed")), None);
     }
 }

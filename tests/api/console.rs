@@ -644,3 +644,271 @@ async fn login_links_work_once_and_sessions_end_at_logout_or_expiry() {
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert!(page.contains("expired"), "{page}");
 }
+
+/// One part of a multipart form: a text field, or a file (name, media type, bytes).
+enum Part<'a> {
+    Text(&'a str, &'a str),
+    File(&'a str, &'a str, &'a str, Vec<u8>),
+}
+
+impl Console {
+    /// POSTs a `multipart/form-data` form, as the console's writing forms are sent.
+    async fn post_multipart(
+        &self,
+        path: &str,
+        cookie: &str,
+        parts: &[Part<'_>],
+    ) -> (StatusCode, HeaderMap, String) {
+        let boundary = "liaison-test-boundary-7f3a";
+        let mut body = Vec::new();
+        for p in parts {
+            body.extend_from_slice(format!("--{boundary}\r\n").as_bytes());
+            match p {
+                Part::Text(name, value) => {
+                    body.extend_from_slice(
+                        format!("Content-Disposition: form-data; name=\"{name}\"\r\n\r\n")
+                            .as_bytes(),
+                    );
+                    body.extend_from_slice(value.as_bytes());
+                }
+                Part::File(name, filename, media, bytes) => {
+                    body.extend_from_slice(
+                        format!(
+                            "Content-Disposition: form-data; name=\"{name}\"; filename=\"{filename}\"\r\nContent-Type: {media}\r\n\r\n"
+                        )
+                        .as_bytes(),
+                    );
+                    body.extend_from_slice(bytes);
+                }
+            }
+            body.extend_from_slice(b"\r\n");
+        }
+        body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+        let r = self
+            .http
+            .post(format!("{}{path}", self.url))
+            .header(
+                CONTENT_TYPE,
+                format!("multipart/form-data; boundary={boundary}"),
+            )
+            .header(COOKIE, cookie)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        (r.status(), r.headers().clone(), r.text().await.unwrap())
+    }
+
+    /// How many threads `demo` holds.
+    async fn threads(&self) -> usize {
+        let alice = self
+            .env
+            .caller("alice", Scope::Human, "alice@console:9")
+            .await;
+        self.env
+            .service
+            .channel_threads(
+                &alice,
+                &crate::helpers::channel("demo"),
+                &Default::default(),
+            )
+            .await
+            .unwrap()
+            .len()
+    }
+}
+
+#[tokio::test]
+async fn writing_from_the_console_refuses_bad_input_by_its_field_and_posts_nothing() {
+    use liaison::domain::{MAX_ATTACHMENT_BYTES, MAX_ATTACHMENTS, MAX_BODY_BYTES};
+    let c = console().await;
+    c.env.member("carol", "claude@c:1").await;
+    c.env.channel("secret", &["bob", "carol"]).await;
+    let (session, csrf) = c.sign_in("alice").await;
+    let base = |body: &'static str| {
+        vec![
+            Part::Text("kind", "question"),
+            Part::Text("channel", "demo"),
+            Part::Text("body", body),
+        ]
+    };
+    let before = c.threads().await;
+
+    // Without the session's CSRF token: refused, nothing posted.
+    let (status, _, _) = c
+        .post_multipart("/console/compose", &session, &base("hi"))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let with = |mut parts: Vec<Part<'static>>, csrf: &'static str| {
+        parts.push(Part::Text("csrf", csrf));
+        parts
+    };
+    let csrf: &'static str = Box::leak(csrf.into_boxed_str());
+
+    // NUL, an empty body, a body one byte over the limit: the error sits by the body field.
+    let big: &'static str = Box::leak("x".repeat(MAX_BODY_BYTES + 1).into_boxed_str());
+    for body in ["a\u{0}b", "   ", big] {
+        let (status, _, page) = c
+            .post_multipart("/console/compose", &session, &with(base(body), csrf))
+            .await;
+        assert_eq!(
+            status,
+            StatusCode::BAD_REQUEST,
+            "{}",
+            &page[..page.len().min(300)]
+        );
+        let by_body = page.find("id=\"body\"").unwrap();
+        let error = page.find("field-error").expect("an error by a field");
+        assert!(error > by_body, "the error follows the body field");
+    }
+    // A file one byte over the attachment limit, and one file too many.
+    let file = |n: usize| Part::File("files", "a.bin", "application/octet-stream", vec![7; n]);
+    let mut over = with(base("see file"), csrf);
+    over.push(file(MAX_ATTACHMENT_BYTES + 1));
+    let (status, _, page) = c.post_multipart("/console/compose", &session, &over).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        page.contains("larger than"),
+        "{}",
+        &page[..page.len().min(300)]
+    );
+    let mut many = with(base("see files"), csrf);
+    for _ in 0..=MAX_ATTACHMENTS {
+        many.push(file(1));
+    }
+    let (status, _, page) = c.post_multipart("/console/compose", &session, &many).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(page.contains(&format!("at most {MAX_ATTACHMENTS} files")));
+    // A channel she is not in is not found, like one that does not exist.
+    for name in ["secret", "nowhere"] {
+        let parts = vec![
+            Part::Text("kind", "question"),
+            Part::Text("channel", name),
+            Part::Text("body", "hello"),
+            Part::Text("csrf", csrf),
+        ];
+        let (status, _, _) = c.post_multipart("/console/compose", &session, &parts).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{name}");
+    }
+    assert_eq!(c.threads().await, before, "nothing was posted");
+
+    // At the limits exactly: the largest body, the largest file, as many files as allowed.
+    let largest: &'static str = Box::leak("y".repeat(MAX_BODY_BYTES).into_boxed_str());
+    let (status, headers, _) = c
+        .post_multipart("/console/compose", &session, &with(base(largest), csrf))
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert!(
+        headers["location"]
+            .to_str()
+            .unwrap()
+            .starts_with("/console/threads/thr_")
+    );
+    let mut full = with(base("files"), csrf);
+    full.push(Part::File(
+        "files",
+        "page.html",
+        "text/html",
+        b"<script>alert(1)</script>".to_vec(),
+    ));
+    for _ in 1..MAX_ATTACHMENTS {
+        full.push(file(1));
+    }
+    let (status, headers, _) = c.post_multipart("/console/compose", &session, &full).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let thread = headers["location"].to_str().unwrap().to_owned();
+    assert_eq!(c.threads().await, before + 2);
+    // A form the page rendered carries its own key: sent twice (a double click), it posts once.
+    let mut keyed = with(base("once"), csrf);
+    keyed.push(Part::Text("form_key", "console-test-key"));
+    for _ in 0..2 {
+        let (status, _, _) = c.post_multipart("/console/compose", &session, &keyed).await;
+        assert_eq!(status, StatusCode::SEE_OTHER);
+    }
+    assert_eq!(c.threads().await, before + 3, "a form's key posts once");
+    let (_, _, page) = c.get("/console/compose?channel=demo", Some(&session)).await;
+    assert!(field(&page, "form_key").starts_with("console-"));
+
+    // The uploaded HTML comes back as a download, never as a page.
+    let (_, _, page) = c.get(&thread, Some(&session)).await;
+    // The template escapes `/` in attributes; a browser reads it back.
+    let page = page.replace("&#x2f;", "/");
+    let href = page
+        .split("href=\"")
+        .find(|s| s.starts_with("/console/messages/"))
+        .and_then(|s| s.split('"').next())
+        .unwrap()
+        .to_owned();
+    let (status, headers, body) = c.get(&href, Some(&session)).await;
+    assert_eq!(status, 200);
+    assert_eq!(headers[CONTENT_TYPE], "application/octet-stream");
+    assert!(
+        headers["content-disposition"]
+            .to_str()
+            .unwrap()
+            .starts_with("attachment;")
+    );
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+    assert_eq!(body, "<script>alert(1)</script>");
+    // Someone else's session cannot fetch it.
+    let (carol, _) = c.sign_in("carol").await;
+    let (status, _, _) = c.get(&href, Some(&carol)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // Answering: a GET changes nothing; a closed thread refuses a reply by the form.
+    let id = thread.trim_start_matches("/console/threads/");
+    let (status, _, _) = c.get(&format!("{thread}/reply"), Some(&session)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let close = vec![
+        Part::Text("outcome", "done"),
+        Part::Text("body", ""),
+        Part::Text("csrf", csrf),
+    ];
+    let (status, _, _) = c
+        .post_multipart(&format!("{thread}/close"), &session, &close)
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let reply = vec![
+        Part::Text("body", "one more thing"),
+        Part::Text("csrf", csrf),
+    ];
+    let (status, _, page) = c
+        .post_multipart(&format!("{thread}/reply"), &session, &reply)
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::CONFLICT,
+        "{}",
+        &page[..page.len().min(300)]
+    );
+    assert!(page.contains("the thread is closed"));
+    let alice = c.env.caller("alice", Scope::Human, "alice@console:9").await;
+    let view = c
+        .env
+        .service
+        .thread(
+            &alice,
+            &liaison::domain::ThreadId::parse(id).unwrap(),
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(view.thread.message_count, 2, "opener and close only");
+    // A thread in a channel she is not in, and one that does not exist: the same answer.
+    let bobs = c
+        .env
+        .service
+        .post(
+            &c.env.caller("bob", Scope::Agent, "codex@b:2").await,
+            post("question", Some("secret"), None, "private"),
+        )
+        .await
+        .unwrap();
+    for other in [bobs.thread.to_string(), "thr_nothing".to_owned()] {
+        let (status, _, _) = c
+            .post_multipart(&format!("/console/threads/{other}/reply"), &session, &reply)
+            .await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{other}");
+    }
+}

@@ -138,6 +138,26 @@ async def test_alice_connects_an_agent_writes_to_bob_watches_the_answer_and_revo
                     await expect(notes.nth(0)).to_contain_text("Edit pricing.md: ok")
                     await expect(notes.nth(1)).to_contain_text("Bash npm: ok")
                     assert "SECRET" not in await page.content()
+                    # The agent asks; alice answers from the console; the agent's long-poll gets it.
+                    await call(bob, "post", kind="question", thread=thread, body="EUR or USD prices?")
+                    await expect(page.locator(".message").nth(1)).to_contain_text("EUR or USD prices?", timeout=10_000)
+                    await call(bob, "inbox", consumer="claude", after=got["cursor"])
+                    mark = await call(bob, "inbox", consumer="claude")
+                    answer = {}
+
+                    async def wait_for_answer():
+                        answer["page"] = await call(bob, "inbox", consumer="claude", after=mark["cursor"], wait_s=30)
+
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(wait_for_answer)
+                        await page.get_by_label("Reply as yourself").fill("EUR, as in the attached file.")
+                        await page.get_by_role("button", name="Reply").click()
+                        await expect(page.locator(".message").nth(2)).to_contain_text("EUR, as in the attached file.")
+                    entry = answer["page"]["entries"][0]
+                    assert entry["thread"] == thread and entry["kind"] == "reply"
+                    assert entry["label"]["text"].startswith("Data written by **Alice** in person")
+                    got = answer["page"]
+                    await page.evaluate("window.__sameDocument = true")
                     await call(bob, "post", kind="reply", thread=thread, body="Replaced; see the PR.",
                                result={"status": "done", "summary": "Replaced the pricing table",
                                        "changed": ["site/pricing.md"],
@@ -151,8 +171,8 @@ async def test_alice_connects_an_agent_writes_to_bob_watches_the_answer_and_revo
                     assert receipts[0]["consumers"][0]["consumer"] == "claude"
                     assert "acked_at" in receipts[0]["consumers"][0]
                     assert seen["messages"][0]["written_by"] == "human"
-                    assert seen["messages"][1]["result"]["checks"] == [{"name": "site build", "outcome": "passed"}]
-                reply = page.locator(".message").nth(1)
+                    assert seen["messages"][3]["result"]["checks"] == [{"name": "site build", "outcome": "passed"}]
+                reply = page.locator(".message").nth(3)
                 await expect(reply).to_contain_text("Replaced; see the PR.", timeout=10_000)
                 await expect(reply.locator(".result")).to_contain_text("Replaced the pricing table")
                 await expect(reply.locator(".result")).to_contain_text("site build: passed")
@@ -176,7 +196,7 @@ async def test_alice_connects_an_agent_writes_to_bob_watches_the_answer_and_revo
                 await page.get_by_role("button", name="Reply").click()
                 await expect(page.locator(".answer .field-error")).to_be_visible()
                 await page.goto(thread_url)
-                await expect(page.locator(".message")).to_have_count(2)
+                await expect(page.locator(".message")).to_have_count(4)
 
                 # Revoke: her agent's waiting long-poll ends at once.
                 outcome = {}
