@@ -203,27 +203,17 @@ pub fn status(view: &TaskView) -> pb::TaskStatus {
 /// The status message of a progress event: the note (tool, target, ok or failed), from the
 /// team's side, with an id derived from the task and the event.
 fn progress_note(thread: &ThreadRecord, seq: i64, note: &str) -> pb::Message {
-    pb::Message {
-        message_id: format!("{}-progress-{seq}", thread.id),
-        context_id: thread
-            .task
-            .as_ref()
-            .map(|t| t.context_id.clone())
-            .unwrap_or_default(),
-        task_id: thread.id.to_string(),
-        role: pb::Role::Agent as i32,
-        parts: parts_out(&format!("Progress: {note}"), &[]),
-        ..Default::default()
-    }
+    server_note(
+        thread,
+        format!("{}-progress-{seq}", thread.id),
+        format!("Progress: {note}"),
+    )
 }
 
-/// The server's status message about a task's approval ("Awaiting approval by …", "Approved by
-/// …"), from the team's side, with an id derived from the approval and its state.
-fn approval_note(thread: &ThreadRecord, approval: Option<&TaskApproval>) -> Option<pb::Message> {
-    let a = approval?;
-    let text = a.status_text()?;
-    Some(pb::Message {
-        message_id: format!("{}-{}", a.id, a.state),
+/// A status message from the team's side about `thread`'s task, with its own id.
+fn server_note(thread: &ThreadRecord, message_id: String, text: String) -> pb::Message {
+    pb::Message {
+        message_id,
         context_id: thread
             .task
             .as_ref()
@@ -236,7 +226,15 @@ fn approval_note(thread: &ThreadRecord, approval: Option<&TaskApproval>) -> Opti
             ..Default::default()
         }],
         ..Default::default()
-    })
+    }
+}
+
+/// The server's status message about a task's approval ("Awaiting approval by …", "Approved by
+/// …"), from the team's side, with an id derived from the approval and its state.
+fn approval_note(thread: &ThreadRecord, approval: Option<&TaskApproval>) -> Option<pb::Message> {
+    let a = approval?;
+    let text = a.status_text()?;
+    Some(server_note(thread, format!("{}-{}", a.id, a.state), text))
 }
 
 fn status_with(

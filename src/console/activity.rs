@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use minijinja::value::Serde;
 use serde::{Deserialize, Serialize};
 
-use super::pages::{frame, signed_in};
+use super::pages::{channel_names, frame, signed_in};
 use super::{Console, Page};
 use crate::domain::ChannelName;
 use crate::service::{ServiceError, WeekActivity};
@@ -132,14 +132,7 @@ pub(super) async fn page(
     let s = signed_in(&c, &headers).await?;
     let fail = |e: ServiceError| Page::from(e).with(&c, true).into_response();
     let q = q.map(|q| q.0).unwrap_or_default();
-    let channels: Vec<String> = c
-        .service
-        .channels(&s.caller)
-        .await
-        .map_err(fail)?
-        .into_iter()
-        .map(|ch| ch.name.to_string())
-        .collect();
+    let channels = channel_names(&c, &s).await?;
     let chosen = q.channel.or_else(|| channels.first().cloned());
     let mut charts = Vec::new();
     if let Some(name) = &chosen {

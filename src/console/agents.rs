@@ -113,6 +113,23 @@ async fn render(
     .map_err(IntoResponse::into_response)
 }
 
+/// A form of this page from a signed-in session carrying its CSRF token (`csrf` reads it), or
+/// the page saying why not; nothing is changed on a refusal.
+async fn checked<T>(
+    c: &Console,
+    headers: &HeaderMap,
+    f: Result<Form<T>, FormRejection>,
+    csrf: impl Fn(&T) -> Option<&str>,
+) -> Result<(Session, T), Response> {
+    let back = |e: ServiceError| Page::from(e).with(c, true).into_response();
+    let s = session(c, headers).await.map_err(back)?;
+    let f = form(f).map_err(back)?;
+    c.service
+        .check_console_csrf(&s.secret, csrf(&f))
+        .map_err(back)?;
+    Ok((s, f))
+}
+
 #[derive(Deserialize)]
 pub(super) struct IssueForm {
     csrf: Option<String>,
@@ -126,12 +143,7 @@ pub(super) async fn issue(
     headers: HeaderMap,
     f: Result<Form<IssueForm>, FormRejection>,
 ) -> Result<Response, Response> {
-    let back = |e: ServiceError| Page::from(e).with(&c, true).into_response();
-    let s = session(&c, &headers).await.map_err(back)?;
-    let f = form(f).map_err(back)?;
-    c.service
-        .check_console_csrf(&s.secret, f.csrf.as_deref())
-        .map_err(back)?;
+    let (s, f) = checked(&c, &headers, f, |f: &IssueForm| f.csrf.as_deref()).await?;
     let spec = f
         .expires_in_days
         .as_deref()
@@ -147,8 +159,7 @@ pub(super) async fn issue(
         Ok(spec) => match c.service.issue_own_token(&s.caller, spec).await {
             Ok(t) => render(&c, &s, Some(issued(&c, &t)), None, StatusCode::OK).await,
             Err(e) => {
-                let status = StatusCode::from_u16(crate::http::http_status(e.code))
-                    .unwrap_or(StatusCode::BAD_REQUEST);
+                let status = super::status_of(&e);
                 render(&c, &s, None, Some(e.message), status).await
             }
         },
@@ -168,15 +179,10 @@ pub(super) async fn revoke(
     Path(id): Path<String>,
     f: Result<Form<RevokeForm>, FormRejection>,
 ) -> Result<Response, Response> {
-    let back = |e: ServiceError| Page::from(e).with(&c, true).into_response();
-    let s = session(&c, &headers).await.map_err(back)?;
-    let f = form(f).map_err(back)?;
-    c.service
-        .check_console_csrf(&s.secret, f.csrf.as_deref())
-        .map_err(back)?;
+    let (s, _) = checked(&c, &headers, f, |f: &RevokeForm| f.csrf.as_deref()).await?;
     c.service
         .revoke_own_token(&s.caller, &id)
         .await
-        .map_err(back)?;
+        .map_err(|e| Page::from(e).with(&c, true).into_response())?;
     Ok(Redirect::to("/console/agents").into_response())
 }

@@ -226,8 +226,7 @@ pub(super) async fn post(
                 Ok(Redirect::to(&format!("/console/threads/{}", receipt.thread)).into_response())
             }
             Err(e) => {
-                let status = StatusCode::from_u16(crate::http::http_status(e.code))
-                    .unwrap_or(StatusCode::BAD_REQUEST);
+                let status = super::status_of(&e);
                 let refused = FormError::from_service(&e, &fields);
                 render(&c, &s, channel.as_deref(), refused, true, status).await
             }

@@ -159,6 +159,12 @@ fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
         .map(|(_, v)| v)
 }
 
+/// The HTTP status of a service refusal, as every front answers it.
+fn status_of(e: &ServiceError) -> StatusCode {
+    StatusCode::from_u16(crate::http::http_status(e.code))
+        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
 /// An error shown as a page: status, title and the service's message.
 struct Page {
     status: StatusCode,
@@ -171,8 +177,7 @@ struct Page {
 
 impl From<ServiceError> for Page {
     fn from(error: ServiceError) -> Self {
-        let status = StatusCode::from_u16(crate::http::http_status(error.code))
-            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let status = status_of(&error);
         let title = match error.code {
             ErrorCode::Unauthenticated | ErrorCode::TokenExpired | ErrorCode::TokenRevoked => {
                 "This link or session cannot be used"

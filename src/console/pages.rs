@@ -327,6 +327,17 @@ struct ThreadRow {
     updated_at: String,
 }
 
+/// The names of the channels the session's person can read (a page's channel tabs).
+pub(super) async fn channel_names(c: &Console, s: &Session) -> Result<Vec<String>, Response> {
+    Ok(c.service
+        .channels(&s.caller)
+        .await
+        .map_err(|e| Page::from(e).with(c, true).into_response())?
+        .into_iter()
+        .map(|ch| ch.name.to_string())
+        .collect())
+}
+
 async fn threads(
     State(c): State<Console>,
     headers: HeaderMap,
@@ -334,14 +345,7 @@ async fn threads(
 ) -> Result<Response, Response> {
     let s = signed_in(&c, &headers).await?;
     let fail = |e: ServiceError| Page::from(e).with(&c, true).into_response();
-    let channels: Vec<String> = c
-        .service
-        .channels(&s.caller)
-        .await
-        .map_err(fail)?
-        .into_iter()
-        .map(|ch| ch.name.to_string())
-        .collect();
+    let channels = channel_names(&c, &s).await?;
     let q = q.map(|q| q.0).unwrap_or(ChannelQuery {
         channel: None,
         state: None,

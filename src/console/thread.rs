@@ -283,8 +283,7 @@ async fn answer(
         ))
         .into_response()),
         Err(e) => {
-            let status = StatusCode::from_u16(crate::http::http_status(e.code))
-                .unwrap_or(StatusCode::BAD_REQUEST);
+            let status = super::status_of(&e);
             if status == StatusCode::NOT_FOUND {
                 return Err(Page::from(e).with(&c, true).into_response());
             }
