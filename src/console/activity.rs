@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use minijinja::value::Serde;
 use serde::{Deserialize, Serialize};
 
-use super::pages::{channel_names, frame, signed_in};
+use super::session::{channel_names, frame, signed_in};
 use super::{Console, Page};
 use crate::domain::ChannelName;
 use crate::service::{ServiceError, WeekActivity};

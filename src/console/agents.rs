@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use minijinja::value::Serde;
 use serde::{Deserialize, Serialize};
 
-use super::pages::{Session, form, frame, session, signed_in};
+use super::session::{Session, form, frame, session, signed_in};
 use super::{Console, Page};
 use crate::service::{IssuedToken, OWN_TOKEN_MAX_DAYS, OwnTokenSpec, ServiceError};
 

@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use minijinja::value::Serde;
 use serde::{Deserialize, Serialize};
 
-use super::pages::{Session, frame, session, signed_in};
+use super::session::{Session, frame, session, signed_in};
 use super::upload::{self, Fields};
 use super::{Console, Page};
 use crate::domain::{Attachment, ChannelName, Impact, Kind, PersonId, Right, text};

@@ -5,6 +5,7 @@
 //!
 //! - `links`: login links, approval links (confirmation page, then a POST), and the admin routes
 //!   that issue them.
+//! - `session`: what the signed-in pages share (the session, the frame, form decoding).
 //! - `pages`: the signed-in pages (approvals, threads, fleet, leases), decisions, logout and the
 //!   event stream; `GET /console/approvals/{id}` dispatches to a link's page or the signed-in one.
 //! - `compose`: writing a new thread as the person herself; `thread`: one thread, live, with its
@@ -23,6 +24,7 @@ mod agents;
 mod compose;
 mod links;
 mod pages;
+mod session;
 mod thread;
 mod upload;
 mod view;
@@ -64,11 +66,38 @@ pub fn router(service: Service, public_url: &str) -> Router {
         templates: Arc::new(templates()),
     };
     pages::routes()
+        .merge(workspace_routes())
         .layer(axum::extract::DefaultBodyLimit::max(upload::MAX_FORM_BYTES))
         .merge(links::routes())
         .layer(axum::middleware::map_response(security_headers))
         .merge(links::admin_routes())
         .with_state(state)
+}
+
+/// The member's writing, connecting and activity pages.
+fn workspace_routes() -> Router<Console> {
+    use axum::routing::{get, post};
+    Router::new()
+        .route("/console/threads/{id}", get(thread::page))
+        .route(
+            "/console/threads/{id}/reply",
+            post(thread::reply).get(compose::no_get),
+        )
+        .route(
+            "/console/threads/{id}/close",
+            post(thread::close).get(compose::no_get),
+        )
+        .route("/console/activity", get(activity::page))
+        .route("/console/agents", get(agents::page).post(agents::issue))
+        .route(
+            "/console/agents/{id}/revoke",
+            post(agents::revoke).get(compose::no_get),
+        )
+        .route("/console/compose", get(compose::page).post(compose::post))
+        .route(
+            "/console/messages/{id}/attachments/{n}",
+            get(upload::attachment),
+        )
 }
 
 fn templates() -> Environment<'static> {

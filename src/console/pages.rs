@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::extract::rejection::{FormRejection, QueryRejection};
 use axum::extract::{Form, Path, Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
@@ -17,10 +17,11 @@ use minijinja::value::Serde;
 use serde::{Deserialize, Serialize};
 
 use super::links::{LinkQuery, link_page};
+use super::session::{channel_names, form, frame, session, signed_in, subject};
 use super::view::{Via, card};
 use super::{Console, Page, SESSION_COOKIE, cookie, no_get_decision};
 use crate::domain::{ApprovalId, ApprovalState, ChannelName, Decision, DecisionPath};
-use crate::service::{Caller, ServiceError, ThreadFilter, session_csrf};
+use crate::service::{ServiceError, ThreadFilter};
 
 pub(super) fn routes() -> Router<Console> {
     Router::new()
@@ -43,91 +44,12 @@ pub(super) fn routes() -> Router<Console> {
             post(reject).get(no_get_decision),
         )
         .route("/console/threads", get(threads))
-        .route("/console/threads/{id}", get(super::thread::page))
-        .route(
-            "/console/threads/{id}/reply",
-            post(super::thread::reply).get(super::compose::no_get),
-        )
-        .route(
-            "/console/threads/{id}/close",
-            post(super::thread::close).get(super::compose::no_get),
-        )
-        .route("/console/activity", get(super::activity::page))
-        .route(
-            "/console/agents",
-            get(super::agents::page).post(super::agents::issue),
-        )
-        .route(
-            "/console/agents/{id}/revoke",
-            post(super::agents::revoke).get(super::compose::no_get),
-        )
-        .route(
-            "/console/compose",
-            get(super::compose::page).post(super::compose::post),
-        )
-        .route(
-            "/console/messages/{id}/attachments/{n}",
-            get(super::upload::attachment),
-        )
         .route("/console/fleet", get(fleet))
         .route("/console/leases", get(leases))
         .route("/console/logout", post(logout))
         .route("/console/events", get(events))
         .route("/console/static/console.css", get(stylesheet))
         .route("/console/static/console.js", get(script))
-}
-
-/// A signed-in request: the person, and the session's secret and CSRF token.
-pub(super) struct Session {
-    pub caller: Caller,
-    pub secret: String,
-    pub csrf: String,
-}
-
-pub(super) async fn session(c: &Console, headers: &HeaderMap) -> Result<Session, ServiceError> {
-    let secret = cookie(headers, SESSION_COOKIE).unwrap_or_default();
-    let (caller, _) = c.service.console_caller(secret).await?;
-    Ok(Session {
-        caller,
-        secret: secret.to_owned(),
-        csrf: session_csrf(secret),
-    })
-}
-
-/// A page's session, or (401) the sign-in page saying why there is none.
-pub(super) async fn signed_in(c: &Console, headers: &HeaderMap) -> Result<Session, Response> {
-    match session(c, headers).await {
-        Ok(s) => Ok(s),
-        Err(e) if crate::http::http_status(e.code) == 401 => {
-            let page = c.render(
-                "login.html",
-                minijinja::context! { message => e.message, title => "Sign in" },
-            );
-            Err(match page {
-                Ok(html) => (StatusCode::UNAUTHORIZED, html).into_response(),
-                Err(p) => p.into_response(),
-            })
-        }
-        Err(e) => Err(Page::from(e).with(c, false).into_response()),
-    }
-}
-
-/// What every signed-in page's layout needs.
-#[derive(Serialize)]
-pub(super) struct Frame<'a> {
-    me: &'a str,
-    csrf: &'a str,
-    page: &'static str,
-    live: bool,
-}
-
-pub(super) fn frame<'a>(s: &'a Session, page: &'static str) -> Frame<'a> {
-    Frame {
-        me: &s.caller.person.display_name,
-        csrf: &s.csrf,
-        page,
-        live: true,
-    }
 }
 
 #[derive(Deserialize, Default)]
@@ -229,15 +151,6 @@ struct DecisionForm {
     reason: Option<String>,
 }
 
-pub(super) fn form<T>(form: Result<Form<T>, FormRejection>) -> Result<T, ServiceError> {
-    form.map(|Form(f)| f).map_err(|e| {
-        ServiceError::invalid(format!(
-            "the request is not a form this page sends ({}); nothing was changed",
-            e.body_text()
-        ))
-    })
-}
-
 async fn decide(
     c: &Console,
     headers: &HeaderMap,
@@ -327,17 +240,6 @@ struct ThreadRow {
     updated_at: String,
 }
 
-/// The names of the channels the session's person can read (a page's channel tabs).
-pub(super) async fn channel_names(c: &Console, s: &Session) -> Result<Vec<String>, Response> {
-    Ok(c.service
-        .channels(&s.caller)
-        .await
-        .map_err(|e| Page::from(e).with(c, true).into_response())?
-        .into_iter()
-        .map(|ch| ch.name.to_string())
-        .collect())
-}
-
 async fn threads(
     State(c): State<Console>,
     headers: HeaderMap,
@@ -394,14 +296,6 @@ async fn threads(
     )
     .map(IntoResponse::into_response)
     .map_err(IntoResponse::into_response)
-}
-
-pub(super) fn subject(s: &str) -> String {
-    if s.trim().is_empty() {
-        "(no subject)".to_owned()
-    } else {
-        crate::domain::text::one_line(s)
-    }
 }
 
 async fn fleet(State(c): State<Console>, headers: HeaderMap) -> Result<Response, Response> {

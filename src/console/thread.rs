@@ -13,7 +13,7 @@ use minijinja::value::Serde;
 use serde::Serialize;
 
 use super::compose::{FormError, new_form_key};
-use super::pages::{Session, frame, session, signed_in, subject};
+use super::session::{Session, frame, session, signed_in, subject};
 use super::upload::{self, Fields};
 use super::{Console, LabelPart, Page, label_parts};
 use crate::domain::{Attachment, Kind, Outcome, ThreadId, WrittenBy};

@@ -16,7 +16,7 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 
-use super::pages::session;
+use super::session::session;
 use super::{Console, Page};
 use crate::domain::{Attachment, MAX_ATTACHMENT_BYTES, MAX_ATTACHMENTS, MessageId, text};
 use crate::service::ServiceError;
