@@ -14,7 +14,7 @@ use serde::Deserialize;
 use crate::domain::{ApprovalPolicy, ChannelName, PersonId, PersonKind, PolicyChange};
 use crate::http::{ApiError, ApiResult, Authed, Body};
 use crate::service::{
-    ChannelSpec, ErrorCode, MemberChange, PartySpec, Service, ServiceError, TokenSpec,
+    AuditQuery, ChannelSpec, ErrorCode, MemberChange, PartySpec, Service, ServiceError, TokenSpec,
 };
 
 pub fn router(service: Service) -> Router {
@@ -33,6 +33,7 @@ pub fn router(service: Service) -> Router {
             axum::routing::put(set_policy).patch(change_policy),
         )
         .route("/admin/v1/audit", get(audit))
+        .route("/admin/v1/audit/export", get(audit_export))
         .merge(keys::router())
         .merge(outbox::router())
         .merge(remotes::router())
@@ -184,34 +185,28 @@ async fn remove_channel(
     Ok(Json(serde_json::json!({ "removed": name })))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AuditQuery {
-    /// Entries after this sequence number (the last `seq` of the previous page).
-    after: Option<i64>,
-    /// RFC 3339: entries at or after this time.
-    since: Option<String>,
-    limit: Option<i64>,
-}
-
 async fn audit(
     State(s): State<Service>,
     Authed(c): Authed,
-    Query(q): Query<AuditQuery>,
+    q: Result<Query<AuditQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<serde_json::Value> {
-    let since = match q.since.as_deref() {
-        None => None,
-        Some(t) => Some(crate::domain::Timestamp(
-            chrono::DateTime::parse_from_rfc3339(t)
-                .map_err(|_| ServiceError::invalid(format!("since {t:?} is not an RFC 3339 time")))?
-                .timestamp_millis(),
-        )),
-    };
-    let entries = s.audit(&c, q.after, since, q.limit).await?;
+    let q = q.map_err(|e| ServiceError::invalid(e.body_text()))?.0;
+    let entries = s.audit(&c, &q).await?;
     let next = entries.last().map(|e| e.seq);
     Ok(Json(
         serde_json::json!({ "entries": entries, "next_after": next }),
     ))
+}
+
+/// Every entry the filter selects, oldest first, as JSON lines (`application/jsonl`), read a
+/// page at a time while the body streams.
+async fn audit_export(
+    State(s): State<Service>,
+    Authed(c): Authed,
+    q: Result<Query<AuditQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<axum::response::Response, ApiError> {
+    let q = q.map_err(|e| ServiceError::invalid(e.body_text()))?.0;
+    Ok(crate::http::audit_lines(s, c, q).await?)
 }
 
 async fn set_policy(

@@ -479,7 +479,8 @@ pub(super) async fn request_json(
     let method = reqwest::Method::from_bytes(method.as_bytes())?;
     let mut request = reqwest::Client::new()
         .request(method, &url)
-        .bearer_auth(token);
+        .bearer_auth(token)
+        .header(crate::http::CLIENT_HEADER, "cli");
     if let Some(agent) = agent {
         request = request.header(crate::http::AGENT_HEADER, agent);
     }

@@ -143,13 +143,14 @@ pub(super) async fn approvals(c: ApprovalsCommand) -> anyhow::Result<()> {
     }
 }
 
-/// A single-use console login link (admins).
+/// A single-use console login link (admins); `admin`: for an admin console session.
 pub(super) async fn login_link(
     person: String,
+    admin: bool,
     expires_in: Option<u64>,
     server: ServerArgs,
 ) -> anyhow::Result<()> {
-    let body = json!({ "person": person, "expires_in_s": expires_in });
+    let body = json!({ "person": person, "admin": admin, "expires_in_s": expires_in });
     call_as(
         &server,
         &admin_token(&server)?,
@@ -160,22 +161,37 @@ pub(super) async fn login_link(
     .await
 }
 
-/// The audit log (admins): every approval event, oldest first.
+/// The filter of `liaison audit`.
+pub(super) struct AuditArgs {
+    pub since: Option<String>,
+    pub event: Option<String>,
+    pub actor: Option<String>,
+    pub subject: Option<String>,
+    pub after: Option<i64>,
+    pub limit: Option<i64>,
+}
+
+/// The audit log (admins): every approval step and admin change, oldest first.
 pub(super) async fn audit(
-    since: Option<String>,
-    after: Option<i64>,
-    limit: Option<i64>,
+    filter: AuditArgs,
     format: Format,
     server: ServerArgs,
 ) -> anyhow::Result<()> {
     let mut query = Vec::new();
-    if let Some(s) = since {
-        query.push(format!("since={}", encode(&s)));
+    for (name, value) in [
+        ("since", filter.since),
+        ("event", filter.event),
+        ("actor", filter.actor),
+        ("subject", filter.subject),
+    ] {
+        if let Some(v) = value {
+            query.push(format!("{name}={}", encode(&v)));
+        }
     }
-    if let Some(a) = after {
+    if let Some(a) = filter.after {
         query.push(format!("after={a}"));
     }
-    if let Some(l) = limit {
+    if let Some(l) = filter.limit {
         query.push(format!("limit={l}"));
     }
     let path = format!("/admin/v1/audit?{}", query.join("&"));
@@ -184,6 +200,7 @@ pub(super) async fn audit(
         col!("SEQ", "seq"),
         col!("AT", "at"),
         col!("EVENT", "event"),
+        col!("SUBJECT", "subject"),
         col!("APPROVAL", "approval"),
         col!("THREAD", "thread"),
         col!("ACTOR", "actor"),

@@ -83,11 +83,21 @@ pub enum Command {
     /// refresh, remove.
     #[command(subcommand)]
     Remote(remotes::RemoteCommand),
-    /// The audit log of approvals (admins), oldest first.
+    /// The audit log (admins), oldest first: every approval step and every admin change, with
+    /// who made it, via what (cli, api, console) and what it changed.
     Audit {
         /// RFC 3339 time: entries at or after it.
         #[arg(long)]
         since: Option<String>,
+        /// Entries whose event starts with this: token., channel.policy_changed, decided.
+        #[arg(long)]
+        event: Option<String>,
+        /// Entries made by this person.
+        #[arg(long)]
+        actor: Option<String>,
+        /// Entries about this person, token, channel, webhook, approval or thread.
+        #[arg(long)]
+        subject: Option<String>,
         /// Entries after this sequence number (`next_after` of the previous page).
         #[arg(long)]
         after: Option<i64>,
@@ -101,6 +111,9 @@ pub enum Command {
     /// A single-use console login link for PERSON (admins); prints its URL.
     LoginLink {
         person: String,
+        /// A link to an admin console session (PERSON must hold a live admin token).
+        #[arg(long)]
+        admin: bool,
         /// How long the link stays valid: seconds or 30s, 10m, 24h, 7d (default 1h, at most 7d).
         #[arg(long, value_parser = crate::domain::duration::parse)]
         expires_in: Option<crate::domain::duration::Seconds>,
@@ -176,16 +189,30 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Remote(c) => remotes::remote(c).await,
         Command::Audit {
             since,
+            event,
+            actor,
+            subject,
             after,
             limit,
             format,
             server,
-        } => approvals::audit(since, after, limit, format, server).await,
+        } => {
+            let filter = approvals::AuditArgs {
+                since,
+                event,
+                actor,
+                subject,
+                after,
+                limit,
+            };
+            approvals::audit(filter, format, server).await
+        }
         Command::LoginLink {
             person,
+            admin,
             expires_in,
             server,
-        } => approvals::login_link(person, expires_in.map(|s| s.0), server).await,
+        } => approvals::login_link(person, admin, expires_in.map(|s| s.0), server).await,
         Command::Inbox(a) => member::inbox(a).await,
         Command::Thread(a) => member::thread(a).await,
         Command::Post(a) => member::post(a).await,

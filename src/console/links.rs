@@ -47,6 +47,9 @@ pub(super) fn admin_routes() -> Router<Console> {
 #[serde(deny_unknown_fields)]
 struct LoginLinkRequest {
     person: PersonId,
+    /// A link to an admin console session (the person must hold a live admin token).
+    #[serde(default)]
+    admin: bool,
     expires_in_s: Option<u64>,
 }
 
@@ -56,10 +59,15 @@ async fn issue_login_link(
     Body(body): Body<LoginLinkRequest>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let admin = authenticate(&c.service, &headers).await?;
-    let issued = c
-        .service
-        .issue_login_link(&admin, &body.person, body.expires_in_s)
-        .await?;
+    let issued = if body.admin {
+        c.service
+            .issue_admin_login_link(&admin, &body.person, body.expires_in_s)
+            .await?
+    } else {
+        c.service
+            .issue_login_link(&admin, &body.person, body.expires_in_s)
+            .await?
+    };
     let url = super::login_link_url(&c.public_url, &issued.secret);
     Ok(Json(serde_json::json!({ "link": issued.link, "url": url })))
 }

@@ -119,6 +119,21 @@ impl PolicyChange {
 }
 
 impl ApprovalPolicy {
+    /// The impacts whose requests wait for an approver (`approve`). Outbound messages are
+    /// approved by their sender's human, not by the channel's approvers, so they are not here.
+    pub fn needing_approval(&self) -> Vec<&'static str> {
+        [
+            (Impact::None, "none"),
+            (Impact::Code, "code"),
+            (Impact::Database, "database"),
+            (Impact::Production, "production"),
+        ]
+        .into_iter()
+        .filter(|(i, _)| self.decision(*i) == PolicyDecision::Approve)
+        .map(|(_, name)| name)
+        .collect()
+    }
+
     pub fn decision(&self, impact: Impact) -> PolicyDecision {
         match impact {
             Impact::None => self.none,

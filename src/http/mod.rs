@@ -21,6 +21,11 @@ use crate::service::{Caller, ErrorCode, Service, ServiceError};
 /// The header an agent may use to declare its identity (`agent_id@host:session`); never trusted.
 pub const AGENT_HEADER: &str = "liaison-agent";
 
+/// The header by which liaison's own CLI says it is the CLI (`Liaison-Client: cli`), so the
+/// audit log records admin changes made with it as `via: cli`; anything else is `via: api`.
+/// Self-declared: it names the path, it never authorises.
+pub const CLIENT_HEADER: &str = "liaison-client";
+
 /// A service error as an HTTP response: `{"error": {"code", "message", "details"}}`.
 pub struct ApiError(pub ServiceError);
 
@@ -76,7 +81,65 @@ pub async fn authenticate(service: &Service, headers: &HeaderMap) -> Result<Call
             ));
         }
     };
-    Ok(caller.declaring(agent))
+    let via = match headers.get(CLIENT_HEADER).map(|v| v.as_bytes()) {
+        Some(b"cli") => crate::domain::DecisionPath::Cli,
+        _ => crate::domain::DecisionPath::Api,
+    };
+    Ok(caller.declaring(agent).arriving_via(via))
+}
+
+/// The audit entries `q` selects as JSON lines (`application/jsonl`, one entry per line, oldest
+/// first), read a page at a time while the body streams; the admin API's and the console's
+/// export. A bad filter is refused before anything is sent.
+pub async fn audit_lines(
+    service: Service,
+    caller: Caller,
+    q: crate::service::AuditQuery,
+) -> Result<Response, ServiceError> {
+    let q = crate::service::AuditQuery {
+        limit: Some(crate::service::MAX_AUDIT_PAGE),
+        ..q
+    };
+    let first = service.audit(&caller, &q).await?;
+    let pages = futures::stream::unfold(Some((first, q)), move |state| {
+        let service = service.clone();
+        let caller = caller.clone();
+        async move {
+            let (page, mut q) = state?;
+            if page.is_empty() {
+                return None;
+            }
+            let mut lines = Vec::new();
+            for e in &page {
+                serde_json::to_writer(&mut lines, e).ok()?;
+                lines.push(b'\n');
+            }
+            let next = if page.len() as i64 == crate::service::MAX_AUDIT_PAGE {
+                q.after = page.last().map(|e| e.seq);
+                match service.audit(&caller, &q).await {
+                    Ok(next) => Some((next, q)),
+                    Err(e) => {
+                        tracing::error!(error = %e.message, "The audit export stopped early.");
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            Some((Ok::<_, std::io::Error>(lines), next))
+        }
+    });
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/jsonl"),
+            (
+                header::CONTENT_DISPOSITION,
+                "attachment; filename=\"liaison-audit.jsonl\"",
+            ),
+        ],
+        axum::body::Body::from_stream(pages),
+    )
+        .into_response())
 }
 
 /// The authenticated caller of an HTTP request.

@@ -61,6 +61,16 @@ pub struct KeyInfo {
     pub signing: bool,
 }
 
+/// The ring as the audit log shows it: each key's id and when it retires (never key material).
+fn ring_shown(records: &[SealedKey]) -> serde_json::Value {
+    serde_json::json!({
+        "keys": records
+            .iter()
+            .map(|r| serde_json::json!({ "kid": r.kid, "retire_after": r.retire_after }))
+            .collect::<Vec<_>>()
+    })
+}
+
 /// Why a key operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum KeysError {
@@ -174,7 +184,11 @@ impl KeyManager {
     }
 
     /// A new signing key; the keys signing until now co-sign for `overlap`.
-    pub async fn rotate(&self, overlap: chrono::TimeDelta) -> Result<KeyInfo, KeysError> {
+    pub async fn rotate(
+        &self,
+        overlap: chrono::TimeDelta,
+        audit: crate::store::AdminChange,
+    ) -> Result<KeyInfo, KeysError> {
         if overlap < chrono::TimeDelta::zero() || overlap > MAX_OVERLAP {
             return Err(KeysError::Invalid(format!(
                 "the overlap must be between 0 and {} days",
@@ -182,7 +196,7 @@ impl KeyManager {
             )));
         }
         let mut created = None;
-        self.change(|records, now| {
+        self.change(audit, |records, now| {
             let mut kept = ring::live(records, now);
             let record = ring::rotate(&mut kept, &self.master, now, overlap)
                 .map_err(|e| KeysError::Other(e.into()))?;
@@ -202,8 +216,12 @@ impl KeyManager {
     }
 
     /// Drops a key before its overlap ends (never the signing key).
-    pub async fn retire(&self, kid: &str) -> Result<(), KeysError> {
-        self.change(|records, now| {
+    pub async fn retire(
+        &self,
+        kid: &str,
+        audit: crate::store::AdminChange,
+    ) -> Result<(), KeysError> {
+        self.change(audit, |records, now| {
             let mut kept = ring::live(records, now);
             ring::retire(&mut kept, kid)?;
             *records = kept;
@@ -225,6 +243,7 @@ impl KeyManager {
     /// them meanwhile), then reloads here and tells the other replicas.
     async fn change(
         &self,
+        mut audit: crate::store::AdminChange,
         mut f: impl FnMut(&mut Vec<SealedKey>, chrono::DateTime<chrono::Utc>) -> Result<(), KeysError>,
     ) -> Result<(), KeysError> {
         for _ in 0..5 {
@@ -237,11 +256,18 @@ impl KeyManager {
             let mut records: Vec<SealedKey> =
                 serde_json::from_str(&before).map_err(|e| KeysError::Other(e.into()))?;
             let now = chrono::Utc::now();
+            audit.before = Some(ring_shown(&ring::live(&records, now)));
             f(&mut records, now)?;
+            audit.after = Some(ring_shown(&records));
             let after = serde_json::to_string(&records).map_err(|e| KeysError::Other(e.into()))?;
             let swapped = self
                 .store
-                .replace_signing_keys(before, after, Timestamp(now.timestamp_millis()))
+                .replace_signing_keys(
+                    before,
+                    after,
+                    Timestamp(now.timestamp_millis()),
+                    audit.clone(),
+                )
                 .await
                 .map_err(|e| KeysError::Other(e.into()))?;
             if swapped {

@@ -143,7 +143,8 @@ impl Service {
             display_name: "Administrator".into(),
             created_at: self.now(),
         };
-        match store.insert_person(person).await {
+        let audit = self.server_change("person.added", &admin, super::audit::shown(&person));
+        match store.insert_person(person, audit).await {
             Ok(()) => {}
             // Another replica bootstrapped at the same moment: it created (and printed) the token.
             Err(StoreError::Conflict(_)) => return Ok(None),
@@ -155,7 +156,7 @@ impl Service {
             expires_in_s: None,
             description: "bootstrap admin token".into(),
         };
-        Ok(Some(self.issue_token_unchecked(spec).await?))
+        Ok(Some(self.issue_token_unchecked(spec, None).await?))
     }
 
     pub async fn add_person(
@@ -178,9 +179,16 @@ impl Service {
             display_name,
             created_at: self.now(),
         };
+        let audit = self.change(
+            caller,
+            "person.added",
+            &id,
+            None,
+            super::audit::shown(&person),
+        );
         self.inner
             .store
-            .insert_person(person.clone())
+            .insert_person(person.clone(), audit)
             .await
             .map_err(conflict_as("person", &id))?;
         tracing::info!(person = %id, kind = %kind, "Person added.");
@@ -227,12 +235,25 @@ impl Service {
             display_name,
             created_at: self.now(),
         };
+        let shown = PartyRecord {
+            person: person.clone(),
+            default_skill: spec.default_skill.clone(),
+            jwt_subject: spec.jwt_subject.clone(),
+        };
+        let audit = self.change(
+            caller,
+            "party.added",
+            &spec.id,
+            None,
+            super::audit::shown(&shown),
+        );
         self.inner
             .store
             .insert_party(
                 person.clone(),
                 spec.default_skill.clone(),
                 spec.jwt_subject.clone(),
+                audit,
             )
             .await
             .map_err(conflict_as("person or JWT subject", &spec.id))?;
@@ -243,7 +264,7 @@ impl Service {
                 expires_in_s: None,
                 description: "party token".into(),
             };
-            Some(self.issue_token_unchecked(t).await?)
+            Some(self.issue_token_unchecked(t, Some(caller)).await?)
         } else {
             None
         };
@@ -261,10 +282,11 @@ impl Service {
     /// id is "not found" here: members are removed with `person remove`.
     pub async fn remove_party(&self, caller: &Caller, id: &PersonId) -> Result<()> {
         caller.require(Scope::Admin)?;
-        if self.inner.store.party(id).await?.is_none() {
+        let Some(party) = self.inner.store.party(id).await? else {
             return Err(ServiceError::not_found("party", id));
-        }
-        self.remove_person(caller, id).await
+        };
+        self.remove(caller, id, "party.removed", super::audit::shown(&party))
+            .await
     }
 
     pub async fn list_parties(&self, caller: &Caller) -> Result<Vec<PartyRecord>> {
@@ -279,6 +301,19 @@ impl Service {
 
     pub async fn remove_person(&self, caller: &Caller, id: &PersonId) -> Result<()> {
         caller.require(Scope::Admin)?;
+        let before = self.inner.store.person(id).await?;
+        self.remove(caller, id, "person.removed", super::audit::shown(&before))
+            .await
+    }
+
+    /// Removes a person or a party, with the audit entry `event` showing `before`.
+    async fn remove(
+        &self,
+        caller: &Caller,
+        id: &PersonId,
+        event: &'static str,
+        before: Option<serde_json::Value>,
+    ) -> Result<()> {
         if id == caller.id() {
             return Err(ServiceError::invalid("you cannot remove yourself"));
         }
@@ -290,7 +325,11 @@ impl Service {
         if !self
             .inner
             .store
-            .remove_person(id.clone(), self.now())
+            .remove_person(
+                id.clone(),
+                self.now(),
+                self.change(caller, event, id, before, None),
+            )
             .await?
         {
             return Err(ServiceError::not_found("person", id));
@@ -303,10 +342,15 @@ impl Service {
     pub async fn issue_token(&self, caller: &Caller, spec: TokenSpec) -> Result<IssuedToken> {
         caller.require(Scope::Admin)?;
         input::storable("token", &spec)?;
-        self.issue_token_unchecked(spec).await
+        self.issue_token_unchecked(spec, Some(caller)).await
     }
 
-    pub(super) async fn issue_token_unchecked(&self, spec: TokenSpec) -> Result<IssuedToken> {
+    /// Issues a token as `by` (none: the server, at bootstrap) asked, with its audit entry.
+    pub(super) async fn issue_token_unchecked(
+        &self,
+        spec: TokenSpec,
+        by: Option<&Caller>,
+    ) -> Result<IssuedToken> {
         if spec.scopes.is_empty() {
             return Err(ServiceError::invalid(
                 "a token needs at least one scope: agent, human or admin",
@@ -352,9 +396,14 @@ impl Service {
             revoked_at: None,
             last_used_at: None,
         };
+        let shown = super::audit::shown(&token);
+        let audit = match by {
+            Some(c) => self.change(c, "token.issued", &token.id, None, shown),
+            None => self.server_change("token.issued", &token.id, shown),
+        };
         self.inner
             .store
-            .insert_token(token.clone(), hash_secret(&secret))
+            .insert_token(token.clone(), hash_secret(&secret), audit)
             .await?;
         tracing::info!(token = %token.id, person = %token.person, scopes = %token.scopes, "Token issued.");
         Ok(IssuedToken { token, secret })
@@ -373,10 +422,17 @@ impl Service {
     pub async fn revoke_token(&self, caller: &Caller, id: &str) -> Result<()> {
         caller.require(Scope::Admin)?;
         let token = self.inner.store.token_by_id(id).await?;
+        let audit = self.change(
+            caller,
+            "token.revoked",
+            id,
+            super::audit::shown(&token),
+            None,
+        );
         if !self
             .inner
             .store
-            .revoke_token(id.to_owned(), self.now())
+            .revoke_token(id.to_owned(), self.now(), audit)
             .await?
         {
             return Err(ServiceError::not_found(
@@ -414,9 +470,18 @@ impl Service {
             members,
             removed_at: None,
         };
+        self.check_approvers(&channel.policy, &channel.members)
+            .await?;
+        let audit = self.change(
+            caller,
+            "channel.added",
+            &channel.name,
+            None,
+            super::audit::shown(&channel),
+        );
         self.inner
             .store
-            .insert_channel(channel.clone())
+            .insert_channel(channel.clone(), audit)
             .await
             .map_err(conflict_as("channel", &spec.name))?;
         tracing::info!(channel = %channel.name, members = channel.members.len(), "Channel added.");
@@ -435,14 +500,28 @@ impl Service {
                 "a person cannot be both added and removed",
             ));
         }
-        self.live_channel(name).await?;
+        let before = self.live_channel(name).await?;
         let members = self
             .members_of(&change.add, change.rights.unwrap_or_else(Rights::all))
             .await?;
+        let mut after = before.members.clone();
+        after.retain(|m| {
+            !change.remove.contains(&m.person) && !members.iter().any(|n| n.person == m.person)
+        });
+        after.extend(members.iter().cloned());
+        after.sort_by(|a, b| a.person.cmp(&b.person));
+        self.check_approvers(&before.policy, &after).await?;
+        let audit = self.change(
+            caller,
+            "channel.members_changed",
+            name,
+            Some(serde_json::json!({ "members": before.members })),
+            Some(serde_json::json!({ "members": after })),
+        );
         if !self
             .inner
             .store
-            .change_members(name.clone(), members, change.remove)
+            .change_members(name.clone(), members, change.remove, audit)
             .await?
         {
             return Err(ServiceError::not_found("channel", name));
@@ -459,8 +538,21 @@ impl Service {
     ) -> Result<ChannelRecord> {
         caller.require(Scope::Admin)?;
         check_policy(&policy)?;
-        self.live_channel(name).await?;
-        if !self.inner.store.set_policy(name.clone(), policy).await? {
+        let before = self.live_channel(name).await?;
+        self.check_approvers(&policy, &before.members).await?;
+        let audit = self.change(
+            caller,
+            "channel.policy_changed",
+            name,
+            Some(serde_json::json!({ "policy": before.policy })),
+            Some(serde_json::json!({ "policy": policy })),
+        );
+        if !self
+            .inner
+            .store
+            .set_policy(name.clone(), policy, audit)
+            .await?
+        {
             return Err(ServiceError::not_found("channel", name));
         }
         self.directory_changed();
@@ -488,11 +580,15 @@ impl Service {
                 ..ApprovalPolicy::default()
             })?;
         }
-        self.live_channel(name).await?;
+        let before = self.live_channel(name).await?;
+        self.check_approvers(&change.apply(before.policy), &before.members)
+            .await?;
+        // The store records the policy before and after under the row's lock.
+        let audit = self.change(caller, "channel.policy_changed", name, None, None);
         let policy = self
             .inner
             .store
-            .change_policy(name.clone(), change)
+            .change_policy(name.clone(), change, audit)
             .await?
             .ok_or_else(|| ServiceError::not_found("channel", name))?;
         self.directory_changed();
@@ -506,10 +602,18 @@ impl Service {
     /// reused. Approvals already pending keep their approvers until decided or expired.
     pub async fn remove_channel(&self, caller: &Caller, name: &ChannelName) -> Result<()> {
         caller.require(Scope::Admin)?;
+        let before = self.inner.store.channel(name).await?;
+        let audit = self.change(
+            caller,
+            "channel.removed",
+            name,
+            super::audit::shown(&before),
+            None,
+        );
         if !self
             .inner
             .store
-            .remove_channel(name.clone(), self.now())
+            .remove_channel(name.clone(), self.now(), audit)
             .await?
         {
             return Err(ServiceError::not_found(
@@ -544,6 +648,38 @@ impl Service {
             .channel(name)
             .await?
             .ok_or_else(|| ServiceError::not_found("channel", name))
+    }
+
+    /// Refuses a policy that needs a human's approval in a channel where no member could give
+    /// it: every such request would be refused at once. A channel without members is being set
+    /// up and passes; so does one whose policy needs no approval.
+    async fn check_approvers(
+        &self,
+        policy: &ApprovalPolicy,
+        members: &[MemberRecord],
+    ) -> Result<()> {
+        let needing = policy.needing_approval();
+        if members.is_empty() || needing.is_empty() {
+            return Ok(());
+        }
+        for m in members {
+            if m.rights.contains(crate::domain::Right::Approve)
+                && self
+                    .inner
+                    .store
+                    .person(&m.person)
+                    .await?
+                    .is_some_and(|p| p.kind == PersonKind::Member)
+            {
+                return Ok(());
+            }
+        }
+        Err(ServiceError::invalid(format!(
+            "the policy needs a human's approval for {}, and no member of the channel has the \
+             approve right: give a member `approve`, or set those to auto or deny; nothing was \
+             changed",
+            needing.join(", ")
+        )))
     }
 
     async fn members_of(&self, people: &[PersonId], rights: Rights) -> Result<Vec<MemberRecord>> {

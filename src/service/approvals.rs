@@ -26,8 +26,8 @@ use crate::domain::{
     Timestamp, fingerprint, text,
 };
 use crate::store::{
-    ApprovalRecord, AuditRecord, ChannelRecord, MessageRecord, NewApproval, NewMessage, OnAllow,
-    Settled, Settlement,
+    ApprovalRecord, ChannelRecord, MessageRecord, NewApproval, NewMessage, OnAllow, Settled,
+    Settlement,
 };
 
 /// Longest rejection reason, in characters.
@@ -403,31 +403,6 @@ impl Service {
                 return Ok(expired);
             }
         }
-    }
-
-    /// The audit log, oldest first, for admins.
-    pub async fn audit(
-        &self,
-        caller: &Caller,
-        after: Option<i64>,
-        since: Option<Timestamp>,
-        limit: Option<i64>,
-    ) -> Result<Vec<AuditRecord>> {
-        caller.require(Scope::Admin)?;
-        let limit = match limit {
-            None => 100,
-            Some(l) if (1..=1000).contains(&l) => l,
-            Some(l) => {
-                return Err(ServiceError::invalid(format!(
-                    "limit {l} is out of range: use 1-1000"
-                )));
-            }
-        };
-        Ok(self
-            .inner
-            .store
-            .audit_log(after.unwrap_or(0).max(0), since, limit)
-            .await?)
     }
 
     /// The approvals of a thread (for the thread view).

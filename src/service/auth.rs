@@ -71,6 +71,7 @@ impl Service {
             scopes: token.scopes,
             token_id: token.id,
             agent: None,
+            via: crate::domain::DecisionPath::Api,
         };
         // The access log names who called (the person, never the credential).
         crate::metrics::identified(caller.person.id.as_str());
@@ -105,6 +106,7 @@ impl Service {
             scopes: Scopes::default().with(Scope::Agent),
             token_id: format!("jwt:{subject}"),
             agent: None,
+            via: crate::domain::DecisionPath::Api,
         };
         // The access log names who called (the person, never the credential).
         crate::metrics::identified(caller.person.id.as_str());

@@ -245,7 +245,7 @@ impl Service {
         person: Option<&PersonId>,
     ) -> Option<super::IssuedLink> {
         let admin = self.system_admin().await.ok()?;
-        self.issue_approval_link(&admin, id, person, None)
+        self.approval_link(&admin, id, person, None, None)
             .await
             .ok()
     }

@@ -29,7 +29,8 @@ impl Service {
     pub async fn rotate_keys(&self, caller: &Caller, overlap_s: Option<i64>) -> Result<KeyInfo> {
         let manager = self.key_manager(caller)?;
         let overlap = overlap_s.map_or(ROTATION_OVERLAP, chrono::TimeDelta::seconds);
-        let key = manager.rotate(overlap).await.map_err(key_error)?;
+        let audit = self.change(caller, "key.rotated", "signing keys", None, None);
+        let key = manager.rotate(overlap, audit).await.map_err(key_error)?;
         tracing::info!(kid = %key.kid, by = %caller.id(), "Signing keys rotated.");
         Ok(key)
     }
@@ -37,7 +38,8 @@ impl Service {
     /// Retires the key `kid` now (never the signing key while it is the only one).
     pub async fn retire_key(&self, caller: &Caller, kid: &str) -> Result<()> {
         let manager = self.key_manager(caller)?;
-        manager.retire(kid).await.map_err(key_error)?;
+        let audit = self.change(caller, "key.retired", kid, None, None);
+        manager.retire(kid, audit).await.map_err(key_error)?;
         tracing::info!(kid, by = %caller.id(), "A signing key was retired.");
         Ok(())
     }

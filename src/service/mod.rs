@@ -8,6 +8,7 @@
 mod activity;
 mod admin;
 mod approvals;
+mod audit;
 mod auth;
 mod coordination;
 mod delivery;
@@ -34,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 pub use activity::{Activity, MAX_ACTIVITY_WEEKS, WeekActivity, week_start};
 pub use admin::{ChannelSpec, IssuedToken, MemberChange, PartySpec, TokenSpec};
 pub use approvals::{ApprovalPage, ApprovalView, CONFIRM_CHARS};
+pub use audit::{AuditQuery, MAX_AUDIT_PAGE};
 pub use coordination::{ClaimAction, ClaimTarget, LeaseSpec, PresenceSpec};
 pub use delivery::{DeliveryView, PushParts, WEBHOOK_EVENTS, WebhookSpec};
 pub use error::{ErrorCode, Result, ServiceError};
@@ -112,11 +114,21 @@ pub struct Caller {
     pub scopes: Scopes,
     pub token_id: String,
     pub agent: Option<AgentIdentity>,
+    /// How the request arrived, for the audit log: `api` unless the front knows better (the
+    /// console; the CLI, which says so in a header). Self-declared by token holders: it records
+    /// the path, it never authorises.
+    pub via: crate::domain::DecisionPath,
 }
 
 impl Caller {
     pub fn id(&self) -> &PersonId {
         &self.person.id
+    }
+
+    /// Records how this request arrived (see [`Caller::via`]).
+    pub fn arriving_via(mut self, via: crate::domain::DecisionPath) -> Self {
+        self.via = via;
+        self
     }
 
     /// Attaches the self-declared agent identity of this request.
@@ -331,6 +343,7 @@ impl Service {
             scopes: Scopes::default().with(Scope::Admin),
             token_id: "system".into(),
             agent: None,
+            via: crate::domain::DecisionPath::Api,
         })
     }
 

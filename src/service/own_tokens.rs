@@ -109,12 +109,15 @@ impl Service {
             ));
         }
         let issued = self
-            .issue_token_unchecked(TokenSpec {
-                person: caller.id().clone(),
-                scopes: agent_only(),
-                expires_in_s: Some(spec.expires_in_days * 86_400),
-                description: name.to_owned(),
-            })
+            .issue_token_unchecked(
+                TokenSpec {
+                    person: caller.id().clone(),
+                    scopes: agent_only(),
+                    expires_in_s: Some(spec.expires_in_days * 86_400),
+                    description: name.to_owned(),
+                },
+                Some(caller),
+            )
             .await?;
         Ok(issued)
     }
@@ -134,7 +137,17 @@ impl Service {
         if !self
             .inner
             .store
-            .revoke_token(token.id.clone(), self.now())
+            .revoke_token(
+                token.id.clone(),
+                self.now(),
+                self.change(
+                    caller,
+                    "token.revoked",
+                    &token.id,
+                    super::audit::shown(&token),
+                    None,
+                ),
+            )
             .await?
         {
             return Err(not_found());
@@ -210,7 +223,7 @@ fn agent_only() -> Scopes {
     Scopes::default().with(Scope::Agent)
 }
 
-fn usable(t: &TokenRecord, now: Timestamp) -> bool {
+pub(super) fn usable(t: &TokenRecord, now: Timestamp) -> bool {
     t.revoked_at.is_none() && t.expires_at.is_none_or(|e| e > now)
 }
 

@@ -362,6 +362,7 @@ impl Service {
             scopes: Scopes::default().with(Scope::Agent),
             token_id: "remote".into(),
             agent: None,
+            via: crate::domain::DecisionPath::Api,
         })
     }
 }

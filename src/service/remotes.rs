@@ -324,9 +324,18 @@ impl Service {
             refreshed_at: now,
         };
         let rights = Rights::default().with(Right::Read).with(Right::Post);
+        let mut shown = self.remote_view(record.clone()).await?;
+        shown.channels = spec.channels.clone();
+        let audit = self.change(
+            caller,
+            "remote.added",
+            &spec.name,
+            None,
+            super::audit::shown(&shown),
+        );
         self.inner
             .store
-            .insert_remote(record, spec.channels.clone(), rights)
+            .insert_remote(record, spec.channels.clone(), rights, audit)
             .await
             .map_err(|e| match e {
                 crate::store::StoreError::Conflict(_) => taken(),
@@ -494,7 +503,36 @@ impl Service {
             credentials,
             refreshed_at: self.now(),
         };
-        if !self.inner.store.update_remote(name.clone(), update).await? {
+        let mut next = r.clone();
+        next.card = update.card.clone();
+        next.jwks = update.jwks.clone();
+        next.unsigned = update.unsigned;
+        next.binding = update.binding.clone();
+        next.url = update.url.clone();
+        next.tenant = update.tenant.clone();
+        next.streaming = update.streaming;
+        next.push = update.push;
+        next.refreshed_at = update.refreshed_at;
+        if let Some((_, summary)) = &update.credentials {
+            next.credentials_summary = summary.clone();
+        }
+        let mut after = super::audit::shown(&self.remote_view(next).await?);
+        if let Some(serde_json::Value::Object(a)) = &mut after {
+            a.insert("accepted_new_keys".into(), changes.keys_changed().into());
+        }
+        let audit = self.change(
+            caller,
+            "remote.refreshed",
+            name,
+            super::audit::shown(&self.remote_view(r.clone()).await?),
+            after,
+        );
+        if !self
+            .inner
+            .store
+            .update_remote(name.clone(), update, audit)
+            .await?
+        {
             return Err(ServiceError::not_found("remote agent", name));
         }
         tracing::info!(remote = %name, changed = !changes.is_empty(), "Remote agent refreshed.");
@@ -509,10 +547,15 @@ impl Service {
     /// record stays for the messages that name it.
     pub async fn remove_remote(&self, caller: &Caller, name: &PersonId) -> Result<()> {
         caller.require(Scope::Admin)?;
+        let before = match self.inner.store.remote(name).await? {
+            Some(r) => super::audit::shown(&self.remote_view(r).await?),
+            None => None,
+        };
+        let audit = self.change(caller, "remote.removed", name, before, None);
         if !self
             .inner
             .store
-            .remove_remote(name.clone(), self.now())
+            .remove_remote(name.clone(), self.now(), audit)
             .await?
         {
             return Err(ServiceError::not_found("remote agent", name));

@@ -99,6 +99,28 @@ impl Service {
         person: &PersonId,
         expires_in_s: Option<u64>,
     ) -> Result<IssuedLink> {
+        self.login_link(admin, person, expires_in_s, false).await
+    }
+
+    /// A single-use login link that opens an **admin** console session for `person` (admins).
+    /// Only a person who holds a live `admin` token gets one; the session it opens reaches the
+    /// admin pages only while she still does (see [`Service::console_admin`]).
+    pub async fn issue_admin_login_link(
+        &self,
+        admin: &Caller,
+        person: &PersonId,
+        expires_in_s: Option<u64>,
+    ) -> Result<IssuedLink> {
+        self.login_link(admin, person, expires_in_s, true).await
+    }
+
+    async fn login_link(
+        &self,
+        admin: &Caller,
+        person: &PersonId,
+        expires_in_s: Option<u64>,
+        admin_session: bool,
+    ) -> Result<IssuedLink> {
         admin.require(Scope::Admin)?;
         let ttl = link_ttl(expires_in_s)?;
         match self.inner.store.person(person).await? {
@@ -110,7 +132,18 @@ impl Service {
             }
             None => return Err(ServiceError::not_found("person", person)),
         }
-        self.issue_link(admin, LinkKind::Login, person.clone(), None, ttl)
+        if admin_session && !self.holds_admin_token(person).await? {
+            return Err(ServiceError::invalid(format!(
+                "{person} holds no live admin token, so an admin login link would grant nothing: \
+                 issue them one first (`liaison token issue {person} --scopes admin`)"
+            )));
+        }
+        let event = if admin_session {
+            "link.admin_login_issued"
+        } else {
+            "link.login_issued"
+        };
+        self.issue_link(admin, person.clone(), None, ttl, Some(event), admin_session)
             .await
     }
 
@@ -123,6 +156,27 @@ impl Service {
         id: &ApprovalId,
         person: Option<&PersonId>,
         expires_in_s: Option<u64>,
+    ) -> Result<IssuedLink> {
+        self.approval_link(
+            admin,
+            id,
+            person,
+            expires_in_s,
+            Some("link.approval_issued"),
+        )
+        .await
+    }
+
+    /// An approval link as [`Service::issue_approval_link`] makes, audited as `event` (none:
+    /// the links the server puts in webhook bodies, a new one per attempt, are not admin
+    /// changes).
+    pub(super) async fn approval_link(
+        &self,
+        admin: &Caller,
+        id: &ApprovalId,
+        person: Option<&PersonId>,
+        expires_in_s: Option<u64>,
+        event: Option<&'static str>,
     ) -> Result<IssuedLink> {
         admin.require(Scope::Admin)?;
         let ttl = link_ttl(expires_in_s)?;
@@ -151,29 +205,46 @@ impl Service {
                 })?,
             };
         undecided(&approval, self.now())?;
-        self.issue_link(admin, LinkKind::Approval, person, Some(id.clone()), ttl)
+        self.issue_link(admin, person, Some(id.clone()), ttl, event, false)
             .await
     }
 
+    /// A login link, or with `approval` an approval link.
     async fn issue_link(
         &self,
         admin: &Caller,
-        kind: LinkKind,
         person: PersonId,
         approval: Option<ApprovalId>,
         ttl: u64,
+        event: Option<&'static str>,
+        admin_session: bool,
     ) -> Result<IssuedLink> {
+        let kind = if approval.is_some() {
+            LinkKind::Approval
+        } else {
+            LinkKind::Login
+        };
         let (id, secret) = new_secret();
         let now = self.now();
+        let id = id.replacen("tok_", "lnk_", 1);
+        let audit = event.map(|e| {
+            let shown = serde_json::json!({
+                "person": person, "approval": approval, "admin": admin_session,
+                "expires_at": now.plus_secs(ttl),
+            });
+            self.change(admin, e, &id, None, Some(shown))
+        });
         let new = NewLink {
             kind,
-            id: id.replacen("tok_", "lnk_", 1),
+            id,
             secret_hash: hash_secret(&secret),
             person,
             approval,
+            admin: admin_session,
             created_by: admin.id().clone(),
             created_at: now,
             expires_at: now.plus_secs(ttl),
+            audit,
         };
         self.inner.store.insert_link(new.clone()).await?;
         tracing::info!(link = %new.id, person = %new.person, by = %admin.id(), "Console link issued.");
@@ -182,6 +253,7 @@ impl Service {
                 id: new.id,
                 person: new.person,
                 approval: new.approval,
+                admin: new.admin,
                 created_at: new.created_at,
                 expires_at: new.expires_at,
                 used_at: None,
@@ -238,6 +310,7 @@ impl Service {
             created_at: now,
             expires_at: now.plus_secs(SESSION_TTL_S),
             ended_at: None,
+            admin: link.admin && self.holds_admin_token(&link.person).await?,
         };
         self.inner
             .store
@@ -309,7 +382,40 @@ impl Service {
         let caller = self
             .human_caller(&session.person, format!("console:{}", session.id))
             .await?;
+        // A session is rate-limited as a token is.
+        self.inner.limits.admit(&caller)?;
         Ok((caller, session))
+    }
+
+    /// The admin caller of a console session: its person with scope `admin` only (never
+    /// `human`, so admin pages cannot decide approvals, and never `agent`), via `console`. Only
+    /// a session opened by an admin login link has one, and only while its person still holds a
+    /// live `admin` token: revoking her last admin token closes the admin pages at once. Any
+    /// other session is told "not found", as if the admin pages did not exist.
+    pub async fn console_admin(&self, member: &Caller, session: &SessionRecord) -> Result<Caller> {
+        let hidden = || ServiceError::new(ErrorCode::NotFound, "no such page");
+        if !session.admin || !self.holds_admin_token(member.id()).await? {
+            return Err(hidden());
+        }
+        Ok(Caller {
+            person: member.person.clone(),
+            scopes: Scopes::default().with(Scope::Admin),
+            token_id: member.token_id.clone(),
+            agent: None,
+            via: DecisionPath::Console,
+        })
+    }
+
+    /// Whether `person` holds a token with scope `admin` that is neither revoked nor expired.
+    pub(super) async fn holds_admin_token(&self, person: &PersonId) -> Result<bool> {
+        let now = self.now();
+        Ok(self
+            .inner
+            .store
+            .tokens(Some(person))
+            .await?
+            .iter()
+            .any(|t| t.scopes.contains(Scope::Admin) && super::own_tokens::usable(t, now)))
     }
 
     /// Checks a state-changing request of a session carries the session's CSRF token.
@@ -408,6 +514,7 @@ impl Service {
             scopes: Scopes::default().with(Scope::Human),
             token_id,
             agent: None,
+            via: crate::domain::DecisionPath::Console,
         })
     }
 

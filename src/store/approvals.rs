@@ -8,7 +8,7 @@
 use super::Store;
 use super::db::query;
 use super::error::{Result, StoreError};
-use super::model::input::{AuditEntry, OnAllow, Settlement};
+use super::model::input::{AuditEntry, AuditFilter, OnAllow, Settlement};
 use super::model::records::approvals::{
     APPROVAL_COLUMNS, ApprovalRecord, AuditRecord, Settled, approval, audit,
 };
@@ -193,20 +193,21 @@ impl Store {
         .await
     }
 
-    /// The audit log after `after` (a sequence number), from `since` on, oldest first.
-    pub async fn audit_log(
-        &self,
-        after: i64,
-        since: Option<Timestamp>,
-        limit: i64,
-    ) -> Result<Vec<AuditRecord>> {
+    /// The audit entries `filter` selects, oldest first.
+    pub async fn audit_log(&self, filter: AuditFilter) -> Result<Vec<AuditRecord>> {
         let rows = query(
             "SELECT seq, at, event, approval_id, thread_id, fingerprint, actor, via, decision, session, \
-             detail FROM audit_log WHERE seq > $1 AND at >= $2 ORDER BY seq LIMIT $3",
+             detail, subject, before_json, after_json FROM audit_log WHERE seq > $1 AND at >= $2 \
+             AND ($3 IS NULL OR substr(event, 1, length($3)) = $3) AND ($4 IS NULL OR actor = $4) \
+             AND ($5 IS NULL OR subject = $5 OR approval_id = $5 OR thread_id = $5) \
+             ORDER BY seq LIMIT $6",
         )
-        .bind(after)
-        .bind(since.map_or(i64::MIN, |t| t.0))
-        .bind(limit)
+        .bind(filter.after)
+        .bind(filter.since.map_or(i64::MIN, |t| t.0))
+        .bind(filter.event)
+        .bind(filter.actor.map(|p| p.as_str().to_owned()))
+        .bind(filter.subject)
+        .bind(filter.limit)
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(audit).collect()

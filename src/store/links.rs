@@ -13,6 +13,7 @@ use super::model::records::links::{
     LinkKind, LinkRecord, SESSION_COLUMNS, SessionRecord, link, session,
 };
 use super::model::records::threads::{THREAD_COLUMNS, ThreadRecord, thread};
+use super::tx::audit::append_change;
 use crate::domain::{ChannelName, PersonId, Timestamp};
 
 impl Store {
@@ -23,7 +24,7 @@ impl Store {
                     LinkKind::Login => {
                         query(
                             "INSERT INTO login_links (id, secret_hash, person, created_by, created_at, \
-                             expires_at) VALUES ($1, $2, $3, $4, $5, $6)",
+                             expires_at, admin) VALUES ($1, $2, $3, $4, $5, $6, $7)",
                         )
                         .bind(l.id)
                         .bind(l.secret_hash)
@@ -31,7 +32,8 @@ impl Store {
                         .bind(l.created_by.as_str().to_owned())
                         .bind(l.created_at.0)
                         .bind(l.expires_at.0)
-                        .execute(tx)
+                        .bind(i64::from(l.admin))
+                        .execute(&mut *tx)
                         .await?;
                     }
                     LinkKind::Approval => {
@@ -46,9 +48,12 @@ impl Store {
                         .bind(l.created_by.as_str().to_owned())
                         .bind(l.created_at.0)
                         .bind(l.expires_at.0)
-                        .execute(tx)
+                        .execute(&mut *tx)
                         .await?;
                     }
+                }
+                if let Some(audit) = &l.audit {
+                    append_change(tx, audit).await?;
                 }
                 Ok(())
             })
@@ -134,14 +139,15 @@ impl Store {
         self.write(move |tx| {
             Box::pin(async move {
                 query(
-                    "INSERT INTO console_sessions (id, secret_hash, person, created_at, expires_at) \
-                     VALUES ($1, $2, $3, $4, $5)",
+                    "INSERT INTO console_sessions (id, secret_hash, person, created_at, expires_at, \
+                     admin) VALUES ($1, $2, $3, $4, $5, $6)",
                 )
                 .bind(s.id)
                 .bind(secret_hash)
                 .bind(s.person.as_str().to_owned())
                 .bind(s.created_at.0)
                 .bind(s.expires_at.0)
+                .bind(i64::from(s.admin))
                 .execute(tx)
                 .await?;
                 Ok(())

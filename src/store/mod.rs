@@ -59,8 +59,9 @@ pub use activity::{OpenedThread, WEEK_MS, WeekCount};
 pub use cache::TTL as DIRECTORY_TTL;
 pub use error::{Result, StoreError};
 pub use model::input::{
-    DeliveryFilter, FinishedAttempt, NewApproval, NewLink, NewMessage, NewProgress, NewRemoteTask,
-    NewTask, OnAllow, RemoteHop, RemoteObservation, RemoteUpdate, Settlement, TaskFilter,
+    AdminChange, AuditFilter, DeliveryFilter, FinishedAttempt, NewApproval, NewLink, NewMessage,
+    NewProgress, NewRemoteTask, NewTask, OnAllow, RemoteHop, RemoteObservation, RemoteUpdate,
+    Settlement, TaskFilter,
 };
 pub use model::records::approvals::{ApprovalRecord, AuditRecord, Settled};
 pub use model::records::coordination::{

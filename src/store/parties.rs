@@ -5,11 +5,12 @@
 use super::Store;
 use super::db::query;
 use super::error::{Result, StoreError};
-use super::model::input::TaskFilter;
+use super::model::input::{AdminChange, TaskFilter};
 use super::model::records::directory::{PartyRecord, PersonRecord, party};
 use super::model::records::threads::{
     PushConfigRecord, THREAD_COLUMNS, TaskEventRecord, ThreadRecord, event, push_config, thread,
 };
+use super::tx::audit::append_change;
 use super::tx::enqueue;
 use crate::domain::{PersonId, PersonKind, TaskState, ThreadId};
 
@@ -65,6 +66,7 @@ impl Store {
         person: PersonRecord,
         default_skill: Option<String>,
         jwt_subject: Option<String>,
+        audit: AdminChange,
     ) -> Result<()> {
         if person.kind != PersonKind::External {
             return Err(StoreError::Corrupt(
@@ -86,6 +88,7 @@ impl Store {
                     .bind(jwt_subject)
                     .execute(&mut *tx)
                     .await?;
+                append_change(tx, &audit).await?;
                 Ok(())
             })
         })

@@ -4,15 +4,17 @@
 use super::Store;
 use super::db::{Conn, query};
 use super::error::{Result, StoreError};
+use super::model::input::AdminChange;
 use super::model::records::directory::{
     ChannelRecord, MemberRecord, PersonRecord, TOKEN_COLUMNS, TokenRecord, channel, person, token,
 };
+use super::tx::audit::append_change;
 use crate::domain::{
     ApprovalPolicy, ChannelName, PersonId, PolicyChange, Right, Rights, Timestamp,
 };
 
 impl Store {
-    pub async fn insert_person(&self, p: PersonRecord) -> Result<()> {
+    pub async fn insert_person(&self, p: PersonRecord, audit: AdminChange) -> Result<()> {
         self.write_directory(move |tx| {
             Box::pin(async move {
                 query("INSERT INTO persons (id, kind, display_name, created_at) VALUES ($1, $2, $3, $4)")
@@ -20,8 +22,9 @@ impl Store {
                     .bind(p.kind.as_str())
                     .bind(p.display_name)
                     .bind(p.created_at.0)
-                    .execute(tx)
+                    .execute(&mut *tx)
                     .await?;
+                append_change(tx, &audit).await?;
                 Ok(())
             })
         })
@@ -58,7 +61,12 @@ impl Store {
 
     /// Marks a person removed, revokes their tokens and takes them out of every channel. Their
     /// messages stay; the id is never reused. Returns false when there was no such person.
-    pub async fn remove_person(&self, id: PersonId, now: Timestamp) -> Result<bool> {
+    pub async fn remove_person(
+        &self,
+        id: PersonId,
+        now: Timestamp,
+        audit: AdminChange,
+    ) -> Result<bool> {
         self.write_directory(move |tx| {
             Box::pin(async move {
                 let id = id.as_str().to_owned();
@@ -83,13 +91,19 @@ impl Store {
                     .bind(id)
                     .execute(&mut *tx)
                     .await?;
+                append_change(tx, &audit).await?;
                 Ok(true)
             })
         })
         .await
     }
 
-    pub async fn insert_token(&self, t: TokenRecord, secret_hash: String) -> Result<()> {
+    pub async fn insert_token(
+        &self,
+        t: TokenRecord,
+        secret_hash: String,
+        audit: AdminChange,
+    ) -> Result<()> {
         self.write_directory(move |tx| {
             Box::pin(async move {
                 query(
@@ -103,8 +117,9 @@ impl Store {
                 .bind(t.description)
                 .bind(t.created_at.0)
                 .bind(t.expires_at.map(|e| e.0))
-                .execute(tx)
+                .execute(&mut *tx)
                 .await?;
+                append_change(tx, &audit).await?;
                 Ok(())
             })
         })
@@ -187,22 +202,31 @@ impl Store {
     }
 
     /// Revokes a token now; false when unknown or already revoked.
-    pub async fn revoke_token(&self, id: String, now: Timestamp) -> Result<bool> {
+    pub async fn revoke_token(
+        &self,
+        id: String,
+        now: Timestamp,
+        audit: AdminChange,
+    ) -> Result<bool> {
         self.write_directory(move |tx| {
             Box::pin(async move {
                 let done =
                     query("UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
                         .bind(now.0)
                         .bind(id)
-                        .execute(tx)
+                        .execute(&mut *tx)
                         .await?;
-                Ok(done.rows_affected() > 0)
+                if done.rows_affected() == 0 {
+                    return Ok(false);
+                }
+                append_change(tx, &audit).await?;
+                Ok(true)
             })
         })
         .await
     }
 
-    pub async fn insert_channel(&self, c: ChannelRecord) -> Result<()> {
+    pub async fn insert_channel(&self, c: ChannelRecord, audit: AdminChange) -> Result<()> {
         self.write_directory(move |tx| {
             Box::pin(async move {
                 let policy = serde_json::to_string(&c.policy).map_err(|e| StoreError::Corrupt(e.to_string()))?;
@@ -216,6 +240,7 @@ impl Store {
                 for m in c.members {
                     upsert_member(tx, &c.name, &m).await?;
                 }
+                append_change(tx, &audit).await?;
                 Ok(())
             })
         })
@@ -229,6 +254,7 @@ impl Store {
         channel: ChannelName,
         upsert: Vec<MemberRecord>,
         remove: Vec<PersonId>,
+        audit: AdminChange,
     ) -> Result<bool> {
         self.write_directory(move |tx| {
             Box::pin(async move {
@@ -250,6 +276,7 @@ impl Store {
                         .execute(&mut *tx)
                         .await?;
                 }
+                append_change(tx, &audit).await?;
                 Ok(true)
             })
         })
@@ -257,7 +284,12 @@ impl Store {
     }
 
     /// Replaces a channel's policy; false when the channel is unknown or removed.
-    pub async fn set_policy(&self, channel: ChannelName, policy: ApprovalPolicy) -> Result<bool> {
+    pub async fn set_policy(
+        &self,
+        channel: ChannelName,
+        policy: ApprovalPolicy,
+        audit: AdminChange,
+    ) -> Result<bool> {
         self.write_directory(move |tx| {
             Box::pin(async move {
                 let policy = serde_json::to_string(&policy)
@@ -266,9 +298,13 @@ impl Store {
                     query("UPDATE channels SET policy = $1 WHERE name = $2 AND removed_at IS NULL")
                         .bind(policy)
                         .bind(channel.as_str().to_owned())
-                        .execute(tx)
+                        .execute(&mut *tx)
                         .await?;
-                Ok(done.rows_affected() > 0)
+                if done.rows_affected() == 0 {
+                    return Ok(false);
+                }
+                append_change(tx, &audit).await?;
+                Ok(true)
             })
         })
         .await
@@ -281,6 +317,7 @@ impl Store {
         &self,
         channel: ChannelName,
         change: PolicyChange,
+        mut audit: AdminChange,
     ) -> Result<Option<ApprovalPolicy>> {
         let select = format!(
             "SELECT policy FROM channels WHERE name = $1 AND removed_at IS NULL{}",
@@ -297,6 +334,7 @@ impl Store {
                 let policy: ApprovalPolicy =
                     serde_json::from_str(&row.try_get::<String, _>("policy")?)
                         .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                let before = policy;
                 let policy = change.apply(policy);
                 let text = serde_json::to_string(&policy)
                     .map_err(|e| StoreError::Corrupt(e.to_string()))?;
@@ -305,6 +343,10 @@ impl Store {
                     .bind(name)
                     .execute(&mut *tx)
                     .await?;
+                // The exact policy under the row's lock, whatever the service read before.
+                audit.before = Some(serde_json::json!({ "policy": before }));
+                audit.after = Some(serde_json::json!({ "policy": policy }));
+                append_change(tx, &audit).await?;
                 Ok(Some(policy))
             })
         })
@@ -314,7 +356,12 @@ impl Store {
     /// Marks a channel removed and leaves its members only `read`: threads and messages stay
     /// readable, nothing new can be posted, requested or approved. False when the channel is
     /// unknown or already removed.
-    pub async fn remove_channel(&self, channel: ChannelName, now: Timestamp) -> Result<bool> {
+    pub async fn remove_channel(
+        &self,
+        channel: ChannelName,
+        now: Timestamp,
+        audit: AdminChange,
+    ) -> Result<bool> {
         self.write_directory(move |tx| {
             Box::pin(async move {
                 let name = channel.as_str().to_owned();
@@ -334,6 +381,7 @@ impl Store {
                     .bind(name)
                     .execute(&mut *tx)
                     .await?;
+                append_change(tx, &audit).await?;
                 Ok(true)
             })
         })

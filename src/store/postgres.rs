@@ -75,6 +75,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "progress notes",
         include_str!("migrations/postgres/0012_progress.sql"),
     ),
+    (
+        13,
+        "admin audit",
+        include_str!("migrations/postgres/0013_admin_audit.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {

@@ -6,8 +6,9 @@
 use super::Store;
 use super::db::query;
 use super::error::Result;
-use super::model::input::RemoteUpdate;
+use super::model::input::{AdminChange, RemoteUpdate};
 use super::model::records::remotes::{COLUMNS, RemoteRecord, remote};
+use super::tx::audit::append_change;
 use crate::domain::{ChannelName, PersonId, Rights, Timestamp};
 
 const LIVE: &str = "remotes r JOIN persons p ON p.id = r.person_id \
@@ -21,6 +22,7 @@ impl Store {
         r: RemoteRecord,
         channels: Vec<ChannelName>,
         rights: Rights,
+        audit: AdminChange,
     ) -> Result<()> {
         self.write_directory(move |tx| {
             Box::pin(async move {
@@ -67,6 +69,7 @@ impl Store {
                     .execute(&mut *tx)
                     .await?;
                 }
+                append_change(tx, &audit).await?;
                 Ok(())
             })
         })
@@ -119,7 +122,12 @@ impl Store {
     }
 
     /// Replaces what a refresh fetched; false when the remote is not live.
-    pub async fn update_remote(&self, id: PersonId, u: RemoteUpdate) -> Result<bool> {
+    pub async fn update_remote(
+        &self,
+        id: PersonId,
+        u: RemoteUpdate,
+        audit: AdminChange,
+    ) -> Result<bool> {
         self.write(move |tx| {
             Box::pin(async move {
                 let done = query(
@@ -154,6 +162,7 @@ impl Store {
                     .execute(&mut *tx)
                     .await?;
                 }
+                append_change(tx, &audit).await?;
                 Ok(true)
             })
         })
@@ -163,7 +172,12 @@ impl Store {
     /// Removes a remote: it leaves every channel and can no longer be addressed; its person row
     /// stays (marked removed: its messages keep their author, and the name is never reused).
     /// False when there was no such live remote.
-    pub async fn remove_remote(&self, id: PersonId, now: Timestamp) -> Result<bool> {
+    pub async fn remove_remote(
+        &self,
+        id: PersonId,
+        now: Timestamp,
+        audit: AdminChange,
+    ) -> Result<bool> {
         self.write_directory(move |tx| {
             Box::pin(async move {
                 let id = id.as_str().to_owned();
@@ -187,6 +201,7 @@ impl Store {
                     .bind(id)
                     .execute(&mut *tx)
                     .await?;
+                append_change(tx, &audit).await?;
                 Ok(true)
             })
         })

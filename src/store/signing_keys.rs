@@ -4,6 +4,8 @@
 //! building block (`tx/`) and no other operation file may depend on it.
 
 use super::db::query;
+use super::model::input::AdminChange;
+use super::tx::audit::append_change;
 use super::{Result, Store};
 use crate::domain::Timestamp;
 
@@ -45,6 +47,7 @@ impl Store {
         old: String,
         new: String,
         now: Timestamp,
+        audit: AdminChange,
     ) -> Result<bool> {
         self.write(move |tx| {
             Box::pin(async move {
@@ -56,7 +59,11 @@ impl Store {
                 .bind(old)
                 .execute(&mut *tx)
                 .await?;
-                Ok(done.rows_affected() == 1)
+                if done.rows_affected() != 1 {
+                    return Ok(false);
+                }
+                append_change(tx, &audit).await?;
+                Ok(true)
             })
         })
         .await

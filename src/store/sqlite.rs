@@ -69,6 +69,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "progress notes",
         include_str!("migrations/sqlite/0012_progress.sql"),
     ),
+    (
+        13,
+        "admin audit",
+        include_str!("migrations/sqlite/0013_admin_audit.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {

@@ -7,6 +7,7 @@ mod helpers;
 
 mod admin_http;
 mod approvals;
+mod audit;
 mod claims;
 mod connections;
 mod console;

@@ -279,7 +279,43 @@ pub struct NewLink {
     pub person: PersonId,
     /// The approval an approval link decides; none for a login link.
     pub approval: Option<ApprovalId>,
+    /// A login link that opens an admin console session.
+    pub admin: bool,
     pub created_by: PersonId,
     pub created_at: Timestamp,
     pub expires_at: Timestamp,
+    /// The audit entry of an admin issuing it (none for the links webhooks carry).
+    pub audit: Option<AdminChange>,
+}
+
+/// One admin change as the audit log records it, appended in the transaction of the change
+/// (only when it changed something): who made it, how it arrived, what it changed, and that
+/// thing before and after. The service builds it; `before` and `after` never hold a secret.
+#[derive(Debug, Clone)]
+pub struct AdminChange {
+    pub at: Timestamp,
+    /// None when the server made it (the bootstrap admin).
+    pub actor: Option<PersonId>,
+    /// cli, api or console; none for the server.
+    pub via: Option<DecisionPath>,
+    /// `person.added`, `token.revoked`, `channel.policy_changed`, … (SPEC §12's list).
+    pub event: &'static str,
+    /// The id of what changed: a person, token, channel, webhook, delivery, key id.
+    pub subject: String,
+    pub before: Option<serde_json::Value>,
+    pub after: Option<serde_json::Value>,
+}
+
+/// Which audit entries to read, oldest first.
+#[derive(Debug, Clone, Default)]
+pub struct AuditFilter {
+    /// Entries after this sequence number (paging).
+    pub after: i64,
+    pub since: Option<Timestamp>,
+    /// Entries whose event starts with this (`token.`, `channel.policy_changed`, `decided`).
+    pub event: Option<String>,
+    pub actor: Option<PersonId>,
+    /// Entries about this subject (an admin change's) or this approval or thread.
+    pub subject: Option<String>,
+    pub limit: i64,
 }

@@ -4,12 +4,13 @@
 //! approval and its outbox deliveries; a settlement with its audit entry and its effects).
 //!
 //! They only call downward, and never an operation nor `Store` itself: what they need of it (the
-//! lock clause, the webhook cache) is handed in. From the bottom up: `inbox`, `approvals`,
+//! lock clause, the webhook cache) is handed in. From the bottom up: `inbox`, `approvals`, `audit`,
 //! `enqueue` and `post_rows` call no other block; `task_events` and `remote_hops` call `enqueue`;
 //! `post` calls `post_rows`, `approvals`, `enqueue` and `remote_hops`; `post_group` and `finish`
 //! call `post` (and `finish` `enqueue`). They depend on `db`, `error`, `model` and `cache` only.
 
 pub(in crate::store) mod approvals;
+pub(in crate::store) mod audit;
 pub(in crate::store) mod enqueue;
 pub(in crate::store) mod finish;
 pub(in crate::store) mod inbox;

@@ -52,16 +52,20 @@ pub enum Settled {
     Refused(ApprovalRecord),
 }
 
-/// One entry of the audit log.
+/// One entry of the audit log: a step of an approval, or an admin change.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct AuditRecord {
     pub seq: i64,
     pub at: Timestamp,
-    /// `created`, `decided`, `consumed` or `expired`.
+    /// An approval's `created`, `decided`, `consumed` or `expired`; or an admin change's
+    /// `person.added`, `token.revoked`, `channel.policy_changed`, ….
     pub event: String,
-    pub approval: ApprovalId,
-    pub thread: ThreadId,
-    pub fingerprint: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread: Option<ThreadId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub actor: Option<PersonId>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -72,6 +76,14 @@ pub struct AuditRecord {
     pub session: Option<AgentIdentity>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// What an admin change changed (its id).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// An admin change's subject before and after it (none when it did not exist).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub before: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after: Option<serde_json::Value>,
 }
 
 pub(in crate::store) const APPROVAL_COLUMNS: &str = "id, kind, thread_id, message_id, channel, impact, fingerprint, requested_by, \
@@ -116,13 +128,25 @@ pub(in crate::store) fn approval(row: &Row) -> Result<ApprovalRecord> {
     })
 }
 
+fn json_column(row: &Row, column: &str) -> Result<Option<serde_json::Value>> {
+    row.try_get::<Option<String>, _>(column)?
+        .map(|t| serde_json::from_str(&t).map_err(|e| StoreError::Corrupt(e.to_string())))
+        .transpose()
+}
+
 pub(in crate::store) fn audit(row: &Row) -> Result<AuditRecord> {
     Ok(AuditRecord {
         seq: row.try_get("seq")?,
         at: Timestamp(row.try_get("at")?),
         event: row.try_get("event")?,
-        approval: ApprovalId::parse(row.try_get::<String, _>("approval_id")?)?,
-        thread: ThreadId::parse(row.try_get::<String, _>("thread_id")?)?,
+        approval: row
+            .try_get::<Option<String>, _>("approval_id")?
+            .map(ApprovalId::parse)
+            .transpose()?,
+        thread: row
+            .try_get::<Option<String>, _>("thread_id")?
+            .map(ThreadId::parse)
+            .transpose()?,
         fingerprint: row.try_get("fingerprint")?,
         actor: opt_person(row, "actor")?,
         via: row
@@ -138,5 +162,8 @@ pub(in crate::store) fn audit(row: &Row) -> Result<AuditRecord> {
             .map(AgentIdentity::parse)
             .transpose()?,
         detail: row.try_get("detail")?,
+        subject: row.try_get("subject")?,
+        before: json_column(row, "before_json")?,
+        after: json_column(row, "after_json")?,
     })
 }

@@ -25,7 +25,7 @@ impl LinkKind {
 
     pub(in crate::store) fn columns(self) -> &'static str {
         match self {
-            LinkKind::Login => "id, person, created_at, expires_at, used_at",
+            LinkKind::Login => "id, person, admin, created_at, expires_at, used_at",
             LinkKind::Approval => "id, person, approval_id, created_at, expires_at, used_at",
         }
     }
@@ -38,6 +38,8 @@ pub struct LinkRecord {
     pub person: PersonId,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalId>,
+    /// A login link that opens an admin console session (never an approval link).
+    pub admin: bool,
     pub created_at: Timestamp,
     pub expires_at: Timestamp,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -53,6 +55,9 @@ pub struct SessionRecord {
     pub expires_at: Timestamp,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<Timestamp>,
+    /// Opened by an admin login link: the admin pages are open to it while its person still
+    /// holds a live `admin` token.
+    pub admin: bool,
 }
 
 pub(in crate::store) fn link(kind: LinkKind, row: &Row) -> Result<LinkRecord> {
@@ -65,13 +70,18 @@ pub(in crate::store) fn link(kind: LinkKind, row: &Row) -> Result<LinkRecord> {
                 Some(ApprovalId::parse(row.try_get::<String, _>("approval_id")?)?)
             }
         },
+        admin: match kind {
+            LinkKind::Login => row.try_get::<i64, _>("admin")? != 0,
+            LinkKind::Approval => false,
+        },
         created_at: Timestamp(row.try_get("created_at")?),
         expires_at: Timestamp(row.try_get("expires_at")?),
         used_at: row.try_get::<Option<i64>, _>("used_at")?.map(Timestamp),
     })
 }
 
-pub(in crate::store) const SESSION_COLUMNS: &str = "id, person, created_at, expires_at, ended_at";
+pub(in crate::store) const SESSION_COLUMNS: &str =
+    "id, person, created_at, expires_at, ended_at, admin";
 
 pub(in crate::store) fn session(row: &Row) -> Result<SessionRecord> {
     Ok(SessionRecord {
@@ -80,5 +90,6 @@ pub(in crate::store) fn session(row: &Row) -> Result<SessionRecord> {
         created_at: Timestamp(row.try_get("created_at")?),
         expires_at: Timestamp(row.try_get("expires_at")?),
         ended_at: row.try_get::<Option<i64>, _>("ended_at")?.map(Timestamp),
+        admin: row.try_get::<i64, _>("admin")? != 0,
     })
 }
