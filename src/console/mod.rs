@@ -14,12 +14,15 @@
 //! - `activity`: a channel's weekly figures as small SVG charts with their numbers.
 //! - `agents`: "connect an agent": a member's own agent tokens, with ready settings.
 //! - `view`: the approval card both show.
+//! - `admin`: the admin half (people and tokens, channels, parties, remotes, webhooks,
+//!   deliveries, keys, audit), for sessions opened by an admin login link.
 //!
 //! Every console response carries a strict Content-Security-Policy (no inline script or style, no
 //! framing), `X-Frame-Options: DENY`, `Referrer-Policy: no-referrer` (link secrets sit in URLs)
 //! and, except for the static files, `Cache-Control: no-store` (pages hold CSRF tokens).
 
 mod activity;
+mod admin;
 mod agents;
 mod compose;
 mod links;
@@ -67,6 +70,7 @@ pub fn router(service: Service, public_url: &str) -> Router {
     };
     pages::routes()
         .merge(workspace_routes())
+        .merge(admin::routes())
         .layer(axum::extract::DefaultBodyLimit::max(upload::MAX_FORM_BYTES))
         .merge(links::routes())
         .layer(axum::middleware::map_response(security_headers))
@@ -116,6 +120,27 @@ fn templates() -> Environment<'static> {
         ("compose.html", include_str!("templates/compose.html")),
         ("agents.html", include_str!("templates/agents.html")),
         ("activity.html", include_str!("templates/activity.html")),
+        ("admin/nav.html", include_str!("templates/admin/nav.html")),
+        (
+            "admin/preview.html",
+            include_str!("templates/admin/preview.html"),
+        ),
+        (
+            "admin/people.html",
+            include_str!("templates/admin/people.html"),
+        ),
+        (
+            "admin/channels.html",
+            include_str!("templates/admin/channels.html"),
+        ),
+        (
+            "admin/channel.html",
+            include_str!("templates/admin/channel.html"),
+        ),
+        (
+            "admin/audit.html",
+            include_str!("templates/admin/audit.html"),
+        ),
     ] {
         env.add_template(name, source)
             .expect("the console's templates are valid");

@@ -16,15 +16,18 @@ pub(super) struct Session {
     pub caller: Caller,
     pub secret: String,
     pub csrf: String,
+    /// The session record: whether an admin login link opened it.
+    pub record: crate::store::SessionRecord,
 }
 
 pub(super) async fn session(c: &Console, headers: &HeaderMap) -> Result<Session, ServiceError> {
     let secret = cookie(headers, SESSION_COOKIE).unwrap_or_default();
-    let (caller, _) = c.service.console_caller(secret).await?;
+    let (caller, record) = c.service.console_caller(secret).await?;
     Ok(Session {
         caller,
         secret: secret.to_owned(),
         csrf: session_csrf(secret),
+        record,
     })
 }
 
@@ -53,6 +56,8 @@ pub(super) struct Frame<'a> {
     csrf: &'a str,
     page: &'static str,
     live: bool,
+    /// Show the admin pages' tab (the session was opened by an admin login link).
+    admin: bool,
 }
 
 pub(super) fn frame<'a>(s: &'a Session, page: &'static str) -> Frame<'a> {
@@ -61,6 +66,7 @@ pub(super) fn frame<'a>(s: &'a Session, page: &'static str) -> Frame<'a> {
         csrf: &s.csrf,
         page,
         live: true,
+        admin: s.record.admin,
     }
 }
 

@@ -69,6 +69,15 @@ fn yes() -> bool {
     true
 }
 
+/// What a member change would do: the channel before, the members added or updated, and the
+/// members after.
+#[derive(Debug, Clone)]
+pub struct MembersPlan {
+    pub before: ChannelRecord,
+    pub upsert: Vec<MemberRecord>,
+    pub after: Vec<MemberRecord>,
+}
+
 /// What `channel members` asks for.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -450,6 +459,31 @@ impl Service {
     }
 
     pub async fn add_channel(&self, caller: &Caller, spec: ChannelSpec) -> Result<ChannelRecord> {
+        let channel = self.preview_channel(caller, spec).await?;
+        let audit = self.change(
+            caller,
+            "channel.added",
+            &channel.name,
+            None,
+            super::audit::shown(&channel),
+        );
+        self.inner
+            .store
+            .insert_channel(channel.clone(), audit)
+            .await
+            .map_err(conflict_as("channel", &channel.name))?;
+        tracing::info!(channel = %channel.name, members = channel.members.len(), "Channel added.");
+        Ok(channel)
+    }
+
+    /// The channel `spec` would create, checked as [`Service::add_channel`] checks it (a name
+    /// taken before is refused here too), without creating it: what the console shows before
+    /// an admin confirms.
+    pub async fn preview_channel(
+        &self,
+        caller: &Caller,
+        spec: ChannelSpec,
+    ) -> Result<ChannelRecord> {
         caller.require(Scope::Admin)?;
         input::storable("channel", &spec)?;
         if let Some(policy) = &spec.policy {
@@ -472,19 +506,11 @@ impl Service {
         };
         self.check_approvers(&channel.policy, &channel.members)
             .await?;
-        let audit = self.change(
-            caller,
-            "channel.added",
-            &channel.name,
-            None,
-            super::audit::shown(&channel),
-        );
-        self.inner
-            .store
-            .insert_channel(channel.clone(), audit)
-            .await
-            .map_err(conflict_as("channel", &spec.name))?;
-        tracing::info!(channel = %channel.name, members = channel.members.len(), "Channel added.");
+        if self.inner.store.channel(&channel.name).await?.is_some() {
+            return Err(conflict_as("channel", &channel.name)(StoreError::Conflict(
+                String::new(),
+            )));
+        }
         Ok(channel)
     }
 
@@ -494,6 +520,34 @@ impl Service {
         name: &ChannelName,
         change: MemberChange,
     ) -> Result<ChannelRecord> {
+        let plan = self.preview_members(caller, name, &change).await?;
+        let audit = self.change(
+            caller,
+            "channel.members_changed",
+            name,
+            Some(serde_json::json!({ "members": plan.before.members })),
+            Some(serde_json::json!({ "members": plan.after })),
+        );
+        if !self
+            .inner
+            .store
+            .change_members(name.clone(), plan.upsert, change.remove, audit)
+            .await?
+        {
+            return Err(ServiceError::not_found("channel", name));
+        }
+        self.directory_changed();
+        self.channel_for_admin(name).await
+    }
+
+    /// The members `change` would leave, checked as [`Service::change_members`] checks it,
+    /// without changing them.
+    pub async fn preview_members(
+        &self,
+        caller: &Caller,
+        name: &ChannelName,
+        change: &MemberChange,
+    ) -> Result<MembersPlan> {
         caller.require(Scope::Admin)?;
         if change.add.iter().any(|p| change.remove.contains(p)) {
             return Err(ServiceError::invalid(
@@ -501,33 +555,57 @@ impl Service {
             ));
         }
         let before = self.live_channel(name).await?;
-        let members = self
+        if let Some(p) = change
+            .remove
+            .iter()
+            .find(|p| !before.members.iter().any(|m| &m.person == *p))
+        {
+            return Err(ServiceError::invalid(format!(
+                "{p} is not a member of {name}; nothing was changed"
+            )));
+        }
+        let upsert = self
             .members_of(&change.add, change.rights.unwrap_or_else(Rights::all))
             .await?;
         let mut after = before.members.clone();
         after.retain(|m| {
-            !change.remove.contains(&m.person) && !members.iter().any(|n| n.person == m.person)
+            !change.remove.contains(&m.person) && !upsert.iter().any(|n| n.person == m.person)
         });
-        after.extend(members.iter().cloned());
+        after.extend(upsert.iter().cloned());
         after.sort_by(|a, b| a.person.cmp(&b.person));
         self.check_approvers(&before.policy, &after).await?;
-        let audit = self.change(
-            caller,
-            "channel.members_changed",
-            name,
-            Some(serde_json::json!({ "members": before.members })),
-            Some(serde_json::json!({ "members": after })),
-        );
-        if !self
-            .inner
-            .store
-            .change_members(name.clone(), members, change.remove, audit)
-            .await?
-        {
-            return Err(ServiceError::not_found("channel", name));
+        Ok(MembersPlan {
+            before,
+            upsert,
+            after,
+        })
+    }
+
+    /// The policy `change` would give the channel, checked as [`Service::change_policy`]
+    /// checks it, without changing it: the channel as it is, and the policy after.
+    pub async fn preview_policy(
+        &self,
+        caller: &Caller,
+        name: &ChannelName,
+        change: &PolicyChange,
+    ) -> Result<(ChannelRecord, ApprovalPolicy)> {
+        caller.require(Scope::Admin)?;
+        if change.is_empty() {
+            return Err(ServiceError::invalid(
+                "name at least one of none, code, database, production, outbound, approval_ttl_s, approval_via_elicitation",
+            ));
         }
-        self.directory_changed();
-        self.channel_for_admin(name).await
+        // The other fields are valid already: only a new deadline needs checking.
+        if let Some(ttl) = change.approval_ttl_s {
+            check_policy(&ApprovalPolicy {
+                approval_ttl_s: ttl,
+                ..ApprovalPolicy::default()
+            })?;
+        }
+        let before = self.live_channel(name).await?;
+        let after = change.apply(before.policy);
+        self.check_approvers(&after, &before.members).await?;
+        Ok((before, after))
     }
 
     pub async fn set_policy(
@@ -567,22 +645,7 @@ impl Service {
         name: &ChannelName,
         change: PolicyChange,
     ) -> Result<ChannelRecord> {
-        caller.require(Scope::Admin)?;
-        if change.is_empty() {
-            return Err(ServiceError::invalid(
-                "name at least one of none, code, database, production, outbound, approval_ttl_s, approval_via_elicitation",
-            ));
-        }
-        // The other fields are valid already: only a new deadline needs checking.
-        if let Some(ttl) = change.approval_ttl_s {
-            check_policy(&ApprovalPolicy {
-                approval_ttl_s: ttl,
-                ..ApprovalPolicy::default()
-            })?;
-        }
-        let before = self.live_channel(name).await?;
-        self.check_approvers(&change.apply(before.policy), &before.members)
-            .await?;
+        self.preview_policy(caller, name, &change).await?;
         // The store records the policy before and after under the row's lock.
         let audit = self.change(caller, "channel.policy_changed", name, None, None);
         let policy = self

@@ -15,7 +15,7 @@ use crate::store::{AdminChange, AuditFilter, AuditRecord};
 pub const MAX_AUDIT_PAGE: i64 = 1000;
 
 /// Which audit entries an admin asks for (`/admin/v1/audit`, the console's audit page).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuditQuery {
     /// Entries after this sequence number (the last `seq` of the previous page).

@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 pub use activity::{Activity, MAX_ACTIVITY_WEEKS, WeekActivity, week_start};
-pub use admin::{ChannelSpec, IssuedToken, MemberChange, PartySpec, TokenSpec};
+pub use admin::{ChannelSpec, IssuedToken, MemberChange, MembersPlan, PartySpec, TokenSpec};
 pub use approvals::{ApprovalPage, ApprovalView, CONFIRM_CHARS};
 pub use audit::{AuditQuery, MAX_AUDIT_PAGE};
 pub use coordination::{ClaimAction, ClaimTarget, LeaseSpec, PresenceSpec};

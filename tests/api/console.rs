@@ -912,3 +912,357 @@ async fn writing_from_the_console_refuses_bad_input_by_its_field_and_posts_nothi
         assert_eq!(status, StatusCode::NOT_FOUND, "{other}");
     }
 }
+
+impl Console {
+    /// Signs in as `person` through an admin login link; returns the session cookie and its
+    /// CSRF token.
+    async fn sign_in_admin(&self, person: &str) -> (String, String) {
+        let (status, body) = self
+            .admin_post(
+                "/admin/v1/login-links",
+                serde_json::json!({ "person": person, "admin": true }),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        let url = body["url"].as_str().unwrap().to_owned();
+        let (_, headers, html) = self.get(&url, None).await;
+        let form_cookie = set_cookie(&headers, "liaison_form");
+        let (status, headers, _) = self
+            .post_form(
+                "/console/login",
+                Some(&form_cookie),
+                &[
+                    ("link", &field(&html, "link")),
+                    ("csrf", &field(&html, "csrf")),
+                ],
+            )
+            .await;
+        assert_eq!(status, StatusCode::SEE_OTHER);
+        let session = set_cookie(&headers, "liaison_session");
+        let (status, _, page) = self.get("/console/admin/people", Some(&session)).await;
+        assert_eq!(status, 200, "{page}");
+        (session, field(&page, "csrf"))
+    }
+}
+
+/// Every admin page, and a form POST of each kind with its fields (as the pages send them).
+const ADMIN_PAGES: [&str; 4] = [
+    "/console/admin/people",
+    "/console/admin/channels",
+    "/console/admin/channels/demo",
+    "/console/admin/audit",
+];
+
+fn admin_posts() -> Vec<(&'static str, Vec<(&'static str, &'static str)>)> {
+    vec![
+        (
+            "/console/admin/people",
+            vec![("id", "mallory"), ("display_name", "Mallory")],
+        ),
+        (
+            "/console/admin/tokens",
+            vec![("person", "bob"), ("admin", "on"), ("expires_in_days", "1")],
+        ),
+        ("/console/admin/links", vec![("person", "bob")]),
+        ("/console/admin/people/alice/remove", vec![]),
+        (
+            "/console/admin/channels",
+            vec![("step", "apply"), ("name", "stolen"), ("members", "bob")],
+        ),
+        (
+            "/console/admin/channels/demo/policy",
+            vec![
+                ("step", "apply"),
+                ("code", "auto"),
+                ("approval_ttl_s", "600"),
+            ],
+        ),
+        (
+            "/console/admin/channels/demo/members",
+            vec![("step", "apply"), ("remove", "alice")],
+        ),
+        (
+            "/console/admin/channels/demo/remove",
+            vec![("step", "apply")],
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn only_an_admin_session_reaches_the_admin_pages_and_nothing_else_changes_anything() {
+    let c = console().await;
+    let s = &c.env.service;
+    let audit_len = || async {
+        s.audit(
+            &c.env.admin,
+            &liaison::service::AuditQuery {
+                limit: Some(1000),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .len()
+    };
+    let before = audit_len().await;
+    // What the app's fallback answers a route that does not exist.
+    let unknown = serde_json::json!({"error": {"code": "not_found", "message":
+        "no GET route here: the APIs are under /admin/v1, /api/v1, /a2a, /mcp and /console (see the README)"}})
+        .to_string();
+    // A member's session: every admin page and form answers as an unknown route does.
+    let (member, member_csrf) = c.sign_in("bob").await;
+    // A bearer token (even an admin's) opens no console session, below.
+    for page in ADMIN_PAGES {
+        let (status, _, body) = c.get(page, Some(&member)).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{page}");
+        assert_eq!(body, unknown, "{page}");
+        let (status, _, body) = c.get(page, None).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{page}: {body}");
+        assert!(!body.contains("csrf"), "{page}");
+        let r = c
+            .http
+            .get(format!("{}{page}", c.url))
+            .bearer_auth(&c.admin_secret)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            r.status(),
+            StatusCode::UNAUTHORIZED,
+            "a bearer token is not a session"
+        );
+    }
+    for (path, fields) in admin_posts() {
+        let mut with = fields.clone();
+        with.push(("csrf", member_csrf.as_str()));
+        let (status, _, _) = c.post_form(path, Some(&member), &with).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
+        let (status, _, _) = c.post_form(path, None, &with).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
+    }
+    // The admin's own session: without its CSRF token (a stolen cookie), nothing changes.
+    let (admin, csrf) = c.sign_in_admin("admin").await;
+    let after_sign_in = audit_len().await;
+    assert_eq!(
+        after_sign_in,
+        before + 2,
+        "two login links were issued, nothing else"
+    );
+    for (path, fields) in admin_posts() {
+        let (status, _, _) = c.post_form(path, Some(&admin), &fields).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{path}");
+        let mut wrong = fields.clone();
+        wrong.push(("csrf", member_csrf.as_str()));
+        let (status, _, _) = c.post_form(path, Some(&admin), &wrong).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{path}");
+        // And a GET on a form's address changes nothing.
+        let (status, _, _) = c.get(path, Some(&admin)).await;
+        assert!(
+            status.is_client_error() || status == StatusCode::OK,
+            "{path}: {status}"
+        );
+    }
+    assert_eq!(audit_len().await, after_sign_in, "nothing changed");
+    assert!(s.store().person(&pid("mallory")).await.unwrap().is_none());
+    assert!(s.store().person(&pid("alice")).await.unwrap().is_some());
+    let demo = s.list_all_channels(&c.env.admin).await.unwrap();
+    assert_eq!(demo.len(), 1);
+    assert!(demo[0].removed_at.is_none());
+    assert_eq!(demo[0].members.len(), 2);
+    for page in ADMIN_PAGES {
+        let (status, _, body) = c.get(page, Some(&admin)).await;
+        assert_eq!(status, 200, "{page}: {body}");
+    }
+    let _ = csrf;
+}
+
+#[tokio::test]
+async fn an_admin_works_from_the_console_and_every_change_is_audited_via_console() {
+    let c = console().await;
+    let s = &c.env.service;
+    let (admin, csrf) = c.sign_in_admin("admin").await;
+    // A person: a bad id is refused next to its field with the values kept.
+    let (status, _, page) = c
+        .post_form(
+            "/console/admin/people",
+            Some(&admin),
+            &[
+                ("csrf", &csrf),
+                ("id", "Not A Slug"),
+                ("display_name", "Carol"),
+            ],
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{page}");
+    assert!(
+        page.contains("must be a slug") && page.contains("value=\"Carol\""),
+        "{page}"
+    );
+    let (status, headers, _) = c
+        .post_form(
+            "/console/admin/people",
+            Some(&admin),
+            &[("csrf", &csrf), ("id", "carol"), ("display_name", "Carol")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{headers:?}");
+    // A token: its secret shown once.
+    let (status, _, page) = c
+        .post_form(
+            "/console/admin/tokens",
+            Some(&admin),
+            &[
+                ("csrf", &csrf),
+                ("person", "carol"),
+                ("human", "on"),
+                ("expires_in_days", "7"),
+                ("description", "carol's browser"),
+            ],
+        )
+        .await;
+    assert_eq!(status, 200, "{page}");
+    let secret = page
+        .split("id=\"secret\">")
+        .nth(1)
+        .unwrap()
+        .split('<')
+        .next()
+        .unwrap()
+        .to_owned();
+    assert!(secret.len() > 20, "{secret}");
+    let carol = s.authenticate(&secret).await.unwrap();
+    assert!(carol.scopes.contains(Scope::Human));
+    let (_, _, again) = c.get("/console/admin/people", Some(&admin)).await;
+    assert!(!again.contains(&secret), "a secret is shown once");
+    // A channel: the preview changes nothing; a refused one shows the service's reason.
+    let (status, _, page) = c
+        .post_form(
+            "/console/admin/channels",
+            Some(&admin),
+            &[("csrf", &csrf), ("name", "ops"), ("member-carol", "on")],
+        )
+        .await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Apply"), "{page}");
+    assert_eq!(s.list_all_channels(&c.env.admin).await.unwrap().len(), 1);
+    let (status, _, page) = c
+        .post_form(
+            "/console/admin/channels",
+            Some(&admin),
+            &[("csrf", &csrf), ("name", "demo")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{page}");
+    assert!(page.contains("already exists"), "{page}");
+    let (status, _, _) = c
+        .post_form(
+            "/console/admin/channels",
+            Some(&admin),
+            &[
+                ("csrf", &csrf),
+                ("step", "apply"),
+                ("name", "ops"),
+                ("members", "carol"),
+            ],
+        )
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    // A policy change that leaves no approver is refused with the reason, and changes nothing.
+    let (status, _, _) = c
+        .post_form(
+            "/console/admin/channels/ops/members",
+            Some(&admin),
+            &[
+                ("csrf", &csrf),
+                ("step", "apply"),
+                ("add", "carol"),
+                ("read", "on"),
+                ("post", "on"),
+            ],
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let ops = s.list_all_channels(&c.env.admin).await.unwrap();
+    let ops = ops.iter().find(|ch| ch.name.as_str() == "ops").unwrap();
+    assert!(
+        ops.members[0]
+            .rights
+            .contains(liaison::domain::Right::Approve)
+    );
+    let (status, _, page) = c
+        .post_form(
+            "/console/admin/channels/ops/policy",
+            Some(&admin),
+            &[
+                ("csrf", &csrf),
+                ("none", "auto"),
+                ("code", "auto"),
+                ("database", "approve"),
+                ("production", "deny"),
+                ("outbound", "approve"),
+                ("approval_ttl_s", "600"),
+            ],
+        )
+        .await;
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains("&quot;code&quot;: &quot;auto&quot;"),
+        "{page}"
+    );
+    let (status, _, _) = c
+        .post_form(
+            "/console/admin/channels/ops/policy",
+            Some(&admin),
+            &[
+                ("csrf", &csrf),
+                ("step", "apply"),
+                ("none", "auto"),
+                ("code", "auto"),
+                ("database", "approve"),
+                ("production", "deny"),
+                ("outbound", "approve"),
+                ("approval_ttl_s", "600"),
+            ],
+        )
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    // Every change above is in the audit log, via the console, by the admin.
+    let log = s
+        .audit(
+            &c.env.admin,
+            &liaison::service::AuditQuery {
+                actor: Some("admin".into()),
+                limit: Some(1000),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let console: Vec<&str> = log
+        .iter()
+        .filter(|e| e.via == Some(DecisionPath::Console))
+        .map(|e| e.event.as_str())
+        .collect();
+    assert_eq!(
+        console,
+        [
+            "person.added",
+            "token.issued",
+            "channel.added",
+            "channel.policy_changed"
+        ]
+    );
+    let (status, headers, lines) = c
+        .get("/console/admin/audit/export?event=channel.", Some(&admin))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(headers[CONTENT_TYPE], "application/jsonl");
+    let lines: Vec<serde_json::Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3, "demo, ops, its policy");
+    assert_eq!(lines[2]["before"]["policy"]["code"], "approve");
+    assert_eq!(lines[2]["after"]["policy"]["code"], "auto");
+    let _ = ErrorCode::NotFound;
+}

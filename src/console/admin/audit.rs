@@ -1,0 +1,146 @@
+//! The audit log: every approval step and every admin change, filtered by event, actor,
+//! subject and time, a page at a time, with each change's subject before and after; exported as
+//! JSON lines with the same filter (`Service::audit`, as `/admin/v1/audit` and `liaison audit`).
+
+use axum::Router;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use minijinja::value::Serde;
+use serde::Serialize;
+
+use super::{admin, admin_frame, pretty, rendered};
+use crate::console::{Console, Page, status_of};
+use crate::service::{AuditQuery, ServiceError};
+
+/// Entries per page.
+const PAGE: i64 = 50;
+
+pub(super) fn routes() -> Router<Console> {
+    Router::new()
+        .route("/console/admin/audit", get(page))
+        .route("/console/admin/audit/export", get(export))
+}
+
+#[derive(Serialize)]
+struct EntryRow {
+    seq: i64,
+    at: String,
+    event: String,
+    actor: String,
+    via: String,
+    subject: String,
+    before: Option<String>,
+    after: Option<String>,
+    detail: Option<String>,
+}
+
+fn query(q: Result<Query<AuditQuery>, QueryRejection>) -> Result<AuditQuery, ServiceError> {
+    q.map(|Query(q)| q).map_err(|e| {
+        ServiceError::invalid(format!(
+            "this filter is not one the page sends ({})",
+            e.body_text()
+        ))
+    })
+}
+
+/// The filter as a query string (for the next page and the export).
+fn encoded(q: &AuditQuery) -> String {
+    let mut parts = Vec::new();
+    for (k, v) in [
+        ("event", &q.event),
+        ("actor", &q.actor),
+        ("subject", &q.subject),
+        ("since", &q.since),
+    ] {
+        if let Some(v) = v.as_deref().filter(|v| !v.is_empty()) {
+            parts.push(format!("{k}={}", urlencoding(v)));
+        }
+    }
+    parts.join("&")
+}
+
+fn urlencoding(v: &str) -> String {
+    v.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+async fn page(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    q: Result<Query<AuditQuery>, QueryRejection>,
+) -> Result<Response, Response> {
+    let a = admin(&c, &headers).await?;
+    let (q, entries, error, status) = match query(q) {
+        Ok(q) => {
+            let mut asked = q.clone();
+            asked.limit = Some(PAGE);
+            match c.service.audit(&a.caller, &asked).await {
+                Ok(entries) => (q, entries, None, StatusCode::OK),
+                Err(e) => (q, Vec::new(), Some(e.message.clone()), status_of(&e)),
+            }
+        }
+        Err(e) => (
+            AuditQuery::default(),
+            Vec::new(),
+            Some(e.message.clone()),
+            status_of(&e),
+        ),
+    };
+    let next = (entries.len() as i64 == PAGE).then(|| entries.last().map(|e| e.seq));
+    let rows: Vec<EntryRow> = entries
+        .into_iter()
+        .map(|e| EntryRow {
+            seq: e.seq,
+            at: e.at.to_string(),
+            event: e.event,
+            actor: e.actor.map_or_else(|| "(server)".into(), |p| p.to_string()),
+            via: e.via.map_or_else(String::new, |v| v.to_string()),
+            subject: e
+                .subject
+                .or_else(|| e.approval.map(|a| a.to_string()))
+                .unwrap_or_default(),
+            before: e.before.as_ref().map(pretty),
+            after: e.after.as_ref().map(pretty),
+            detail: e
+                .decision
+                .map(|d| d.to_string())
+                .or(e.detail)
+                .or_else(|| e.session.map(|s| s.to_string())),
+        })
+        .collect();
+    let filter = encoded(&q);
+    rendered(
+        &c,
+        "admin/audit.html",
+        minijinja::context! {
+            entries => Serde(&rows), q => Serde(&q), error => error, filter => filter,
+            next => next.flatten(),
+            ..Serde(admin_frame(&a, "audit"))
+        },
+        status,
+    )
+    .await
+}
+
+/// `GET /console/admin/audit/export`: the filtered log as JSON lines, a download.
+async fn export(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    q: Result<Query<AuditQuery>, QueryRejection>,
+) -> Result<Response, Response> {
+    let a = admin(&c, &headers).await?;
+    let fail = |e: ServiceError| Page::from(e).with(&c, true).into_response();
+    let q = query(q).map_err(fail)?;
+    crate::http::audit_lines(c.service.clone(), a.caller, q)
+        .await
+        .map_err(fail)
+}

@@ -1,0 +1,148 @@
+//! The admin half of the console (SPEC §11, issue 26): people and tokens, channels, parties,
+//! remote agents, webhooks, deliveries, keys and the audit log, for a session opened by an
+//! admin login link. Decode, call the service, encode, as `/admin/v1` and the CLI do: every rule
+//! (and every audit entry) is the service's.
+//!
+//! **Who gets in.** A console session reaches these pages only when an admin login link opened
+//! it (`liaison login-link PERSON --admin`, issued only to a person holding a live `admin` token)
+//! and only while that person still holds one; the pages then act with scope `admin` alone
+//! (`Service::console_admin`), so an admin page can never decide an approval, and no agent or
+//! party credential can open a console session at all. Any other session gets the answer of an
+//! unknown route (404); a browser without a session gets the sign-in page.
+//!
+//! **Forms.** Every change is a POST carrying the session's CSRF token, refused with the reason
+//! next to its form and nothing changed; a secret (a token, a link, a webhook secret) is shown
+//! once on the page that made it, never again. A channel change is shown first (before → after,
+//! or the service's refusal) and applied only by a second, explicit POST.
+
+mod audit;
+mod channels;
+mod people;
+
+use axum::Router;
+use axum::extract::Form;
+use axum::extract::rejection::FormRejection;
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::Serialize;
+
+use super::session::{Session, form, frame, session, signed_in};
+use super::{Console, Page};
+use crate::service::{Caller, ServiceError};
+
+/// The admin pages' routes.
+pub(super) fn routes() -> Router<Console> {
+    use axum::routing::get;
+    Router::new()
+        .route(
+            "/console/admin",
+            get(|| async { Redirect::to("/console/admin/people") }),
+        )
+        .merge(people::routes())
+        .merge(channels::routes())
+        .merge(audit::routes())
+}
+
+/// A signed-in admin: the console session and its admin caller.
+pub(super) struct Admin {
+    pub s: Session,
+    pub caller: Caller,
+}
+
+/// The answer to a session that is not an admin's: exactly an unknown route's.
+async fn hidden(method: Method) -> Response {
+    crate::http::unknown_route(method).await.into_response()
+}
+
+/// A page's admin, or the sign-in page (no session), or an unknown route's 404 (any other
+/// session).
+pub(super) async fn admin(c: &Console, headers: &HeaderMap) -> Result<Admin, Response> {
+    let s = signed_in(c, headers).await?;
+    match c.service.console_admin(&s.caller, &s.record).await {
+        Ok(caller) => Ok(Admin { s, caller }),
+        Err(_) => Err(hidden(Method::GET).await),
+    }
+}
+
+/// A form of an admin page: from an admin's session, carrying its CSRF token; or the answer
+/// saying why not (nothing is changed).
+pub(super) async fn admin_form<T: HasCsrf>(
+    c: &Console,
+    headers: &HeaderMap,
+    f: Result<Form<T>, FormRejection>,
+) -> Result<(Admin, T), Response> {
+    let s = match session(c, headers).await {
+        Ok(s) => s,
+        Err(_) => return Err(hidden(Method::POST).await),
+    };
+    let Ok(caller) = c.service.console_admin(&s.caller, &s.record).await else {
+        return Err(hidden(Method::POST).await);
+    };
+    let back = |e: ServiceError| Page::from(e).with(c, true).into_response();
+    let f = form(f).map_err(back)?;
+    c.service
+        .check_console_csrf(&s.secret, f.csrf())
+        .map_err(back)?;
+    Ok((Admin { s, caller }, f))
+}
+
+/// A form that carries the page's CSRF token.
+pub(super) trait HasCsrf {
+    fn csrf(&self) -> Option<&str>;
+}
+
+/// The admin pages' layout context: the console's frame, the admin tab, and which admin page.
+#[derive(Serialize)]
+pub(super) struct AdminFrame<'a> {
+    #[serde(flatten)]
+    frame: super::session::Frame<'a>,
+    section: &'static str,
+    live_source: Option<&'static str>,
+}
+
+pub(super) fn admin_frame<'a>(a: &'a Admin, section: &'static str) -> AdminFrame<'a> {
+    AdminFrame {
+        frame: frame(&a.s, "admin"),
+        section,
+        live_source: None,
+    }
+}
+
+#[allow(dead_code)] // used by the deliveries page, landing next
+impl AdminFrame<'_> {
+    /// Live updates from `source` instead of the person's inbox.
+    pub(super) fn live_from(mut self, source: &'static str) -> Self {
+        self.live_source = Some(source);
+        self
+    }
+}
+
+/// A rendered admin page with `status`, or the error page.
+pub(super) async fn rendered(
+    c: &Console,
+    name: &str,
+    context: minijinja::Value,
+    status: StatusCode,
+) -> Result<Response, Response> {
+    c.render(name, context)
+        .map(|html| (status, html).into_response())
+        .map_err(IntoResponse::into_response)
+}
+
+/// After a change: back to `to` (303, so a reload does not send the form again).
+pub(super) async fn done(to: &str) -> Result<Response, Response> {
+    Ok(Redirect::to(to).into_response())
+}
+
+/// A form field's text, trimmed; none when empty.
+pub(super) fn field(v: &Option<String>) -> Option<String> {
+    v.as_deref()
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
+}
+
+/// A JSON value as an audit entry or a preview shows it: indented, keys in order.
+pub(super) fn pretty(v: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_default()
+}
