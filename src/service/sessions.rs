@@ -496,6 +496,13 @@ impl Service {
             .subscribe(&crate::bus::Topic::inbox(caller.id()))
     }
 
+    /// Wakes when outbox deliveries fall due (an admin page of the outbox listens to it, with a
+    /// tick for attempts that finish).
+    pub fn outbox_changes(&self, admin: &Caller) -> Result<crate::bus::Subscription> {
+        admin.require(Scope::Admin)?;
+        Ok(self.inner.bus.subscribe(&crate::bus::Topic::outbox()))
+    }
+
     /// Wakes when a recipient's agent reads a message the caller wrote (her receipts changed) or
     /// claims a thread she opened.
     pub fn console_receipts(&self, caller: &Caller) -> crate::bus::Subscription {

@@ -152,10 +152,19 @@ impl Console {
 
     /// Signs in as `person` through a login link; returns the session cookie and its CSRF token.
     async fn sign_in(&self, person: &str) -> (String, String) {
+        self.sign_in_as(person, false).await
+    }
+
+    /// Signs in as `person` through an admin login link.
+    async fn sign_in_admin(&self, person: &str) -> (String, String) {
+        self.sign_in_as(person, true).await
+    }
+
+    async fn sign_in_as(&self, person: &str, admin: bool) -> (String, String) {
         let (status, body) = self
             .admin_post(
                 "/admin/v1/login-links",
-                serde_json::json!({ "person": person }),
+                serde_json::json!({ "person": person, "admin": admin }),
             )
             .await;
         assert_eq!(status, 200, "{body}");
@@ -910,38 +919,6 @@ async fn writing_from_the_console_refuses_bad_input_by_its_field_and_posts_nothi
             .post_multipart(&format!("/console/threads/{other}/reply"), &session, &reply)
             .await;
         assert_eq!(status, StatusCode::NOT_FOUND, "{other}");
-    }
-}
-
-impl Console {
-    /// Signs in as `person` through an admin login link; returns the session cookie and its
-    /// CSRF token.
-    async fn sign_in_admin(&self, person: &str) -> (String, String) {
-        let (status, body) = self
-            .admin_post(
-                "/admin/v1/login-links",
-                serde_json::json!({ "person": person, "admin": true }),
-            )
-            .await;
-        assert_eq!(status, 200, "{body}");
-        let url = body["url"].as_str().unwrap().to_owned();
-        let (_, headers, html) = self.get(&url, None).await;
-        let form_cookie = set_cookie(&headers, "liaison_form");
-        let (status, headers, _) = self
-            .post_form(
-                "/console/login",
-                Some(&form_cookie),
-                &[
-                    ("link", &field(&html, "link")),
-                    ("csrf", &field(&html, "csrf")),
-                ],
-            )
-            .await;
-        assert_eq!(status, StatusCode::SEE_OTHER);
-        let session = set_cookie(&headers, "liaison_session");
-        let (status, _, page) = self.get("/console/admin/people", Some(&session)).await;
-        assert_eq!(status, 200, "{page}");
-        (session, field(&page, "csrf"))
     }
 }
 

@@ -306,3 +306,25 @@ def deadline_witness(server: Server, wait_s: int):
         deadline = time.monotonic() + 30
         while inbox_waiters(server) > before and time.monotonic() < deadline:
             time.sleep(0.01)
+
+
+# The console's browser tests: Debian's chromium, and where their screenshots go.
+CHROMIUM = os.environ.get("LIAISON_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = Path(os.environ.get("LIAISON_TEST_ARTIFACTS", ROOT / "tests" / "artifacts"))
+LAPTOP = {"width": 1366, "height": 800}
+PHONE = {"width": 390, "height": 844}
+
+
+async def shots(browser, laptop_ctx, url: str, name: str) -> None:
+    """The page at `url` at laptop and phone size, full page, as `{name}-laptop.png` and
+    `{name}-phone.png` in ARTIFACTS."""
+    page = await laptop_ctx.new_page()
+    await page.goto(url)
+    await page.screenshot(path=str(ARTIFACTS / f"{name}-laptop.png"), full_page=True)
+    await page.close()
+    phone = await browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True,
+                                      device_scale_factor=2, storage_state=await laptop_ctx.storage_state())
+    p = await phone.new_page()
+    await p.goto(url)
+    await p.screenshot(path=str(ARTIFACTS / f"{name}-phone.png"), full_page=True)
+    await phone.close()

@@ -19,26 +19,8 @@ import httpx
 import pytest
 from playwright.async_api import async_playwright, expect
 
-from conftest import ROOT, binary, call, connect, start_server, stop_server
+from conftest import ARTIFACTS, CHROMIUM, LAPTOP, binary, call, connect, shots, start_server, stop_server
 
-CHROMIUM = os.environ.get("LIAISON_CHROMIUM", "/usr/bin/chromium")
-ARTIFACTS = Path(os.environ.get("LIAISON_TEST_ARTIFACTS", ROOT / "tests" / "artifacts"))
-LAPTOP = {"width": 1366, "height": 800}
-PHONE = {"width": 390, "height": 844}
-
-
-async def shots(browser, laptop_ctx, url: str, name: str) -> None:
-    """The page at `url` at laptop and phone size, full page."""
-    page = await laptop_ctx.new_page()
-    await page.goto(url)
-    await page.screenshot(path=str(ARTIFACTS / f"{name}-laptop.png"), full_page=True)
-    await page.close()
-    phone = await browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True,
-                                      device_scale_factor=2, storage_state=await laptop_ctx.storage_state())
-    p = await phone.new_page()
-    await p.goto(url)
-    await p.screenshot(path=str(ARTIFACTS / f"{name}-phone.png"), full_page=True)
-    await phone.close()
 
 
 def hook(srv, token: str, agent: str, payload: dict) -> None:

@@ -14,7 +14,7 @@ use minijinja::value::Serde;
 use serde::{Deserialize, Serialize};
 
 use super::people::post_only;
-use super::{Admin, HasCsrf, admin, admin_form, admin_frame, done, field, pretty, rendered};
+use super::{Admin, admin, admin_form, admin_frame, done, field, pretty, rendered};
 use crate::console::{Console, Page, status_of};
 use crate::domain::{ChannelName, PersonId, PolicyChange, PolicyDecision, Right, Rights};
 use crate::service::{ChannelSpec, MemberChange, ServiceError};
@@ -124,12 +124,6 @@ struct AddForm {
     members: Option<String>,
     #[serde(flatten)]
     checked: std::collections::HashMap<String, String>,
-}
-
-impl HasCsrf for AddForm {
-    fn csrf(&self) -> Option<&str> {
-        self.csrf.as_deref()
-    }
 }
 
 fn ids(list: &str) -> Result<Vec<PersonId>, ServiceError> {
@@ -293,6 +287,19 @@ async fn render_channel(
     .await
 }
 
+/// The channel's page again, its preview showing the service's refusal `e`.
+async fn refused(
+    c: &Console,
+    a: &Admin,
+    name: &ChannelName,
+    mut preview: Preview,
+    e: ServiceError,
+) -> Result<Response, Response> {
+    let status = status_of(&e);
+    preview.error = Some(e.message);
+    render_channel(c, a, name, Some(preview), status).await
+}
+
 #[derive(Deserialize)]
 struct MembersForm {
     csrf: Option<String>,
@@ -303,12 +310,6 @@ struct MembersForm {
     post: Option<String>,
     request: Option<String>,
     approve: Option<String>,
-}
-
-impl HasCsrf for MembersForm {
-    fn csrf(&self) -> Option<&str> {
-        self.csrf.as_deref()
-    }
 }
 
 /// `POST /console/admin/channels/{name}/members`: add (with rights) or remove, shown first.
@@ -360,32 +361,23 @@ async fn members(
         };
         return match applied {
             Ok(_) => done(&format!("/console/admin/channels/{name}")).await,
-            Err(e) => {
-                let status = status_of(&e);
-                preview.error = Some(e.message);
-                render_channel(&c, &a, &name, Some(preview), status).await
-            }
+            Err(e) => refused(&c, &a, &name, preview, e).await,
         };
     }
     let plan = match change {
         Ok(change) => c.service.preview_members(&a.caller, &name, &change).await,
         Err(e) => Err(e),
     };
-    let status = match plan {
+    match plan {
         Ok(plan) => {
             preview.before = serde_json::to_value(&plan.before.members)
                 .ok()
                 .map(|v| pretty(&v));
             preview.after = serde_json::to_value(&plan.after).ok().map(|v| pretty(&v));
-            StatusCode::OK
+            render_channel(&c, &a, &name, Some(preview), StatusCode::OK).await
         }
-        Err(e) => {
-            let status = status_of(&e);
-            preview.error = Some(e.message);
-            status
-        }
-    };
-    render_channel(&c, &a, &name, Some(preview), status).await
+        Err(e) => refused(&c, &a, &name, preview, e).await,
+    }
 }
 
 #[derive(Deserialize)]
@@ -399,12 +391,6 @@ struct PolicyForm {
     outbound: Option<String>,
     approval_ttl_s: Option<String>,
     approval_via_elicitation: Option<String>,
-}
-
-impl HasCsrf for PolicyForm {
-    fn csrf(&self) -> Option<&str> {
-        self.csrf.as_deref()
-    }
 }
 
 fn policy_change(f: &PolicyForm) -> Result<PolicyChange, ServiceError> {
@@ -475,45 +461,27 @@ async fn policy(
         };
         return match applied {
             Ok(_) => done(&format!("/console/admin/channels/{name}")).await,
-            Err(e) => {
-                let status = status_of(&e);
-                preview.error = Some(e.message);
-                render_channel(&c, &a, &name, Some(preview), status).await
-            }
+            Err(e) => refused(&c, &a, &name, preview, e).await,
         };
     }
-    let status = match change {
-        Ok(change) => match c.service.preview_policy(&a.caller, &name, &change).await {
-            Ok((before, after)) => {
-                preview.before = serde_json::to_value(before.policy).ok().map(|v| pretty(&v));
-                preview.after = serde_json::to_value(after).ok().map(|v| pretty(&v));
-                StatusCode::OK
-            }
-            Err(e) => {
-                let status = status_of(&e);
-                preview.error = Some(e.message);
-                status
-            }
-        },
-        Err(e) => {
-            let status = status_of(&e);
-            preview.error = Some(e.message);
-            status
-        }
+    let previewed = match change {
+        Ok(change) => c.service.preview_policy(&a.caller, &name, &change).await,
+        Err(e) => Err(e),
     };
-    render_channel(&c, &a, &name, Some(preview), status).await
+    match previewed {
+        Ok((before, after)) => {
+            preview.before = serde_json::to_value(before.policy).ok().map(|v| pretty(&v));
+            preview.after = serde_json::to_value(after).ok().map(|v| pretty(&v));
+            render_channel(&c, &a, &name, Some(preview), StatusCode::OK).await
+        }
+        Err(e) => refused(&c, &a, &name, preview, e).await,
+    }
 }
 
 #[derive(Deserialize)]
 struct RemoveForm {
     csrf: Option<String>,
     step: Option<String>,
-}
-
-impl HasCsrf for RemoveForm {
-    fn csrf(&self) -> Option<&str> {
-        self.csrf.as_deref()
-    }
 }
 
 /// `POST /console/admin/channels/{name}/remove`: what removal means, then the removal.
@@ -525,7 +493,7 @@ async fn remove(
 ) -> Result<Response, Response> {
     let (a, f) = admin_form(&c, &headers, f).await?;
     let name = channel_name(&c, &name).await?;
-    let mut preview = Preview {
+    let preview = Preview {
         title: format!("Remove channel {name}"),
         action: format!("/console/admin/channels/{name}/remove"),
         before: Some("members with their rights; new posts and requests accepted".into()),
@@ -539,12 +507,10 @@ async fn remove(
     if f.step.as_deref() == Some("apply") {
         return match c.service.remove_channel(&a.caller, &name).await {
             Ok(()) => done("/console/admin/channels").await,
-            Err(e) => {
-                let status = status_of(&e);
-                preview.error = Some(e.message);
-                render_channel(&c, &a, &name, Some(preview), status).await
-            }
+            Err(e) => refused(&c, &a, &name, preview, e).await,
         };
     }
     render_channel(&c, &a, &name, Some(preview), StatusCode::OK).await
 }
+
+super::csrf_field!(AddForm, MembersForm, PolicyForm, RemoveForm);

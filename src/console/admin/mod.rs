@@ -41,6 +41,45 @@ pub(super) fn routes() -> Router<Console> {
         .merge(people::routes())
         .merge(channels::routes())
         .merge(audit::routes())
+        .route("/console/admin/events", get(events))
+}
+
+/// How often the admin event stream says "change" when nothing woke it: attempts finish and
+/// retries fall due on their own.
+const TICK: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Server-sent events for the outbox pages: `change` when deliveries fall due, and every
+/// [`TICK`]. Ends at shutdown, and when the session is no longer an admin's.
+async fn events(
+    axum::extract::State(c): axum::extract::State<Console>,
+    headers: HeaderMap,
+) -> Result<Response, Response> {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    let a = admin(&c, &headers).await?;
+    let changes = c
+        .service
+        .outbox_changes(&a.caller)
+        .map_err(|e| Page::from(e).with(&c, true).into_response())?;
+    let stream = futures::stream::unfold(
+        (c, a.s.secret, changes),
+        |(c, secret, mut changes)| async move {
+            tokio::select! {
+                () = changes.woken() => {}
+                () = tokio::time::sleep(TICK) => {}
+                () = c.service.stopping() => return None,
+            }
+            let (member, record) = c.service.console_caller(&secret).await.ok()?;
+            c.service.console_admin(&member, &record).await.ok()?;
+            let event = Event::default().event("change").data("changed");
+            Some((
+                Ok::<_, std::convert::Infallible>(event),
+                (c, secret, changes),
+            ))
+        },
+    );
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(std::time::Duration::from_secs(15)))
+        .into_response())
 }
 
 /// A signed-in admin: the console session and its admin caller.
@@ -91,6 +130,18 @@ pub(super) trait HasCsrf {
     fn csrf(&self) -> Option<&str>;
 }
 
+/// Implements [`HasCsrf`] for forms whose token is their `csrf: Option<String>` field.
+macro_rules! csrf_field {
+    ($($form:ty),+ $(,)?) => {$(
+        impl $crate::console::admin::HasCsrf for $form {
+            fn csrf(&self) -> Option<&str> {
+                self.csrf.as_deref()
+            }
+        }
+    )+};
+}
+pub(super) use csrf_field;
+
 /// The admin pages' layout context: the console's frame, the admin tab, and which admin page.
 #[derive(Serialize)]
 pub(super) struct AdminFrame<'a> {
@@ -108,7 +159,7 @@ pub(super) fn admin_frame<'a>(a: &'a Admin, section: &'static str) -> AdminFrame
     }
 }
 
-#[allow(dead_code)] // used by the deliveries page, landing next
+#[allow(dead_code)] // the deliveries pages use it; they land with the webhook rotation
 impl AdminFrame<'_> {
     /// Live updates from `source` instead of the person's inbox.
     pub(super) fn live_from(mut self, source: &'static str) -> Self {

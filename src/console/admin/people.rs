@@ -13,7 +13,7 @@ use axum::{Router, routing::MethodRouter};
 use minijinja::value::Serde;
 use serde::{Deserialize, Serialize};
 
-use super::{Admin, HasCsrf, admin, admin_form, admin_frame, done, field, rendered};
+use super::{Admin, admin, admin_form, admin_frame, done, field, rendered};
 use crate::console::{Console, Page, status_of};
 use crate::domain::{PersonId, PersonKind, Scope, Scopes};
 use crate::service::{ServiceError, TokenSpec};
@@ -179,12 +179,6 @@ struct PersonForm {
     display_name: Option<String>,
 }
 
-impl HasCsrf for PersonForm {
-    fn csrf(&self) -> Option<&str> {
-        self.csrf.as_deref()
-    }
-}
-
 /// `POST /console/admin/people`: adds a member.
 async fn add_person(
     State(c): State<Console>,
@@ -219,12 +213,6 @@ struct CsrfOnly {
     csrf: Option<String>,
 }
 
-impl HasCsrf for CsrfOnly {
-    fn csrf(&self) -> Option<&str> {
-        self.csrf.as_deref()
-    }
-}
-
 /// `POST /console/admin/people/{id}/remove`.
 async fn remove_person(
     State(c): State<Console>,
@@ -256,12 +244,6 @@ struct TokenForm {
     admin: Option<String>,
     expires_in_days: Option<String>,
     description: Option<String>,
-}
-
-impl HasCsrf for TokenForm {
-    fn csrf(&self) -> Option<&str> {
-        self.csrf.as_deref()
-    }
 }
 
 fn token_spec(f: &TokenForm) -> Result<TokenSpec, ServiceError> {
@@ -345,12 +327,6 @@ struct LinkForm {
     admin: Option<String>,
 }
 
-impl HasCsrf for LinkForm {
-    fn csrf(&self) -> Option<&str> {
-        self.csrf.as_deref()
-    }
-}
-
 /// `POST /console/admin/links`: a login link (plain or admin), shown this once.
 async fn issue_link(
     State(c): State<Console>,
@@ -383,3 +359,5 @@ async fn issue_link(
         Err(e) => refused(&c, &a, "link", e, &[("person", f.person)]).await,
     }
 }
+
+super::csrf_field!(PersonForm, CsrfOnly, TokenForm, LinkForm);
