@@ -35,7 +35,10 @@ pub use activity::{Activity, MAX_ACTIVITY_WEEKS, WeekActivity, week_start};
 pub use admin::{ChannelSpec, IssuedToken, MemberChange, PartySpec, TokenSpec};
 pub use approvals::{ApprovalPage, ApprovalView, CONFIRM_CHARS};
 pub use coordination::{ClaimAction, ClaimTarget, LeaseSpec, PresenceSpec};
-pub use delivery::{DeliveryView, PushParts, WEBHOOK_EVENTS, WebhookSpec};
+pub use delivery::{
+    DeliveryView, PushParts, WEBHOOK_EVENTS, WEBHOOK_ROTATION_MAX_OVERLAP_S,
+    WEBHOOK_ROTATION_OVERLAP_S, WebhookSpec,
+};
 pub use error::{ErrorCode, Result, ServiceError};
 pub use inbox::{InboxItem, InboxPage, InboxRequest, ItemContent};
 pub use limits::{LimitSettings, Rate, StreamPermit};

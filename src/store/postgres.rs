@@ -75,6 +75,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "progress notes",
         include_str!("migrations/postgres/0012_progress.sql"),
     ),
+    (
+        14,
+        "webhook rotation",
+        include_str!("migrations/postgres/0014_webhook_rotation.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {

@@ -25,4 +25,5 @@ mod remotes;
 mod replicas;
 mod resources;
 mod tasks;
+mod webhooks;
 mod workspace;
