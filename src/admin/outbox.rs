@@ -1,5 +1,8 @@
-//! `/admin/v1/webhooks` and `/admin/v1/deliveries`: register Standard Webhooks endpoints, see
-//! what the outbox sent, failed to send, or gave up on, and send a dead delivery again.
+//! `/admin/v1/webhooks`, `/admin/v1/deliveries` and `/admin/v1/endpoints`: register Standard
+//! Webhooks endpoints, rotate their secret (with an overlap), disable and enable them, see what
+//! the outbox sent, failed to send, or gave up on, per delivery or per endpoint, and send dead
+//! deliveries again (one, or every one of an endpoint). Decode, call the service
+//! (`service/delivery.rs` holds the rules), encode.
 
 use axum::extract::{Path, Query, State};
 use axum::routing::{delete, get, post};
@@ -20,9 +23,28 @@ pub(super) fn router() -> Router<Service> {
         .route("/admin/v1/webhooks/{id}", delete(remove_webhook))
         .route("/admin/v1/webhooks/{id}/test", post(test_webhook))
         .route("/admin/v1/webhooks/{id}/rotate-secret", post(rotate_secret))
+        .route("/admin/v1/webhooks/{id}/disable", post(disable_webhook))
+        .route("/admin/v1/webhooks/{id}/enable", post(enable_webhook))
         .route("/admin/v1/deliveries", get(list_deliveries))
+        .route("/admin/v1/deliveries/retry", post(retry_endpoint))
         .route("/admin/v1/deliveries/{id}", get(show_delivery))
         .route("/admin/v1/deliveries/{id}/retry", post(retry_delivery))
+        .route("/admin/v1/endpoints", get(list_endpoints))
+}
+
+/// An optional JSON body: none (or only whitespace) is `T::default()`.
+fn optional_body<T: serde::de::DeserializeOwned + Default>(
+    body: &[u8],
+    what: &str,
+) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError(ServiceError::invalid(format!(
+            "invalid {what} request: {e}"
+        )))
+    })
 }
 
 #[derive(Deserialize)]
@@ -72,13 +94,44 @@ async fn test_webhook(
     Ok(Json(json!({ "delivery": delivery })))
 }
 
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RotateSecret {
+    /// How long the replaced secret keeps co-signing, in seconds (default 24 h).
+    overlap_s: Option<i64>,
+}
+
 async fn rotate_secret(
     State(s): State<Service>,
     Authed(c): Authed,
     Path(id): Path<String>,
+    body: axum::body::Bytes,
 ) -> ApiResult {
-    let secret = s.rotate_webhook_secret(&c, &id).await?;
-    Ok(Json(json!({ "webhook": id, "secret": secret })))
+    let request: RotateSecret = optional_body(&body, "rotate-secret")?;
+    let (secret, previous_until) = s.rotate_webhook_secret(&c, &id, request.overlap_s).await?;
+    Ok(Json(
+        json!({ "webhook": id, "secret": secret, "previous_until": previous_until }),
+    ))
+}
+
+async fn disable_webhook(
+    State(s): State<Service>,
+    Authed(c): Authed,
+    Path(id): Path<String>,
+) -> ApiResult {
+    Ok(Json(
+        json!({ "webhook": s.set_webhook_enabled(&c, &id, false).await? }),
+    ))
+}
+
+async fn enable_webhook(
+    State(s): State<Service>,
+    Authed(c): Authed,
+    Path(id): Path<String>,
+) -> ApiResult {
+    Ok(Json(
+        json!({ "webhook": s.set_webhook_enabled(&c, &id, true).await? }),
+    ))
 }
 
 #[derive(Deserialize)]
@@ -142,4 +195,25 @@ async fn retry_delivery(
     Ok(Json(
         json!({ "delivery": s.retry_delivery(&c, delivery_id(&id)?).await? }),
     ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RetryEndpoint {
+    /// `webhook:<id>`, `push:<task>/<config>` (or a remote agent's).
+    endpoint: String,
+}
+
+async fn retry_endpoint(
+    State(s): State<Service>,
+    Authed(c): Authed,
+    body: Body<RetryEndpoint>,
+) -> ApiResult {
+    let endpoint = body.0.endpoint;
+    let retried = s.retry_endpoint(&c, &endpoint).await?;
+    Ok(Json(json!({ "endpoint": endpoint, "retried": retried })))
+}
+
+async fn list_endpoints(State(s): State<Service>, Authed(c): Authed) -> ApiResult {
+    Ok(Json(json!({ "endpoints": s.endpoints(&c).await? })))
 }

@@ -73,10 +73,12 @@ pub enum Command {
     /// Signing keys: list, rotate (with an overlap), retire KID.
     #[command(subcommand)]
     Keys(keys::KeysCommand),
-    /// Admin webhooks (Standard Webhooks): add, list, remove, test, rotate-secret.
+    /// Admin webhooks (Standard Webhooks): add, list, remove, test, rotate-secret (with an
+    /// overlap), disable, enable.
     #[command(subcommand)]
     Webhook(outbox::WebhookCommand),
-    /// The outbox: list deliveries (--failed, --dead), show one with its attempts, retry a dead one.
+    /// The outbox: list deliveries (--failed, --dead), show one with its attempts, retry a dead
+    /// one (or every dead one of an --endpoint), endpoints with their counts.
     #[command(subcommand)]
     Deliveries(outbox::DeliveriesCommand),
     /// Remote A2A agents internal agents can delegate to: add (from a card URL), list, show,

@@ -1,5 +1,5 @@
-//! `liaison webhook …` and `liaison deliveries …`: thin clients of `/admin/v1/webhooks` and
-//! `/admin/v1/deliveries`.
+//! `liaison webhook …` and `liaison deliveries …`: thin clients of `/admin/v1/webhooks`,
+//! `/admin/v1/deliveries` and `/admin/v1/endpoints`.
 
 use clap::Subcommand;
 use serde_json::json;
@@ -7,6 +7,7 @@ use serde_json::json;
 use super::ServerArgs;
 use super::admin::{call, encode, fetch};
 use super::table::{self, Format, col};
+use crate::domain::duration::{self, Seconds};
 
 #[derive(Debug, Subcommand)]
 pub enum WebhookCommand {
@@ -44,8 +45,25 @@ pub enum WebhookCommand {
         #[command(flatten)]
         server: ServerArgs,
     },
-    /// A new secret (printed once); the old one stops signing at once.
+    /// A new secret (printed once); the old one keeps co-signing every request for the overlap,
+    /// so receivers can roll. Rotating again during an overlap keeps only the secret just replaced.
     RotateSecret {
+        id: String,
+        /// How long the old secret keeps co-signing: seconds or 30s, 10m, 24h, 7d (default 24h,
+        /// at most 7d; 0: it stops at once).
+        #[arg(long, value_parser = duration::parse)]
+        overlap: Option<Seconds>,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Stop sending to a webhook: no new deliveries, its pending ones die (retry them by hand).
+    Disable {
+        id: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Send to a disabled webhook again (new events; dead deliveries stay dead until retried).
+    Enable {
         id: String,
         #[command(flatten)]
         server: ServerArgs,
@@ -81,9 +99,21 @@ pub enum DeliveriesCommand {
         #[command(flatten)]
         server: ServerArgs,
     },
-    /// Send a dead delivery again (and re-enable its endpoint).
+    /// Send a dead delivery again, or with --endpoint every dead one of an endpoint (and
+    /// re-enable the endpoint).
     Retry {
-        id: i64,
+        #[arg(required_unless_present = "endpoint", conflicts_with = "endpoint")]
+        id: Option<i64>,
+        /// Every dead delivery of this endpoint (`webhook:<id>` or `push:<task>/<config>`).
+        #[arg(long)]
+        endpoint: Option<String>,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Endpoints with deliveries (the 500 most recently used): counts by state, disabled or not.
+    Endpoints {
+        #[command(flatten)]
+        format: Format,
         #[command(flatten)]
         server: ServerArgs,
     },
@@ -112,6 +142,8 @@ pub(super) async fn webhook(c: WebhookCommand) -> anyhow::Result<()> {
                 col!("CHANNEL", "channel"),
                 col!("CREATED", "created_at"),
                 col!("DISABLED", "disabled_at"),
+                col!("WHY", "disabled_reason"),
+                col!("OLD SECRET UNTIL", "previous_until"),
             ];
             table::print(format, &answer, "webhooks", &columns, None)
         }
@@ -128,8 +160,21 @@ pub(super) async fn webhook(c: WebhookCommand) -> anyhow::Result<()> {
             )
             .await
         }
-        WebhookCommand::RotateSecret { id, server } => {
-            let path = format!("/admin/v1/webhooks/{id}/rotate-secret");
+        WebhookCommand::RotateSecret {
+            id,
+            overlap,
+            server,
+        } => {
+            let path = format!("/admin/v1/webhooks/{}/rotate-secret", encode(&id));
+            let body = overlap.map(|o| json!({ "overlap_s": o.0 }));
+            call(&server, "POST", &path, body).await
+        }
+        WebhookCommand::Disable { id, server } => {
+            let path = format!("/admin/v1/webhooks/{}/disable", encode(&id));
+            call(&server, "POST", &path, None).await
+        }
+        WebhookCommand::Enable { id, server } => {
+            let path = format!("/admin/v1/webhooks/{}/enable", encode(&id));
             call(&server, "POST", &path, None).await
         }
     }
@@ -188,9 +233,34 @@ pub(super) async fn deliveries(c: DeliveriesCommand) -> anyhow::Result<()> {
         DeliveriesCommand::Show { id, server } => {
             call(&server, "GET", &format!("/admin/v1/deliveries/{id}"), None).await
         }
-        DeliveriesCommand::Retry { id, server } => {
-            let path = format!("/admin/v1/deliveries/{id}/retry");
-            call(&server, "POST", &path, None).await
+        DeliveriesCommand::Retry {
+            id,
+            endpoint,
+            server,
+        } => match (id, endpoint) {
+            (_, Some(endpoint)) => {
+                let body = json!({ "endpoint": endpoint });
+                call(&server, "POST", "/admin/v1/deliveries/retry", Some(body)).await
+            }
+            (Some(id), None) => {
+                let path = format!("/admin/v1/deliveries/{id}/retry");
+                call(&server, "POST", &path, None).await
+            }
+            (None, None) => anyhow::bail!("name a delivery id or --endpoint"),
+        },
+        DeliveriesCommand::Endpoints { format, server } => {
+            let answer = fetch(&server, "GET", "/admin/v1/endpoints", None).await?;
+            let columns = [
+                col!("ENDPOINT", "endpoint"),
+                col!("PENDING", "pending"),
+                col!("FAILED", "failed"),
+                col!("DEAD", "dead"),
+                col!("DELIVERED", "delivered"),
+                col!("DISABLED", "disabled_at"),
+                col!("WHY", "disabled_reason"),
+                col!("URL", "webhook_url"),
+            ];
+            table::print(format, &answer, "endpoints", &columns, None)
         }
     }
 }

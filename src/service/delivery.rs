@@ -1,7 +1,9 @@
-//! The outbox's operations: which URLs may be registered, the admin operations on webhooks and
-//! deliveries, and what the delivery worker asks for: the deliveries due (by lease), what one
-//! delivery needs to be sent (a push's parts, a webhook's secret, an approval link), and recording
-//! an attempt with its verdict (the retry policy is `domain::delivery`). The worker
+//! The outbox's operations: which URLs may be registered, the admin operations on webhooks
+//! (secret rotation with an overlap, disable and enable), deliveries (retried one by one or every
+//! dead one of an endpoint) and endpoints, and what the delivery worker asks for: the deliveries
+//! due (by lease), what one delivery needs to be sent (a push's parts, a webhook's signing
+//! secrets, an approval link), and recording an attempt with its verdict (the retry policy is
+//! `domain::delivery`). The worker
 //! (`crate::workers::outbox`) never reads the store itself; the rows are `store/outbox.rs`'s.
 
 use std::time::Duration;
@@ -11,8 +13,8 @@ use crate::domain::address::AddressPolicy;
 use crate::domain::delivery::{AttemptVerdict, SendFailure, SendResult, verdict};
 use crate::domain::{ApprovalId, ChannelName, PersonId, Scope, Timestamp};
 use crate::store::{
-    AttemptRecord, DeliveryFilter, DeliveryRecord, DeliveryState, Finished, FinishedAttempt,
-    MessageRecord, PushConfigRecord, TaskEventRecord, WebhookRecord,
+    AttemptRecord, DeliveryFilter, DeliveryRecord, DeliveryState, EndpointRecord, Finished,
+    FinishedAttempt, MessageRecord, PushConfigRecord, TaskEventRecord, WebhookRecord,
 };
 
 /// The events an admin webhook can subscribe to.
@@ -24,6 +26,10 @@ pub const WEBHOOK_EVENTS: [&str; 6] = [
     "delivery.dead",
     "endpoint.disabled",
 ];
+
+/// How long a rotated webhook secret keeps co-signing by default (24 h), and at most (7 days).
+pub const WEBHOOK_ROTATION_OVERLAP_S: i64 = 86_400;
+pub const WEBHOOK_ROTATION_MAX_OVERLAP_S: i64 = 604_800;
 
 /// An outbound URL as stored: http(s), at most 2048 bytes, and, when its host is an address
 /// literal, an address the policy allows (names are checked on every connection).
@@ -149,9 +155,16 @@ impl Service {
         String::from_utf8(plain).map_err(|e| internal(e.to_string()))
     }
 
-    /// A webhook's signing secret, for the worker.
-    pub fn webhook_secret(&self, w: &WebhookRecord) -> Result<String> {
-        self.open_secret(&w.id, &w.sealed_secret)
+    /// A webhook's signing secrets, for the worker: its secret, then, until the rotation's
+    /// overlap ends (by the service clock), the one it replaced.
+    pub fn webhook_secrets(&self, w: &WebhookRecord) -> Result<Vec<String>> {
+        let mut secrets = vec![self.open_secret(&w.id, &w.sealed_secret)?];
+        if let (Some(previous), Some(until)) = (&w.previous_sealed_secret, w.previous_until)
+            && self.now() < until
+        {
+            secrets.push(self.open_secret(&w.id, previous)?);
+        }
+        Ok(secrets)
     }
 
     /// The outbound URL rule, for fronts storing URLs (push configs).
@@ -213,11 +226,11 @@ impl Service {
         })
     }
 
-    /// The webhook a webhook delivery goes to, and its signing secret.
+    /// The webhook a webhook delivery goes to, and its signing secrets (newest first).
     pub async fn webhook_delivery(
         &self,
         d: &DeliveryRecord,
-    ) -> std::result::Result<(WebhookRecord, String), SendFailure> {
+    ) -> std::result::Result<(WebhookRecord, Vec<String>), SendFailure> {
         let webhook_id = d
             .endpoint
             .strip_prefix("webhook:")
@@ -229,10 +242,10 @@ impl Service {
             .await
             .map_err(unreadable)?
             .ok_or_else(|| gone("the webhook"))?;
-        let secret = self
-            .webhook_secret(&webhook)
+        let secrets = self
+            .webhook_secrets(&webhook)
             .map_err(|e| SendFailure::Request(e.message))?;
-        Ok((webhook, secret))
+        Ok((webhook, secrets))
     }
 
     /// A fresh single-use approval link for an `approval.pending` webhook body: for `person` when
@@ -300,8 +313,11 @@ impl Service {
             events,
             person: spec.person,
             channel: spec.channel.map(|c| c.to_string()),
+            previous_sealed_secret: None,
+            previous_until: None,
             created_at: self.now(),
             disabled_at: None,
+            disabled_reason: None,
         };
         self.inner.store.insert_webhook(record.clone()).await?;
         Ok((record, secret))
@@ -325,20 +341,72 @@ impl Service {
         Ok(())
     }
 
-    /// A new secret for a webhook, shown this once; the old one stops signing at once.
-    pub async fn rotate_webhook_secret(&self, caller: &Caller, id: &str) -> Result<String> {
+    /// A new secret for a webhook, shown this once. The secret it replaces keeps co-signing
+    /// every request for `overlap_s` seconds (default 24 h, at most 7 days; 0: it stops at once),
+    /// so receivers can roll. Rotating again during an overlap keeps only the secret just
+    /// replaced (the older one stops signing). Answers the secret and the overlap's end.
+    pub async fn rotate_webhook_secret(
+        &self,
+        caller: &Caller,
+        id: &str,
+        overlap_s: Option<i64>,
+    ) -> Result<(String, Option<Timestamp>)> {
         caller.require(Scope::Admin)?;
+        let overlap = overlap_s.unwrap_or(WEBHOOK_ROTATION_OVERLAP_S);
+        if !(0..=WEBHOOK_ROTATION_MAX_OVERLAP_S).contains(&overlap) {
+            return Err(ServiceError::invalid(format!(
+                "overlap_s must be between 0 and {WEBHOOK_ROTATION_MAX_OVERLAP_S} seconds (7 days), not {overlap}"
+            )));
+        }
+        let previous_until = (overlap > 0).then(|| self.now().plus_secs(overlap.unsigned_abs()));
         let secret = new_secret()?;
         let sealed = self.seal_secret(id, &secret)?;
         if !self
             .inner
             .store
-            .set_webhook_secret(id.to_owned(), sealed)
+            .rotate_webhook_secret(id.to_owned(), sealed, previous_until)
             .await?
         {
             return Err(ServiceError::not_found("webhook", id));
         }
-        Ok(secret)
+        Ok((secret, previous_until))
+    }
+
+    /// Disables a webhook (no new deliveries; its pending ones die, retryable by hand) or
+    /// enables it again (its dead streak starts over; dead deliveries stay dead). Refused when
+    /// it already is so. Answers the webhook.
+    pub async fn set_webhook_enabled(
+        &self,
+        caller: &Caller,
+        id: &str,
+        enabled: bool,
+    ) -> Result<WebhookRecord> {
+        caller.require(Scope::Admin)?;
+        let reason = (!enabled).then(|| format!("disabled by {}", caller.id()));
+        match self
+            .inner
+            .store
+            .set_webhook_disabled(id.to_owned(), reason, self.now())
+            .await?
+        {
+            None => return Err(ServiceError::not_found("webhook", id)),
+            Some(false) if enabled => {
+                return Err(ServiceError::invalid(format!(
+                    "webhook {id} is not disabled"
+                )));
+            }
+            Some(false) => {
+                return Err(ServiceError::invalid(format!(
+                    "webhook {id} is disabled already"
+                )));
+            }
+            Some(true) => {}
+        }
+        self.inner
+            .store
+            .webhook(id)
+            .await?
+            .ok_or_else(|| ServiceError::not_found("webhook", id))
     }
 
     /// Sends a `webhook.test` event to a webhook; returns the delivery's id.
@@ -394,6 +462,30 @@ impl Service {
             Some(true) => self.outbox_due(true),
         }
         self.delivery(caller, id).await
+    }
+
+    /// Sends every dead delivery of `endpoint` again, in id order, and re-enables the endpoint
+    /// (as a single retry does). Answers how many; refused when it has none.
+    pub async fn retry_endpoint(&self, caller: &Caller, endpoint: &str) -> Result<i64> {
+        caller.require(Scope::Admin)?;
+        let retried = self
+            .inner
+            .store
+            .retry_endpoint(endpoint.to_owned(), self.now())
+            .await?;
+        if retried == 0 {
+            return Err(ServiceError::invalid(format!(
+                "no dead delivery for endpoint {endpoint:?}"
+            )));
+        }
+        self.outbox_due(true);
+        Ok(i64::try_from(retried).unwrap_or(i64::MAX))
+    }
+
+    /// Every endpoint with deliveries, counted by state (the 500 most recently used).
+    pub async fn endpoints(&self, caller: &Caller) -> Result<Vec<EndpointRecord>> {
+        caller.require(Scope::Admin)?;
+        Ok(self.inner.store.endpoints().await?)
     }
 
     /// Claims due deliveries for `worker` (the outbox worker's step).

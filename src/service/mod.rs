@@ -39,7 +39,10 @@ pub use approvals::{ApprovalPage, ApprovalView, CONFIRM_CHARS};
 pub use audit::{AuditQuery, MAX_AUDIT_PAGE};
 pub use channels::{ChannelSpec, MemberChange, MembersPlan};
 pub use coordination::{ClaimAction, ClaimTarget, LeaseSpec, PresenceSpec};
-pub use delivery::{DeliveryView, PushParts, WEBHOOK_EVENTS, WebhookSpec};
+pub use delivery::{
+    DeliveryView, PushParts, WEBHOOK_EVENTS, WEBHOOK_ROTATION_MAX_OVERLAP_S,
+    WEBHOOK_ROTATION_OVERLAP_S, WebhookSpec,
+};
 pub use error::{ErrorCode, Result, ServiceError};
 pub use inbox::{InboxItem, InboxPage, InboxRequest, ItemContent};
 pub use limits::{LimitSettings, Rate, StreamPermit};

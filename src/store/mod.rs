@@ -74,8 +74,8 @@ pub use model::records::directory::{
 pub use model::records::inbox::{EntryContent, InboxEntry, InboxPosition, ReceiptRecord};
 pub use model::records::links::{LinkKind, LinkRecord, SessionRecord};
 pub use model::records::outbox::{
-    AttemptRecord, DeliveryRecord, DeliveryState, Finished, PUSH_EVENT, WebhookRecord,
-    push_endpoint, webhook_endpoint,
+    AttemptRecord, DeliveryRecord, DeliveryState, EndpointRecord, Finished, PUSH_EVENT,
+    WebhookRecord, push_endpoint, webhook_endpoint,
 };
 pub use model::records::remote_tasks::{
     REMOTE_CANCEL, REMOTE_SEND, RemoteTaskRecord, remote_endpoint,

@@ -1,9 +1,10 @@
 //! The durable outbox's queue: deliveries, written inside the transaction of their cause (the
 //! `on_*` hooks of `tx::enqueue`, called by the posting, claiming and approval transactions),
 //! claimed by lease with one `UPDATE … RETURNING`, finished with the attempt's record
-//! (`tx::finish`), listed and sent again; and the wake-up of the workers after a commit that
-//! enqueued some. The admin webhooks they go to are `webhooks.rs`'s. Retry rules (when, how often,
-//! what is permanent) are the service's; the store only applies the outcome it is given.
+//! (`tx::finish`), listed, counted per endpoint, and sent again (one, or every dead one of an
+//! endpoint); and the wake-up of the workers after a commit that enqueued some. The admin webhooks
+//! they go to are `webhooks.rs`'s. Retry rules (when, how often, what is permanent) are the
+//! service's; the store only applies the outcome it is given.
 //! An operation file (`impl Store` only): no building block (`tx/`) and no other operation file may
 //! depend on it.
 
@@ -12,10 +13,11 @@ use super::db::query;
 use super::error::Result;
 use super::model::input::{DeliveryFilter, FinishedAttempt};
 use super::model::records::outbox::{
-    AttemptRecord, DELIVERY_COLUMNS, DeliveryRecord, DeliveryState, Finished, attempt, delivery,
+    AttemptRecord, DELIVERY_COLUMNS, DeliveryRecord, DeliveryState, EndpointRecord, Finished,
+    attempt, delivery, endpoint,
 };
 use super::model::records::threads::{PushConfigRecord, TaskEventRecord};
-use super::tx::finish::finish_in;
+use super::tx::finish::{enable_in, finish_in};
 use crate::domain::{ThreadId, Timestamp};
 
 impl Store {
@@ -151,12 +153,7 @@ impl Store {
                     .bind(id)
                     .execute(&mut *tx)
                     .await?;
-                    query(
-                        "UPDATE outbox_endpoints SET disabled_at = NULL, dead_streak = 0 WHERE endpoint = $1",
-                    )
-                    .bind(endpoint)
-                    .execute(&mut *tx)
-                    .await?;
+                    enable_in(tx, endpoint).await?;
                     // Its endpoint may be a webhook enabled again.
                     cache.forget();
                     Ok(Some(true))
@@ -165,6 +162,55 @@ impl Store {
             .await;
         self.webhooks.forget();
         done
+    }
+
+    /// Sends every dead delivery of `endpoint` again from now (all due at once, so claimed in id
+    /// order), and re-enables the endpoint when there was one. Answers how many.
+    pub async fn retry_endpoint(&self, endpoint: String, now: Timestamp) -> Result<u64> {
+        let cache = self.webhooks.clone();
+        let done = self
+            .write(move |tx| {
+                Box::pin(async move {
+                    let retried = query(
+                        "UPDATE deliveries SET state = 'pending', next_attempt_at = $1, lease_owner = NULL, \
+                         lease_until = NULL, finished_at = NULL WHERE endpoint = $2 AND state = 'dead'",
+                    )
+                    .bind(now.0)
+                    .bind(endpoint.clone())
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    if retried > 0 {
+                        enable_in(tx, endpoint).await?;
+                        cache.forget();
+                    }
+                    Ok(retried)
+                })
+            })
+            .await;
+        self.webhooks.forget();
+        done
+    }
+
+    /// Each endpoint's deliveries counted by state, with why it is disabled and, for a
+    /// webhook's, the webhook: the 500 endpoints with the most recent deliveries, most recent
+    /// first (one grouped read over the deliveries).
+    pub async fn endpoints(&self) -> Result<Vec<EndpointRecord>> {
+        let rows = query(
+            "SELECT d.endpoint, \
+             SUM(CASE WHEN d.state = 'pending' THEN 1 ELSE 0 END) AS pending, \
+             SUM(CASE WHEN d.state = 'pending' AND d.last_error IS NOT NULL THEN 1 ELSE 0 END) AS failed, \
+             SUM(CASE WHEN d.state = 'dead' THEN 1 ELSE 0 END) AS dead, \
+             SUM(CASE WHEN d.state = 'delivered' THEN 1 ELSE 0 END) AS delivered, \
+             e.disabled_at, e.disabled_reason, w.id AS webhook_id, w.url AS webhook_url \
+             FROM deliveries d LEFT JOIN outbox_endpoints e ON e.endpoint = d.endpoint \
+             LEFT JOIN webhooks w ON d.endpoint = 'webhook:' || w.id \
+             GROUP BY d.endpoint, e.disabled_at, e.disabled_reason, w.id, w.url \
+             ORDER BY MAX(d.id) DESC LIMIT 500",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(endpoint).collect()
     }
 
     /// The task event a push delivery is about.

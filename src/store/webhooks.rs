@@ -1,5 +1,6 @@
-//! The admin webhooks: created, listed, removed, their secret replaced, and a `webhook.test`
-//! delivery enqueued to one (enabled or not). Each change forgets the live webhooks that every
+//! The admin webhooks: created, listed, removed, disabled and enabled, their secret replaced
+//! (the replaced one co-signing for an overlap), and a `webhook.test` delivery enqueued to one
+//! (enabled or not). Each change forgets the live webhooks that every
 //! posting transaction consults (`tx::enqueue::WebhookCache`), inside its own job and again after
 //! its commit. An operation file (`impl Store` only): no building block (`tx/`) and no other
 //! operation file may depend on it.
@@ -99,13 +100,30 @@ impl Store {
         done
     }
 
-    /// Replaces a webhook's sealed secret; false when there is no such webhook.
-    pub async fn set_webhook_secret(&self, id: String, sealed: String) -> Result<bool> {
+    /// Replaces a webhook's sealed secret. With `previous_until`, the secret replaced co-signs
+    /// until then (a secret that was co-signing already is dropped: only the last two are
+    /// kept); without, it is forgotten at once. False when there is no such webhook.
+    pub async fn rotate_webhook_secret(
+        &self,
+        id: String,
+        sealed: String,
+        previous_until: Option<Timestamp>,
+    ) -> Result<bool> {
         self.write(move |tx| {
             Box::pin(async move {
-                let done = query(
-                    "UPDATE webhooks SET sealed_secret = $1 WHERE id = $2 AND removed_at IS NULL",
-                )
+                // The right-hand sides read the row as it was: the previous secret is the one
+                // being replaced.
+                let done = match previous_until {
+                    Some(until) => query(
+                        "UPDATE webhooks SET previous_sealed_secret = sealed_secret, previous_until = $1, \
+                         sealed_secret = $2 WHERE id = $3 AND removed_at IS NULL",
+                    )
+                    .bind(until.0),
+                    None => query(
+                        "UPDATE webhooks SET previous_sealed_secret = NULL, previous_until = NULL, \
+                         sealed_secret = $1 WHERE id = $2 AND removed_at IS NULL",
+                    ),
+                }
                 .bind(sealed)
                 .bind(id)
                 .execute(&mut *tx)
@@ -114,6 +132,76 @@ impl Store {
             })
         })
         .await
+    }
+
+    /// Disables a webhook's endpoint for `reason` (its pending deliveries die, retryable by hand)
+    /// or, with `None`, enables it again (its dead streak starts over). `None` when there is no
+    /// such webhook; `Some(false)` when it already was disabled, or enabled: nothing changed.
+    pub async fn set_webhook_disabled(
+        &self,
+        id: String,
+        reason: Option<String>,
+        now: Timestamp,
+    ) -> Result<Option<bool>> {
+        let cache = self.webhooks.clone();
+        let done = self
+            .write(move |tx| {
+                Box::pin(async move {
+                    let live = query("SELECT id FROM webhooks WHERE id = $1 AND removed_at IS NULL")
+                        .bind(id.clone())
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    if live.is_none() {
+                        return Ok(None);
+                    }
+                    let endpoint = webhook_endpoint(&id);
+                    let changed = match reason {
+                        Some(reason) => {
+                            let done = query(
+                                "INSERT INTO outbox_endpoints (endpoint, dead_streak, disabled_at, disabled_reason) \
+                                 VALUES ($1, 0, $2, $3) ON CONFLICT (endpoint) DO UPDATE \
+                                 SET disabled_at = excluded.disabled_at, disabled_reason = excluded.disabled_reason \
+                                 WHERE outbox_endpoints.disabled_at IS NULL",
+                            )
+                            .bind(endpoint.clone())
+                            .bind(now.0)
+                            .bind(reason)
+                            .execute(&mut *tx)
+                            .await?;
+                            if done.rows_affected() > 0 {
+                                query(
+                                    "UPDATE deliveries SET state = 'dead', last_error = 'endpoint disabled by an admin', \
+                                     finished_at = $1, lease_owner = NULL, lease_until = NULL \
+                                     WHERE endpoint = $2 AND state = 'pending'",
+                                )
+                                .bind(now.0)
+                                .bind(endpoint)
+                                .execute(&mut *tx)
+                                .await?;
+                            }
+                            done.rows_affected() > 0
+                        }
+                        None => {
+                            query(
+                                "UPDATE outbox_endpoints SET disabled_at = NULL, disabled_reason = NULL, \
+                                 dead_streak = 0 WHERE endpoint = $1 AND disabled_at IS NOT NULL",
+                            )
+                            .bind(endpoint)
+                            .execute(&mut *tx)
+                            .await?
+                            .rows_affected()
+                                > 0
+                        }
+                    };
+                    if changed {
+                        cache.forget();
+                    }
+                    Ok(Some(changed))
+                })
+            })
+            .await;
+        self.webhooks.forget();
+        done
     }
 
     /// Enqueues a `webhook.test` event to one webhook (enabled or not: the test is how an admin

@@ -9,7 +9,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::helpers::TestDb;
 
-async fn spawn_app(db: &TestDb, dir: &std::path::Path) -> (String, String, CancellationToken) {
+pub(crate) async fn spawn_app(
+    db: &TestDb,
+    dir: &std::path::Path,
+) -> (String, String, CancellationToken) {
     let overrides = Overrides {
         data_dir: Some(dir.to_path_buf()),
         listen: Some("127.0.0.1:0".into()),
@@ -25,7 +28,11 @@ async fn spawn_app(db: &TestDb, dir: &std::path::Path) -> (String, String, Cance
     (url, token, stop)
 }
 
-fn cli(url: &str, dir: &std::path::Path, args: &[&str]) -> (bool, serde_json::Value, String) {
+pub(crate) fn cli(
+    url: &str,
+    dir: &std::path::Path,
+    args: &[&str],
+) -> (bool, serde_json::Value, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_liaison"))
         .args(args)
         .args(["--server", url, "--data-dir", dir.to_str().unwrap()])

@@ -26,4 +26,5 @@ mod remotes;
 mod replicas;
 mod resources;
 mod tasks;
+mod webhooks;
 mod workspace;

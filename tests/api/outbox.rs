@@ -725,14 +725,15 @@ async fn outbox_webhooks_sign_message_events_and_filter_by_channel() {
         assert!(s.env.service.add_webhook(&s.env.admin, spec).await.is_err());
     }
     assert_eq!(s.env.service.webhooks(&s.env.admin).await.unwrap().len(), 2);
-    // Rotation: the new secret signs from now on.
-    let rotated = s
+    // Rotation without an overlap: the new secret alone signs from now on.
+    let (rotated, previous_until) = s
         .env
         .service
-        .rotate_webhook_secret(&s.env.admin, &hook.id)
+        .rotate_webhook_secret(&s.env.admin, &hook.id, Some(0))
         .await
         .unwrap();
     assert_ne!(rotated, secret);
+    assert_eq!(previous_until, None);
     s.env
         .service
         .test_webhook(&s.env.admin, &hook.id)

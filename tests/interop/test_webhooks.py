@@ -2,7 +2,8 @@
 receiver that verifies every request with the `standardwebhooks` package (the reference library of
 the Standard Webhooks specification) while a thread unfolds over MCP (message.created,
 approval.pending, approval.decided); `deliveries list --dead` shows a delivery the receiver refused
-and `deliveries retry` sends it again; rotate-secret, test and remove."""
+and `deliveries retry` sends it again; rotate-secret (the old secret co-signing for an overlap, so
+a receiver verifies with either), test and remove."""
 
 from __future__ import annotations
 
@@ -144,8 +145,9 @@ async def test_a_webhook_follows_a_thread_and_verifies_with_standard_webhooks(ho
         with pytest.raises(Exception):
             Webhook(secret).verify(body.replace(b"TLS", b"SSH"), headers)
 
-        # Rotation: the new secret verifies what is sent from now on; the old one no longer does.
-        rotated = cli(srv, "webhook", "rotate-secret", hook_id)["secret"]
+        # Rotation without an overlap: the new secret verifies what is sent from now on; the old one
+        # no longer does.
+        rotated = cli(srv, "webhook", "rotate-secret", hook_id, "--overlap", "0")["secret"]
         cli(srv, "webhook", "test", hook_id)
         rx.wait_for(4)
         headers, body = rx.got[3]
@@ -191,5 +193,43 @@ async def test_a_refused_delivery_is_dead_listed_and_sent_again_by_retry(hook_se
             time.sleep(0.05)
         assert "not dead" in cli_fails(srv, "deliveries", "retry", str(dead[0]["id"]))
         assert "not_found" in cli_fails(srv, "deliveries", "retry", "999999")
+    finally:
+        rx.close()
+
+
+async def test_during_a_rotation_overlap_a_receiver_verifies_with_the_old_or_the_new_secret(hook_server):
+    srv = hook_server
+    rx = Receiver()
+    try:
+        added = cli(srv, "webhook", "add", rx.url, "--events", "message.created")
+        old, hook_id = added["secret"], added["webhook"]["id"]
+        rotated = cli(srv, "webhook", "rotate-secret", hook_id, "--overlap", "1h")
+        new = rotated["secret"]
+        assert new != old and rotated["previous_until"]
+        listed = cli(srv, "webhook", "list", "--json")["webhooks"][0]
+        assert listed["previous_until"] == rotated["previous_until"]
+        assert old not in json.dumps(listed) and new not in json.dumps(listed)
+
+        cli(srv, "webhook", "test", hook_id)
+        rx.wait_for(1)
+        headers, body = rx.got[0]
+        # Two signatures, the new secret's first; each receiver, rolled or not, verifies it.
+        assert len(headers["webhook-signature"].split(" ")) == 2
+        assert Webhook(new).verify(body, headers)["type"] == "webhook.test"
+        assert Webhook(old).verify(body, headers)["type"] == "webhook.test"
+        with pytest.raises(Exception):
+            Webhook("whsec_" + "A" * 43 + "=").verify(body, headers)
+
+        # Rotating again with no overlap ends it: only the newest secret signs.
+        newest = cli(srv, "webhook", "rotate-secret", hook_id, "--overlap", "0")["secret"]
+        cli(srv, "webhook", "test", hook_id)
+        rx.wait_for(2)
+        headers, body = rx.got[1]
+        assert Webhook(newest).verify(body, headers)["type"] == "webhook.test"
+        for stale in (old, new):
+            with pytest.raises(Exception):
+                Webhook(stale).verify(body, headers)
+        # An overlap beyond 7 days is refused.
+        assert "between 0 and 604800" in cli_fails(srv, "webhook", "rotate-secret", hook_id, "--overlap", "8d")
     finally:
         rx.close()

@@ -1,8 +1,8 @@
 //! Finishing a delivery's attempt: its record, its verdict applied, the endpoint's dead streak,
-//! and when it dies the webhooks about it, its endpoint disabled at the streak's limit, and the
-//! close of a thread whose send to a remote agent failed for good (posted unless the thread is
-//! closed already). It calls `post` and `enqueue`, and must not depend on any operation
-//! (`impl Store`).
+//! and when it dies the webhooks about it, its endpoint disabled at the streak's limit (with that
+//! reason), and the close of a thread whose send to a remote agent failed for good (posted unless
+//! the thread is closed already); and the endpoint enabled again when a retry by hand sends it
+//! more. It calls `post` and `enqueue`, and must not depend on any operation (`impl Store`).
 
 use serde_json::json;
 
@@ -109,9 +109,11 @@ pub(in crate::store) async fn finish_in(
             }
             if streak >= f.disable_after {
                 query(
-                    "UPDATE outbox_endpoints SET disabled_at = $1 WHERE endpoint = $2 AND disabled_at IS NULL",
+                    "UPDATE outbox_endpoints SET disabled_at = $1, disabled_reason = $2 \
+                     WHERE endpoint = $3 AND disabled_at IS NULL",
                 )
                 .bind(f.now.0)
+                .bind(format!("{streak} consecutive dead deliveries"))
                 .bind(endpoint.clone())
                 .execute(&mut *tx)
                 .await?;
@@ -147,6 +149,18 @@ pub(in crate::store) async fn finish_in(
         }
     }
     Ok(done)
+}
+
+/// Enables `endpoint` again (a retry by hand): not disabled, its dead streak started over.
+pub(in crate::store) async fn enable_in(tx: &mut Conn, endpoint: String) -> Result<()> {
+    query(
+        "UPDATE outbox_endpoints SET disabled_at = NULL, disabled_reason = NULL, dead_streak = 0 \
+         WHERE endpoint = $1",
+    )
+    .bind(endpoint)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
 }
 
 /// Posts `close` unless its thread is closed already (a remote's own close, or an internal one,

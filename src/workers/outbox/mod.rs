@@ -196,7 +196,7 @@ impl Worker {
             };
             return crate::a2a::push::requests(&parts, &self.keys.current(), &to, common);
         }
-        let (webhook, secret) = self.service.webhook_delivery(d).await?;
+        let (webhook, secrets) = self.service.webhook_delivery(d).await?;
         let mut body = d.payload.clone().unwrap_or_default().into_bytes();
         if d.event_type == "approval.pending" {
             body = webhook::with_approval_link(
@@ -207,7 +207,7 @@ impl Worker {
             )
             .await;
         }
-        webhook::signed(common, &secret, &d.event_id, now, body)
+        webhook::signed(common, &secrets, &d.event_id, now, body)
     }
 
     /// Delivers until `shutdown`: claims what is due (up to `concurrency` in flight), sleeps

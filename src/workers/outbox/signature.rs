@@ -1,5 +1,6 @@
 //! Standard Webhooks signatures: `webhook-signature: v1,<base64 HMAC-SHA256>` over
-//! `<webhook-id>.<webhook-timestamp>.<body>`, keyed by the base64 part of a `whsec_` secret.
+//! `<webhook-id>.<webhook-timestamp>.<body>`, keyed by the base64 part of a `whsec_` secret (one
+//! per secret; a header may carry several, space-separated).
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;

@@ -1,6 +1,7 @@
 //! A webhook delivery's request: its stored body (an `approval.pending` body gains a fresh
 //! single-use approval link at each attempt, so the link's secret is never stored in the outbox),
-//! signed by Standard Webhooks ([`super::signature`]).
+//! signed by Standard Webhooks ([`super::signature`]), with both secrets during a rotation's
+//! overlap.
 
 use reqwest::header::HeaderMap;
 
@@ -10,20 +11,26 @@ use crate::domain::delivery::SendFailure;
 use crate::domain::{ApprovalId, PersonId, Timestamp};
 use crate::service::Service;
 
-/// `body` signed with `secret`: the headers `webhook-id`, `webhook-timestamp`, `webhook-signature`.
+/// `body` signed with each of `secrets` (newest first): the headers `webhook-id`,
+/// `webhook-timestamp` and `webhook-signature`, whose space-separated signatures a receiver
+/// holding any one of the secrets verifies (a rotation's overlap).
 pub(super) fn signed(
     mut headers: HeaderMap,
-    secret: &str,
+    secrets: &[String],
     event_id: &str,
     now: Timestamp,
     body: Vec<u8>,
 ) -> Result<Vec<(HeaderMap, Vec<u8>)>, SendFailure> {
     let timestamp = now.0 / 1000;
-    let signature = signature::sign(secret, event_id, timestamp, &body)
+    let signatures = secrets
+        .iter()
+        .map(|secret| signature::sign(secret, event_id, timestamp, &body))
+        .collect::<Option<Vec<_>>>()
+        .filter(|s| !s.is_empty())
         .ok_or_else(|| SendFailure::Gone("the webhook secret is malformed".into()))?;
     headers.extend(header("webhook-id", event_id));
     headers.extend(header("webhook-timestamp", &timestamp.to_string()));
-    headers.extend(header("webhook-signature", &signature));
+    headers.extend(header("webhook-signature", &signatures.join(" ")));
     Ok(vec![(headers, body)])
 }
 

@@ -1,7 +1,7 @@
 //! The outbox as the store answers it: deliveries and their attempts, what finishing one changed,
-//! the admin webhooks, and the endpoint names and event type deliveries carry; with the column
-//! lists and parsers that turn their rows into them. It must not depend on any file of the store
-//! but `db` (rows) and `error`.
+//! the admin webhooks, each endpoint's counts, and the endpoint names and event type deliveries
+//! carry; with the column lists and parsers that turn their rows into them. It must not depend on
+//! any file of the store but `db` (rows) and `error`.
 
 use crate::domain::{PersonId, ThreadId, Timestamp};
 use crate::store::db::Row;
@@ -104,10 +104,41 @@ pub struct WebhookRecord {
     /// Never shown.
     #[serde(skip)]
     pub sealed_secret: String,
+    /// The secret a rotation replaced, co-signing until `previous_until`. Never shown.
+    #[serde(skip)]
+    pub previous_sealed_secret: Option<String>,
+    /// Until when the replaced secret co-signs (none: no rotation overlap).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_until: Option<Timestamp>,
     pub created_at: Timestamp,
-    /// Set when repeated dead deliveries disabled it.
+    /// Set when repeated dead deliveries, or an admin, disabled it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub disabled_at: Option<Timestamp>,
+    /// Why it is disabled: `5 consecutive dead deliveries` or `disabled by <person>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disabled_reason: Option<String>,
+}
+
+/// One endpoint's deliveries, counted (the admin overview).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EndpointRecord {
+    /// `push:<task>/<config>`, `webhook:<id>` or a remote agent's.
+    pub endpoint: String,
+    /// Waiting, in flight or being retried (the failed ones included).
+    pub pending: i64,
+    /// Pending after at least one failed attempt (what `deliveries list --failed` lists).
+    pub failed: i64,
+    pub dead: i64,
+    pub delivered: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disabled_at: Option<Timestamp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disabled_reason: Option<String>,
+    /// The webhook a `webhook:` endpoint names (removed ones included).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub webhook_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub webhook_url: Option<String>,
 }
 
 /// The event type of an A2A push delivery.
@@ -161,8 +192,8 @@ pub(in crate::store) fn attempt(row: &Row) -> Result<AttemptRecord> {
     })
 }
 
-pub(in crate::store) const WEBHOOK_COLUMNS: &str = "w.id, w.url, w.events, w.person, w.channel, w.sealed_secret, w.created_at, \
-     e.disabled_at";
+pub(in crate::store) const WEBHOOK_COLUMNS: &str = "w.id, w.url, w.events, w.person, w.channel, w.sealed_secret, \
+     w.previous_sealed_secret, w.previous_until, w.created_at, e.disabled_at, e.disabled_reason";
 pub(in crate::store) const WEBHOOK_FROM: &str =
     "webhooks w LEFT JOIN outbox_endpoints e ON e.endpoint = 'webhook:' || w.id";
 
@@ -178,7 +209,26 @@ pub(in crate::store) fn webhook(row: &Row) -> Result<WebhookRecord> {
             .transpose()?,
         channel: row.try_get("channel")?,
         sealed_secret: row.try_get("sealed_secret")?,
+        previous_sealed_secret: row.try_get("previous_sealed_secret")?,
+        previous_until: row
+            .try_get::<Option<i64>, _>("previous_until")?
+            .map(Timestamp),
         created_at: Timestamp(row.try_get("created_at")?),
         disabled_at: row.try_get::<Option<i64>, _>("disabled_at")?.map(Timestamp),
+        disabled_reason: row.try_get("disabled_reason")?,
+    })
+}
+
+pub(in crate::store) fn endpoint(row: &Row) -> Result<EndpointRecord> {
+    Ok(EndpointRecord {
+        endpoint: row.try_get("endpoint")?,
+        pending: row.try_get("pending")?,
+        failed: row.try_get("failed")?,
+        dead: row.try_get("dead")?,
+        delivered: row.try_get("delivered")?,
+        disabled_at: row.try_get::<Option<i64>, _>("disabled_at")?.map(Timestamp),
+        disabled_reason: row.try_get("disabled_reason")?,
+        webhook_id: row.try_get("webhook_id")?,
+        webhook_url: row.try_get("webhook_url")?,
     })
 }
