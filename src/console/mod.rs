@@ -141,6 +141,18 @@ fn templates() -> Environment<'static> {
             "admin/audit.html",
             include_str!("templates/admin/audit.html"),
         ),
+        (
+            "admin/webhooks.html",
+            include_str!("templates/admin/webhooks.html"),
+        ),
+        (
+            "admin/deliveries.html",
+            include_str!("templates/admin/deliveries.html"),
+        ),
+        (
+            "admin/delivery.html",
+            include_str!("templates/admin/delivery.html"),
+        ),
     ] {
         env.add_template(name, source)
             .expect("the console's templates are valid");

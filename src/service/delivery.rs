@@ -319,7 +319,17 @@ impl Service {
             disabled_at: None,
             disabled_reason: None,
         };
-        self.inner.store.insert_webhook(record.clone()).await?;
+        let audit = self.change(
+            caller,
+            "webhook.added",
+            &record.id,
+            None,
+            super::audit::shown(&record),
+        );
+        self.inner
+            .store
+            .insert_webhook(record.clone(), audit)
+            .await?;
         Ok((record, secret))
     }
 
@@ -330,10 +340,12 @@ impl Service {
 
     pub async fn remove_webhook(&self, caller: &Caller, id: &str) -> Result<()> {
         caller.require(Scope::Admin)?;
+        let before = super::audit::shown(&self.inner.store.webhook(id).await?);
+        let audit = self.change(caller, "webhook.removed", id, before, None);
         if !self
             .inner
             .store
-            .remove_webhook(id.to_owned(), self.now())
+            .remove_webhook(id.to_owned(), self.now(), audit)
             .await?
         {
             return Err(ServiceError::not_found("webhook", id));
@@ -361,10 +373,18 @@ impl Service {
         let previous_until = (overlap > 0).then(|| self.now().plus_secs(overlap.unsigned_abs()));
         let secret = new_secret()?;
         let sealed = self.seal_secret(id, &secret)?;
+        // What changed, never the secrets: which secret signs, and until when the old one does.
+        let audit = self.change(
+            caller,
+            "webhook.secret_rotated",
+            id,
+            None,
+            Some(serde_json::json!({ "previous_until": previous_until })),
+        );
         if !self
             .inner
             .store
-            .rotate_webhook_secret(id.to_owned(), sealed, previous_until)
+            .rotate_webhook_secret(id.to_owned(), sealed, previous_until, audit)
             .await?
         {
             return Err(ServiceError::not_found("webhook", id));
@@ -383,10 +403,21 @@ impl Service {
     ) -> Result<WebhookRecord> {
         caller.require(Scope::Admin)?;
         let reason = (!enabled).then(|| format!("disabled by {}", caller.id()));
+        let audit = self.change(
+            caller,
+            if enabled {
+                "webhook.enabled"
+            } else {
+                "webhook.disabled"
+            },
+            id,
+            Some(serde_json::json!({ "enabled": !enabled })),
+            Some(serde_json::json!({ "enabled": enabled, "reason": reason })),
+        );
         match self
             .inner
             .store
-            .set_webhook_disabled(id.to_owned(), reason, self.now())
+            .set_webhook_disabled(id.to_owned(), reason, self.now(), audit)
             .await?
         {
             None => return Err(ServiceError::not_found("webhook", id)),
@@ -416,7 +447,12 @@ impl Service {
         let delivery = self
             .inner
             .store
-            .enqueue_webhook_test(id.to_owned(), data, self.now())
+            .enqueue_webhook_test(
+                id.to_owned(),
+                data,
+                self.now(),
+                self.change(caller, "webhook.tested", id, None, None),
+            )
             .await?
             .ok_or_else(|| ServiceError::not_found("webhook", id))?;
         self.outbox_due(true);
@@ -452,7 +488,19 @@ impl Service {
     /// Sends a dead delivery again (and re-enables its endpoint).
     pub async fn retry_delivery(&self, caller: &Caller, id: i64) -> Result<DeliveryView> {
         caller.require(Scope::Admin)?;
-        match self.inner.store.retry_delivery(id, self.now()).await? {
+        let audit = self.change(
+            caller,
+            "delivery.retried",
+            id,
+            Some(serde_json::json!({ "state": "dead" })),
+            Some(serde_json::json!({ "state": "pending" })),
+        );
+        match self
+            .inner
+            .store
+            .retry_delivery(id, self.now(), audit)
+            .await?
+        {
             None => return Err(ServiceError::not_found("delivery", id)),
             Some(false) => {
                 return Err(ServiceError::invalid(format!(
@@ -471,7 +519,11 @@ impl Service {
         let retried = self
             .inner
             .store
-            .retry_endpoint(endpoint.to_owned(), self.now())
+            .retry_endpoint(
+                endpoint.to_owned(),
+                self.now(),
+                self.change(caller, "endpoint.retried", endpoint, None, None),
+            )
             .await?;
         if retried == 0 {
             return Err(ServiceError::invalid(format!(

@@ -11,12 +11,13 @@
 use super::Store;
 use super::db::query;
 use super::error::Result;
-use super::model::input::{DeliveryFilter, FinishedAttempt};
+use super::model::input::{AdminChange, DeliveryFilter, FinishedAttempt};
 use super::model::records::outbox::{
     AttemptRecord, DELIVERY_COLUMNS, DeliveryRecord, DeliveryState, EndpointRecord, Finished,
     attempt, delivery, endpoint,
 };
 use super::model::records::threads::{PushConfigRecord, TaskEventRecord};
+use super::tx::audit::append_change;
 use super::tx::finish::{enable_in, finish_in};
 use crate::domain::{ThreadId, Timestamp};
 
@@ -129,7 +130,12 @@ impl Store {
 
     /// Sends a dead delivery again from now (a fresh schedule) and re-enables its endpoint.
     /// `None` when there is no such delivery; `Some(false)` when it is not dead.
-    pub async fn retry_delivery(&self, id: i64, now: Timestamp) -> Result<Option<bool>> {
+    pub async fn retry_delivery(
+        &self,
+        id: i64,
+        now: Timestamp,
+        audit: AdminChange,
+    ) -> Result<Option<bool>> {
         let cache = self.webhooks.clone();
         let done = self
             .write(move |tx| {
@@ -154,6 +160,7 @@ impl Store {
                     .execute(&mut *tx)
                     .await?;
                     enable_in(tx, endpoint).await?;
+                    append_change(tx, &audit).await?;
                     // Its endpoint may be a webhook enabled again.
                     cache.forget();
                     Ok(Some(true))
@@ -166,7 +173,12 @@ impl Store {
 
     /// Sends every dead delivery of `endpoint` again from now (all due at once, so claimed in id
     /// order), and re-enables the endpoint when there was one. Answers how many.
-    pub async fn retry_endpoint(&self, endpoint: String, now: Timestamp) -> Result<u64> {
+    pub async fn retry_endpoint(
+        &self,
+        endpoint: String,
+        now: Timestamp,
+        mut audit: AdminChange,
+    ) -> Result<u64> {
         let cache = self.webhooks.clone();
         let done = self
             .write(move |tx| {
@@ -182,6 +194,8 @@ impl Store {
                     .rows_affected();
                     if retried > 0 {
                         enable_in(tx, endpoint).await?;
+                        audit.after = Some(serde_json::json!({ "retried": retried }));
+                        append_change(tx, &audit).await?;
                         cache.forget();
                     }
                     Ok(retried)

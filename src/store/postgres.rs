@@ -79,6 +79,8 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         13,
         "admin audit",
         include_str!("migrations/postgres/0013_admin_audit.sql"),
+    ),
+    (
         14,
         "webhook rotation",
         include_str!("migrations/postgres/0014_webhook_rotation.sql"),

@@ -73,6 +73,8 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         13,
         "admin audit",
         include_str!("migrations/sqlite/0013_admin_audit.sql"),
+    ),
+    (
         14,
         "webhook rotation",
         include_str!("migrations/sqlite/0014_webhook_rotation.sql"),

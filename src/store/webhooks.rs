@@ -10,15 +10,16 @@ use serde_json::{Value, json};
 use super::Store;
 use super::db::query;
 use super::error::{Result, StoreError};
-use super::model::input::NewDelivery;
+use super::model::input::{AdminChange, NewDelivery};
 use super::model::records::outbox::{
     WEBHOOK_COLUMNS, WEBHOOK_FROM, WebhookRecord, webhook, webhook_endpoint,
 };
+use super::tx::audit::append_change;
 use super::tx::enqueue::insert;
 use crate::domain::Timestamp;
 
 impl Store {
-    pub async fn insert_webhook(&self, w: WebhookRecord) -> Result<()> {
+    pub async fn insert_webhook(&self, w: WebhookRecord, audit: AdminChange) -> Result<()> {
         let cache = self.webhooks.clone();
         let done = self.write(move |tx| {
             Box::pin(async move {
@@ -37,6 +38,7 @@ impl Store {
                 .bind(w.created_at.0)
                 .execute(&mut *tx)
                 .await?;
+                append_change(tx, &audit).await?;
                 cache.forget();
                 Ok(())
             })
@@ -69,7 +71,12 @@ impl Store {
     }
 
     /// Removes a webhook; its pending deliveries die. False when there was none.
-    pub async fn remove_webhook(&self, id: String, now: Timestamp) -> Result<bool> {
+    pub async fn remove_webhook(
+        &self,
+        id: String,
+        now: Timestamp,
+        audit: AdminChange,
+    ) -> Result<bool> {
         let cache = self.webhooks.clone();
         let done = self.write(move |tx| {
             Box::pin(async move {
@@ -91,6 +98,7 @@ impl Store {
                 .bind(webhook_endpoint(&id))
                 .execute(&mut *tx)
                 .await?;
+                append_change(tx, &audit).await?;
                 cache.forget();
                 Ok(true)
             })
@@ -108,6 +116,7 @@ impl Store {
         id: String,
         sealed: String,
         previous_until: Option<Timestamp>,
+        audit: AdminChange,
     ) -> Result<bool> {
         self.write(move |tx| {
             Box::pin(async move {
@@ -128,7 +137,11 @@ impl Store {
                 .bind(id)
                 .execute(&mut *tx)
                 .await?;
-                Ok(done.rows_affected() > 0)
+                if done.rows_affected() == 0 {
+                    return Ok(false);
+                }
+                append_change(tx, &audit).await?;
+                Ok(true)
             })
         })
         .await
@@ -142,6 +155,7 @@ impl Store {
         id: String,
         reason: Option<String>,
         now: Timestamp,
+        audit: AdminChange,
     ) -> Result<Option<bool>> {
         let cache = self.webhooks.clone();
         let done = self
@@ -194,6 +208,7 @@ impl Store {
                         }
                     };
                     if changed {
+                        append_change(tx, &audit).await?;
                         cache.forget();
                     }
                     Ok(Some(changed))
@@ -211,6 +226,7 @@ impl Store {
         id: String,
         data: Value,
         now: Timestamp,
+        audit: AdminChange,
     ) -> Result<Option<i64>> {
         let id_out = self
             .write(move |tx| {
@@ -248,10 +264,14 @@ impl Store {
                     )
                     .await?;
                     let row = query("SELECT MAX(id) AS id FROM deliveries WHERE event_id = $1")
-                        .bind(event_id)
+                        .bind(event_id.clone())
                         .fetch_one(&mut *tx)
                         .await?;
-                    Ok(Some(row.try_get::<i64, _>("id")?))
+                    let delivery = row.try_get::<i64, _>("id")?;
+                    let mut audit = audit;
+                    audit.after = Some(json!({ "delivery": delivery, "event_id": event_id }));
+                    append_change(tx, &audit).await?;
+                    Ok(Some(delivery))
                 })
             })
             .await?;

@@ -923,10 +923,12 @@ async fn writing_from_the_console_refuses_bad_input_by_its_field_and_posts_nothi
 }
 
 /// Every admin page, and a form POST of each kind with its fields (as the pages send them).
-const ADMIN_PAGES: [&str; 4] = [
+const ADMIN_PAGES: [&str; 6] = [
     "/console/admin/people",
     "/console/admin/channels",
     "/console/admin/channels/demo",
+    "/console/admin/webhooks",
+    "/console/admin/deliveries",
     "/console/admin/audit",
 ];
 

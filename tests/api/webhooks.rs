@@ -671,3 +671,81 @@ async fn the_http_api_and_the_cli_rotate_disable_enable_retry_and_list_endpoints
     assert!(ok, "{err}");
     stop.cancel();
 }
+
+#[tokio::test]
+async fn every_webhook_and_delivery_change_is_audited_without_its_secret() {
+    let s = setup(outbox_settings()).await;
+    let svc = &s.env.service;
+    let admin = &s.env.admin;
+    let rx = Receiver::start().await;
+    rx.answer(&[Answer::Status(410)]);
+    let (hook, first) = s.hook(&rx.url, &["message.created"]).await;
+    let since = svc
+        .audit(admin, &liaison::service::AuditQuery::default())
+        .await
+        .unwrap()
+        .iter()
+        .find(|e| e.event == "webhook.added")
+        .unwrap()
+        .seq;
+    let delivery = svc.test_webhook(admin, &hook.id).await.unwrap();
+    s.drain().await;
+    svc.retry_delivery(admin, delivery).await.unwrap();
+    s.drain().await;
+    let (second, until) = svc
+        .rotate_webhook_secret(admin, &hook.id, Some(3_600))
+        .await
+        .unwrap();
+    svc.set_webhook_enabled(admin, &hook.id, false)
+        .await
+        .unwrap();
+    // A refusal (already disabled) logs nothing.
+    svc.set_webhook_enabled(admin, &hook.id, false)
+        .await
+        .unwrap_err();
+    svc.set_webhook_enabled(admin, &hook.id, true)
+        .await
+        .unwrap();
+    svc.remove_webhook(admin, &hook.id).await.unwrap();
+    let log = svc
+        .audit(
+            admin,
+            &liaison::service::AuditQuery {
+                after: Some(since - 1),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let events: Vec<&str> = log.iter().map(|e| e.event.as_str()).collect();
+    assert_eq!(
+        events,
+        [
+            "webhook.added",
+            "webhook.tested",
+            "delivery.retried",
+            "webhook.secret_rotated",
+            "webhook.disabled",
+            "webhook.enabled",
+            "webhook.removed",
+        ]
+    );
+    assert_eq!(log[0].after.as_ref().unwrap()["url"], rx.url.as_str());
+    assert_eq!(log[1].after.as_ref().unwrap()["delivery"], delivery);
+    assert_eq!(
+        log[2].subject.as_deref(),
+        Some(delivery.to_string().as_str())
+    );
+    assert_eq!(
+        log[3].after.as_ref().unwrap()["previous_until"],
+        serde_json::to_value(until).unwrap()
+    );
+    assert_eq!(
+        log[4].after.as_ref().unwrap()["reason"],
+        "disabled by admin"
+    );
+    assert_eq!(log[6].before.as_ref().unwrap()["id"], hook.id.as_str());
+    let text = serde_json::to_string(&log).unwrap();
+    assert!(!text.contains(&first) && !text.contains(&second));
+    assert!(!text.contains(&hook.sealed_secret), "not even sealed");
+}

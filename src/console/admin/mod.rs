@@ -17,7 +17,9 @@
 
 mod audit;
 mod channels;
+mod deliveries;
 mod people;
+mod webhooks;
 
 use axum::Router;
 use axum::extract::Form;
@@ -40,6 +42,8 @@ pub(super) fn routes() -> Router<Console> {
         )
         .merge(people::routes())
         .merge(channels::routes())
+        .merge(webhooks::routes())
+        .merge(deliveries::routes())
         .merge(audit::routes())
         .route("/console/admin/events", get(events))
 }
@@ -159,7 +163,6 @@ pub(super) fn admin_frame<'a>(a: &'a Admin, section: &'static str) -> AdminFrame
     }
 }
 
-#[allow(dead_code)] // the deliveries pages use it; they land with the webhook rotation
 impl AdminFrame<'_> {
     /// Live updates from `source` instead of the person's inbox.
     pub(super) fn live_from(mut self, source: &'static str) -> Self {
