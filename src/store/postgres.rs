@@ -80,6 +80,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "admin audit",
         include_str!("migrations/postgres/0013_admin_audit.sql"),
     ),
+    (
+        14,
+        "remote tasks by remote",
+        include_str!("migrations/postgres/0014_remote_tasks_by_remote.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {

@@ -74,6 +74,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "admin audit",
         include_str!("migrations/sqlite/0013_admin_audit.sql"),
     ),
+    (
+        14,
+        "remote tasks by remote",
+        include_str!("migrations/sqlite/0014_remote_tasks_by_remote.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {
