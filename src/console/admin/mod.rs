@@ -17,7 +17,11 @@
 
 mod audit;
 mod channels;
+mod keys;
+mod parties;
 mod people;
+mod remote;
+mod remotes;
 
 use axum::Router;
 use axum::extract::Form;
@@ -40,6 +44,10 @@ pub(super) fn routes() -> Router<Console> {
         )
         .merge(people::routes())
         .merge(channels::routes())
+        .merge(parties::routes())
+        .merge(remotes::routes())
+        .merge(remote::routes())
+        .merge(keys::routes())
         .merge(audit::routes())
 }
 
