@@ -1,6 +1,7 @@
 //! Discovery over HTTP: the signed Agent Card at `/.well-known/agent-card.json` and the key set
 //! its signatures point at, `/.well-known/jwks.json`. Both are public, cacheable, and answer
-//! conditional GETs (`If-None-Match`) with 304. The bodies are rendered once, at signing time.
+//! conditional GETs (`If-None-Match`) with 304. The bodies are rendered once, at signing time, and
+//! published as served for admins (`crate::keys::Published`).
 
 use std::sync::{Arc, RwLock};
 
@@ -20,7 +21,29 @@ pub const CACHE_CONTROL: &str = "public, max-age=300";
 
 /// The card being served, replaced (re-signed) when the signing keys change.
 #[derive(Clone)]
-pub struct ServedCard(Arc<RwLock<Served>>);
+pub struct ServedCard {
+    served: Arc<RwLock<Served>>,
+    /// Where every card served is also published for admins, if anywhere.
+    mirror: Option<Arc<Mirror>>,
+}
+
+/// The admins' copy of what is served ([`crate::keys::Published`]), with its public addresses.
+struct Mirror {
+    to: crate::keys::Published,
+    card_url: String,
+    jwks_url: String,
+}
+
+impl Mirror {
+    fn write(&self, card: &SignedCard) {
+        self.to.set(crate::keys::PublishedDocs {
+            card_url: self.card_url.clone(),
+            card: card.json().to_vec(),
+            jwks_url: self.jwks_url.clone(),
+            jwks: card.jwks_json().to_vec(),
+        });
+    }
+}
 
 struct Served {
     card: Arc<SignedCard>,
@@ -41,16 +64,38 @@ impl Served {
 
 impl ServedCard {
     pub fn new(card: SignedCard) -> ServedCard {
-        ServedCard(Arc::new(RwLock::new(Served::of(card))))
+        ServedCard {
+            served: Arc::new(RwLock::new(Served::of(card))),
+            mirror: None,
+        }
+    }
+
+    /// Also publishes the card served now and every later one to `to`, as served under
+    /// `public_url` (what the admins' keys page shows).
+    pub fn published_to(mut self, to: crate::keys::Published, public_url: &str) -> ServedCard {
+        let base = public_url.trim_end_matches('/');
+        let mirror = Mirror {
+            to,
+            card_url: format!("{base}{CARD_PATH}"),
+            jwks_url: format!("{base}{JWKS_PATH}"),
+        };
+        mirror.write(&self.current().0);
+        self.mirror = Some(Arc::new(mirror));
+        self
     }
 
     /// Serves `card` from now on.
     pub fn replace(&self, card: SignedCard) {
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Served::of(card);
+        let mut served = self.served.write().unwrap_or_else(|e| e.into_inner());
+        // Under the lock, so the admins' copy is always the card served.
+        if let Some(mirror) = &self.mirror {
+            mirror.write(&card);
+        }
+        *served = Served::of(card);
     }
 
     fn current(&self) -> (Arc<SignedCard>, Arc<str>) {
-        let served = self.0.read().unwrap_or_else(|e| e.into_inner());
+        let served = self.served.read().unwrap_or_else(|e| e.into_inner());
         (served.card.clone(), served.jwks_etag.clone())
     }
 }
@@ -215,6 +260,35 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(again.status(), 304);
+    }
+
+    #[tokio::test]
+    async fn what_is_served_is_published_for_admins_byte_for_byte() {
+        let published = crate::keys::Published::default();
+        let served =
+            ServedCard::new(signed_card()).published_to(published.clone(), "https://l.example/");
+        let docs = published.current().unwrap();
+        assert_eq!(
+            docs.card_url,
+            "https://l.example/.well-known/agent-card.json"
+        );
+        assert_eq!(docs.jwks_url, "https://l.example/.well-known/jwks.json");
+        let (card, _) = served.current();
+        assert_eq!(docs.card, card.json());
+        assert_eq!(docs.jwks, card.jwks_json());
+        // A re-signed card replaces both.
+        served.replace(signed_card());
+        let (card, _) = served.current();
+        let again = published.current().unwrap();
+        assert_eq!(again.card, card.json());
+        assert_ne!(again.jwks, docs.jwks, "another key signed it");
+        let headers = crate::keys::jose::signature_headers(&again.card).unwrap();
+        assert_eq!(headers.len(), 1);
+        assert_eq!(headers[0]["alg"], "ES256");
+        assert_eq!(
+            headers[0]["jku"],
+            "https://liaison.example/.well-known/jwks.json"
+        );
     }
 
     #[test]

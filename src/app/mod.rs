@@ -180,7 +180,8 @@ impl App {
         }
         let cards = Arc::new(CardSigner::live(card, endpoints, keys.live()));
         let signed =
-            a2a::http::ServedCard::new(cards.public().context("Could not sign the Agent Card")?);
+            a2a::http::ServedCard::new(cards.public().context("Could not sign the Agent Card")?)
+                .published_to(keys.published(), &public_url);
         {
             // A rotation (here or on another replica) re-signs the served card at once.
             let (cards, signed) = (cards.clone(), signed.clone());

@@ -138,6 +138,19 @@ fn templates() -> Environment<'static> {
             include_str!("templates/admin/channel.html"),
         ),
         (
+            "admin/parties.html",
+            include_str!("templates/admin/parties.html"),
+        ),
+        (
+            "admin/remotes.html",
+            include_str!("templates/admin/remotes.html"),
+        ),
+        (
+            "admin/remote.html",
+            include_str!("templates/admin/remote.html"),
+        ),
+        ("admin/keys.html", include_str!("templates/admin/keys.html")),
+        (
             "admin/audit.html",
             include_str!("templates/admin/audit.html"),
         ),

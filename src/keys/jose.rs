@@ -103,6 +103,26 @@ pub fn verify_card_value(card: &Value, keys: &Jwks) -> Result<String, Unverified
     })
 }
 
+/// The protected headers of a card's signatures, decoded, in the card's order: what a client
+/// reads (`alg`, `kid`, `jku`, `typ`) before it verifies anything. Nothing is verified here.
+pub fn signature_headers(card_json: &[u8]) -> Result<Vec<Value>, VerifyError> {
+    let card: Value = serde_json::from_slice(card_json).map_err(|_| VerifyError::Malformed)?;
+    let Some(signatures) = card.get("signatures").and_then(Value::as_array) else {
+        return Ok(Vec::new());
+    };
+    signatures
+        .iter()
+        .map(|s| {
+            s.get("protected")
+                .and_then(Value::as_str)
+                .and_then(|p| URL_SAFE_NO_PAD.decode(p).ok())
+                .and_then(|h| serde_json::from_slice::<Value>(&h).ok())
+                .filter(Value::is_object)
+                .ok_or(VerifyError::Malformed)
+        })
+        .collect()
+}
+
 /// `value` without empty strings, lists and objects, at every depth (a2a-sdk's canonical form).
 fn without_empty(value: Value) -> Value {
     match value {

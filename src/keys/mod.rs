@@ -6,7 +6,8 @@
 //! every replica reloads it and re-signs its card at once.
 //!
 //! Used by the A2A card, the outbox worker and the service (whose key operations the admin API
-//! calls); depends on the store and the bus.
+//! calls); depends on the store and the bus. [`Published`] holds the card and key set exactly as
+//! the A2A front serves them, for admins to look at.
 
 pub mod jose;
 pub mod push_jwt;
@@ -45,6 +46,38 @@ impl LiveRing {
 impl From<Arc<KeyRing>> for LiveRing {
     fn from(ring: Arc<KeyRing>) -> LiveRing {
         LiveRing(Arc::new(RwLock::new(ring)))
+    }
+}
+
+/// What this process publishes signed with the ring, byte for byte as it serves it: the public
+/// Agent Card and the key set its signatures point at, with their public addresses. The A2A front
+/// writes it each time it signs the card (at start, after every rotation), so admins see what
+/// clients see (the console's keys page) without a front reading another front. Cheap to clone.
+#[derive(Clone, Debug, Default)]
+pub struct Published(Arc<RwLock<Option<Arc<PublishedDocs>>>>);
+
+/// The documents of [`Published`].
+#[derive(Debug)]
+pub struct PublishedDocs {
+    /// Where the card is served (`{public_url}/.well-known/agent-card.json`).
+    pub card_url: String,
+    /// The card's body as served.
+    pub card: Vec<u8>,
+    /// Where the key set is served (the signatures' `jku`).
+    pub jwks_url: String,
+    /// The key set's body as served.
+    pub jwks: Vec<u8>,
+}
+
+impl Published {
+    /// Publishes `docs` from now on.
+    pub fn set(&self, docs: PublishedDocs) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(docs));
+    }
+
+    /// What is published now; none before the front has signed a card.
+    pub fn current(&self) -> Option<Arc<PublishedDocs>> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
 
@@ -97,6 +130,8 @@ pub struct KeyManager {
     bus: Arc<dyn WakeBus>,
     /// Called with the new ring after every reload (re-signs the card).
     on_change: RwLock<Vec<OnChange>>,
+    /// The card and key set as served, written by the A2A front, read by admins.
+    published: Published,
 }
 
 impl KeyManager {
@@ -122,11 +157,17 @@ impl KeyManager {
             live: LiveRing::new(ring),
             bus,
             on_change: RwLock::new(Vec::new()),
+            published: Published::default(),
         })
     }
 
     pub fn live(&self) -> LiveRing {
         self.live.clone()
+    }
+
+    /// Where the A2A front publishes the card it serves, and admins read it.
+    pub fn published(&self) -> Published {
+        self.published.clone()
     }
 
     /// Registers what to do with each new ring.

@@ -1,11 +1,33 @@
 //! The signing keys as admin operations (SPEC §10): list them, rotate to a new one (the previous
-//! keys keep co-signing for an overlap), retire one. Scope `admin`; the ring itself and its
-//! storage are `crate::keys`.
+//! keys keep co-signing for an overlap), retire one, and look at the card's signatures and the key
+//! set as clients get them. Scope `admin`; the ring itself and its storage are `crate::keys`.
+
+use serde::Serialize;
 
 use super::{Caller, ErrorCode, Result, Service, ServiceError};
 use crate::domain::Scope;
 use crate::keys::ring::{ROTATION_OVERLAP, RetireError};
 use crate::keys::{KeyInfo, KeyManager, KeysError};
+
+/// The public Agent Card's signatures and the key set, as this process serves them to clients.
+#[derive(Debug, Clone, Serialize)]
+pub struct PublishedCard {
+    pub card_url: String,
+    /// Each signature's protected header, decoded, in the card's order.
+    pub signatures: Vec<CardSignature>,
+    pub jwks_url: String,
+    /// The key set's JSON, byte for byte as served.
+    pub jwks: String,
+}
+
+/// One signature of the card, as a client reads it before verifying.
+#[derive(Debug, Clone, Serialize)]
+pub struct CardSignature {
+    pub kid: Option<String>,
+    pub alg: Option<String>,
+    /// The whole protected header (`alg`, `jku`, `kid`, `typ`).
+    pub header: serde_json::Value,
+}
 
 impl Service {
     fn key_manager(&self, caller: &Caller) -> Result<&KeyManager> {
@@ -42,6 +64,35 @@ impl Service {
         manager.retire(kid, audit).await.map_err(key_error)?;
         tracing::info!(kid, by = %caller.id(), "A signing key was retired.");
         Ok(())
+    }
+
+    /// The card's signatures and the key set exactly as this process serves them now
+    /// (`/.well-known/agent-card.json`, `/.well-known/jwks.json`); none before the A2A front
+    /// has signed a card (a process without one).
+    pub fn published_card(&self, caller: &Caller) -> Result<Option<PublishedCard>> {
+        let manager = self.key_manager(caller)?;
+        let Some(docs) = manager.published().current() else {
+            return Ok(None);
+        };
+        let headers = crate::keys::jose::signature_headers(&docs.card).map_err(|e| {
+            tracing::error!(error = %e, "The card served has signatures that do not decode.");
+            ServiceError::new(ErrorCode::Internal, "internal error")
+        })?;
+        let text =
+            |h: &serde_json::Value, k: &str| h.get(k).and_then(|v| v.as_str()).map(str::to_owned);
+        Ok(Some(PublishedCard {
+            card_url: docs.card_url.clone(),
+            signatures: headers
+                .into_iter()
+                .map(|header| CardSignature {
+                    kid: text(&header, "kid"),
+                    alg: text(&header, "alg"),
+                    header,
+                })
+                .collect(),
+            jwks_url: docs.jwks_url.clone(),
+            jwks: String::from_utf8_lossy(&docs.jwks).into_owned(),
+        }))
     }
 }
 

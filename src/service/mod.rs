@@ -45,6 +45,7 @@ pub use delivery::{
 };
 pub use error::{ErrorCode, Result, ServiceError};
 pub use inbox::{InboxItem, InboxPage, InboxRequest, ItemContent};
+pub use keys::{CardSignature, PublishedCard};
 pub use limits::{LimitSettings, Rate, StreamPermit};
 pub use messages::{
     DeliveredMessage, MAX_SLICE_CHARS, MessageSlice, PostReceipt, PostRequest, ThreadMessage,
@@ -54,7 +55,9 @@ pub use own_tokens::{MAX_OWN_AGENT_TOKENS, OWN_TOKEN_MAX_DAYS, OwnToken, OwnToke
 pub use progress::{COALESCE_S, PER_MINUTE, PER_THREAD, ProgressOutcome, ProgressReport};
 pub use receipts::{ConsumerReceipt, RecipientReceipt};
 pub use remote_send::OutboundSend;
-pub use remotes::{RefreshReport, RefreshSpec, RemoteAgent, RemoteSpec, RemoteView};
+pub use remotes::{
+    REMOTE_TASKS_SHOWN, RefreshReport, RefreshSpec, RemoteAgent, RemoteSpec, RemoteView,
+};
 pub use sessions::{
     IssuedLink, LINK_TTL_S, MAX_LINK_TTL_S, OpenedSession, SESSION_TTL_S, ThreadFilter,
     session_csrf,

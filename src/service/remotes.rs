@@ -13,8 +13,10 @@ use crate::domain::{ChannelName, PersonId, PersonKind, Right, Rights, Scope, Tim
 use crate::keys::ring::Jwks;
 use crate::remote::card::{self, CardError, Changes, Interface, Skill};
 use crate::remote::{A2aClient, Binding, Credentials, RemoteAuth, RemoteTarget};
-use crate::store::{PersonRecord, RemoteRecord, RemoteUpdate};
+use crate::store::{PersonRecord, RemoteRecord, RemoteTaskRecord, RemoteUpdate};
 
+/// Most remote tasks [`Service::remote_tasks`] answers.
+pub const REMOTE_TASKS_SHOWN: i64 = 50;
 /// Most extra headers per remote.
 const MAX_HEADERS: usize = 16;
 /// Longest secret, header value or URL accepted.
@@ -541,6 +543,21 @@ impl Service {
             changes,
             remote: self.remote_view_of(name).await?,
         })
+    }
+
+    /// The remote tasks of the threads delegated to `name`, newest first, at most
+    /// [`REMOTE_TASKS_SHOWN`]: how each is followed, its last state and trouble.
+    pub async fn remote_tasks(
+        &self,
+        caller: &Caller,
+        name: &PersonId,
+    ) -> Result<Vec<RemoteTaskRecord>> {
+        caller.require(Scope::Admin)?;
+        Ok(self
+            .inner
+            .store
+            .remote_tasks_of(name, REMOTE_TASKS_SHOWN)
+            .await?)
     }
 
     /// Removes a remote: it leaves its channels and can no longer be addressed; its person

@@ -85,6 +85,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "webhook rotation",
         include_str!("migrations/postgres/0014_webhook_rotation.sql"),
     ),
+    (
+        15,
+        "remote tasks by remote",
+        include_str!("migrations/postgres/0015_remote_tasks_by_remote.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {

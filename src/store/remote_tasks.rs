@@ -18,7 +18,7 @@ use super::db::query;
 use super::error::{Result, StoreError};
 use super::model::input::RemoteObservation;
 use super::model::records::remote_tasks::{COLUMNS, RemoteTaskRecord, record};
-use crate::domain::{ThreadId, Timestamp};
+use crate::domain::{PersonId, ThreadId, Timestamp};
 
 impl Store {
     /// The remote task row of a thread.
@@ -29,6 +29,24 @@ impl Store {
             .fetch_optional(&self.pool)
             .await?;
         row.as_ref().map(record).transpose()
+    }
+
+    /// The remote tasks of the threads delegated to `remote`, newest first, at most `limit`.
+    pub async fn remote_tasks_of(
+        &self,
+        remote: &PersonId,
+        limit: i64,
+    ) -> Result<Vec<RemoteTaskRecord>> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM remote_tasks WHERE remote = $1 \
+             ORDER BY created_at DESC, thread_id DESC LIMIT $2"
+        );
+        let rows = query(sql)
+            .bind(remote.as_str().to_owned())
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(record).collect()
     }
 
     /// Records the task a send created or continued: a task id different from the current one

@@ -21,7 +21,12 @@ struct Console {
 
 /// Alice asks Bob (who may approve in `demo`) for a code change; the console serves on port 0.
 async fn console() -> Console {
-    let env = TestEnv::new().await;
+    console_on(TestEnv::new().await, None).await
+}
+
+/// The same over `env`; served by the whole app at `served` when given, else by the console
+/// router alone on port 0.
+async fn console_on(env: TestEnv, served: Option<String>) -> Console {
     let alice = env.member("alice", "claude@a:1").await;
     env.member("bob", "codex@b:1").await;
     env.person("partner", PersonKind::External).await;
@@ -60,10 +65,16 @@ async fn console() -> Console {
         .await
         .unwrap()
         .secret;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let router = liaison::console::router(env.service.clone(), &url);
-    tokio::spawn(async move { axum::serve(listener, router).await });
+    let url = match served {
+        Some(url) => url,
+        None => {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("http://{}", listener.local_addr().unwrap());
+            let router = liaison::console::router(env.service.clone(), &url);
+            tokio::spawn(async move { axum::serve(listener, router).await });
+            url
+        }
+    };
     let http = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -923,10 +934,13 @@ async fn writing_from_the_console_refuses_bad_input_by_its_field_and_posts_nothi
 }
 
 /// Every admin page, and a form POST of each kind with its fields (as the pages send them).
-const ADMIN_PAGES: [&str; 6] = [
+const ADMIN_PAGES: [&str; 9] = [
     "/console/admin/people",
     "/console/admin/channels",
     "/console/admin/channels/demo",
+    "/console/admin/parties",
+    "/console/admin/remotes",
+    "/console/admin/keys",
     "/console/admin/webhooks",
     "/console/admin/deliveries",
     "/console/admin/audit",
@@ -963,6 +977,42 @@ fn admin_posts() -> Vec<(&'static str, Vec<(&'static str, &'static str)>)> {
         (
             "/console/admin/channels/demo/remove",
             vec![("step", "apply")],
+        ),
+        (
+            "/console/admin/parties",
+            vec![
+                ("id", "mallory-corp"),
+                ("display_name", "Mallory Corp"),
+                ("issue_token", "on"),
+            ],
+        ),
+        ("/console/admin/parties/partner/remove", vec![]),
+        (
+            "/console/admin/remotes",
+            vec![
+                ("name", "mallory-agent"),
+                ("card_url", "http://127.0.0.1:9/.well-known/agent-card.json"),
+                ("channel-demo", "on"),
+                ("allow_unsigned", "on"),
+            ],
+        ),
+        (
+            "/console/admin/remotes/helper/refresh",
+            vec![("step", "apply"), ("accept_new_keys", "on")],
+        ),
+        ("/console/admin/remotes/helper/remove", vec![]),
+        ("/console/admin/keys/rotate", vec![("overlap_days", "1")]),
+        ("/console/admin/keys/k1/retire", vec![]),
+        (
+            "/console/admin/webhooks",
+            vec![
+                ("url", "http://127.0.0.1:9/x"),
+                ("event-message.created", "on"),
+            ],
+        ),
+        (
+            "/console/admin/deliveries/retry-endpoint",
+            vec![("endpoint", "webhook:wh_x")],
         ),
     ]
 }
@@ -1044,6 +1094,21 @@ async fn only_an_admin_session_reaches_the_admin_pages_and_nothing_else_changes_
     assert_eq!(audit_len().await, after_sign_in, "nothing changed");
     assert!(s.store().person(&pid("mallory")).await.unwrap().is_none());
     assert!(s.store().person(&pid("alice")).await.unwrap().is_some());
+    assert!(
+        s.store()
+            .person(&pid("mallory-corp"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(s.store().party(&pid("partner")).await.unwrap().is_some());
+    assert!(
+        s.store()
+            .person(&pid("mallory-agent"))
+            .await
+            .unwrap()
+            .is_none()
+    );
     let demo = s.list_all_channels(&c.env.admin).await.unwrap();
     assert_eq!(demo.len(), 1);
     assert!(demo[0].removed_at.is_none());
@@ -1244,4 +1309,559 @@ async fn an_admin_works_from_the_console_and_every_change_is_audited_via_console
     assert_eq!(lines[2]["before"]["policy"]["code"], "approve");
     assert_eq!(lines[2]["after"]["policy"]["code"], "auto");
     let _ = ErrorCode::NotFound;
+}
+
+/// `s` as the templates write it into a page (minijinja's HTML escaping).
+fn escaped(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#x27;")
+        .replace('/', "&#x2f;")
+}
+
+/// The text of the secret shown once on a page (`<pre class="secret" id="secret">`).
+fn shown_secret(page: &str) -> String {
+    page.split("id=\"secret\">")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no secret shown in {page}"))
+        .split('<')
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+/// The admin's entries of the audit log that came through the console, oldest first.
+async fn console_audit(c: &Console) -> Vec<liaison::store::AuditRecord> {
+    c.env
+        .service
+        .audit(
+            &c.env.admin,
+            &liaison::service::AuditQuery {
+                actor: Some("admin".into()),
+                limit: Some(1000),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.via == Some(DecisionPath::Console))
+        .collect()
+}
+
+#[tokio::test]
+async fn an_admin_adds_and_removes_parties_from_the_console_with_the_token_shown_once() {
+    let c = console().await;
+    let s = &c.env.service;
+    let (admin, csrf) = c.sign_in_admin("admin").await;
+    let parties = || async { s.list_parties(&c.env.admin).await.unwrap().len() };
+    assert_eq!(parties().await, 1, "partner");
+    // Bad input is refused next to the form, the values kept, nothing added.
+    for (fields, status, says) in [
+        (
+            vec![("id", "Acme Corp"), ("display_name", "Acme Corp")],
+            StatusCode::BAD_REQUEST,
+            "must be a slug",
+        ),
+        (
+            vec![
+                ("id", "acme"),
+                ("display_name", "Acme Corp"),
+                ("default_skill", "nope"),
+            ],
+            StatusCode::BAD_REQUEST,
+            "unknown skill",
+        ),
+        (
+            vec![("id", "partner"), ("display_name", "Acme Corp")],
+            StatusCode::CONFLICT,
+            "already exists",
+        ),
+    ] {
+        let mut with = fields.clone();
+        with.push(("csrf", &csrf));
+        let (got, _, page) = c
+            .post_form("/console/admin/parties", Some(&admin), &with)
+            .await;
+        assert_eq!(got, status, "{page}");
+        assert!(page.contains(says), "{says}: {page}");
+        assert!(page.contains("value=\"Acme Corp\""), "{page}");
+        assert!(!page.contains("id=\"secret\""), "{page}");
+    }
+    assert_eq!(parties().await, 1);
+    // Added with a token: its secret is shown once, and authenticates the party.
+    let (status, _, page) = c
+        .post_form(
+            "/console/admin/parties",
+            Some(&admin),
+            &[
+                ("csrf", &csrf),
+                ("id", "acme"),
+                ("display_name", "Acme Corp"),
+                ("default_skill", ""),
+                ("jwt_subject", "acme-gateway"),
+                ("issue_token", "on"),
+            ],
+        )
+        .await;
+    assert_eq!(status, 200, "{page}");
+    let secret = shown_secret(&page);
+    let acme = s.authenticate(&secret).await.unwrap();
+    assert_eq!(acme.person.kind, PersonKind::External);
+    assert!(acme.scopes.contains(Scope::Agent));
+    // The list shows it with its settings and channels; the secret never again.
+    c.env
+        .service
+        .change_members(
+            &c.env.admin,
+            &liaison::domain::ChannelName::parse("demo").unwrap(),
+            liaison::service::MemberChange {
+                add: vec![pid("acme")],
+                rights: None,
+                remove: Vec::new(),
+            },
+        )
+        .await
+        .unwrap();
+    let (status, _, page) = c.get("/console/admin/parties", Some(&admin)).await;
+    assert_eq!(status, 200);
+    assert!(!page.contains(&secret), "a secret is shown once");
+    assert!(
+        page.contains("Acme Corp") && page.contains("acme-gateway"),
+        "{page}"
+    );
+    assert!(page.contains("<span class=\"badge\">demo</span>"), "{page}");
+    // Without a token: added, nothing shown.
+    let (status, headers, _) = c
+        .post_form(
+            "/console/admin/parties",
+            Some(&admin),
+            &[
+                ("csrf", &csrf),
+                ("id", "globex"),
+                ("display_name", "Globex"),
+            ],
+        )
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{headers:?}");
+    assert!(
+        s.list_tokens(&c.env.admin, Some(&pid("globex")))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Removed: its token no longer works; a member is not a party.
+    let (status, _, _) = c
+        .post_form(
+            "/console/admin/parties/acme/remove",
+            Some(&admin),
+            &[("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert!(s.authenticate(&secret).await.is_err());
+    let (status, _, page) = c
+        .post_form(
+            "/console/admin/parties/bob/remove",
+            Some(&admin),
+            &[("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{page}");
+    assert!(s.store().person(&pid("bob")).await.unwrap().is_some());
+    let events: Vec<String> = console_audit(&c)
+        .await
+        .into_iter()
+        .map(|e| e.event)
+        .collect();
+    assert_eq!(
+        events,
+        [
+            "party.added",
+            "token.issued",
+            "party.added",
+            "party.removed"
+        ]
+    );
+}
+
+/// A whole liaison (its key ring, master key and signed Agent Card) on port 0, with the
+/// console's people and channels; stopped when dropped.
+struct Served {
+    stop: tokio_util::sync::CancellationToken,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+async fn served_console() -> (Console, Served) {
+    use liaison::config::{Config, Overrides};
+    let db = crate::helpers::TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let overrides = Overrides {
+        data_dir: Some(dir.path().to_path_buf()),
+        listen: Some("127.0.0.1:0".into()),
+        database_url: Some(db.url.clone()),
+        ..Default::default()
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let app = liaison::app::App::build(Config::load(&overrides, []).unwrap(), stop.clone())
+        .await
+        .unwrap();
+    let service = app.service().clone();
+    let url = app.public_url().to_owned();
+    let admin = service
+        .authenticate(app.bootstrap_token.as_deref().unwrap())
+        .await
+        .unwrap();
+    tokio::spawn(app.run_until_stopped());
+    let env = TestEnv {
+        service,
+        // The app runs on the system clock: this one moves nothing, and these tests do not
+        // move time.
+        clock: liaison::clock::ManualClock::starting_at(crate::helpers::t0()),
+        admin,
+        _db: Some(db),
+    };
+    let c = console_on(env, Some(url)).await;
+    (c, Served { stop, _dir: dir })
+}
+
+/// The `kid`s of a card's signatures, as a client decodes them.
+fn signed_by(card: &[u8]) -> Vec<String> {
+    let card: serde_json::Value = serde_json::from_slice(card).unwrap();
+    card["signatures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let header = base64::Engine::decode(
+                &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+                s["protected"].as_str().unwrap(),
+            )
+            .unwrap();
+            serde_json::from_slice::<serde_json::Value>(&header).unwrap()["kid"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_admin_rotates_and_retires_keys_from_the_console_and_sees_what_clients_see() {
+    let (c, _served) = served_console().await;
+    let s = &c.env.service;
+    let (admin, csrf) = c.sign_in_admin("admin").await;
+    let public = |path: &'static str| {
+        let url = format!("{}{path}", c.url);
+        async move {
+            reqwest::get(url)
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap()
+                .to_vec()
+        }
+    };
+    let (status, _, page) = c.get("/console/admin/keys", Some(&admin)).await;
+    assert_eq!(status, 200, "{page}");
+    let first = s.keys(&c.env.admin).await.unwrap()[0].kid.clone();
+    assert!(page.contains(&first) && page.contains("signing"), "{page}");
+    // What clients get: the card's signatures and the key set, linked.
+    let card = public("/.well-known/agent-card.json").await;
+    assert_eq!(signed_by(&card), [first.as_str()]);
+    for doc in ["/.well-known/jwks.json", "/.well-known/agent-card.json"] {
+        let link = format!("href=\"{}\"", escaped(&format!("{}{doc}", c.url)));
+        assert!(page.contains(&link), "{link}: {page}");
+    }
+    assert!(page.contains("1 signature;"), "{page}");
+    let published = s.published_card(&c.env.admin).unwrap().unwrap();
+    let jwks = public("/.well-known/jwks.json").await;
+    assert_eq!(published.jwks.as_bytes(), jwks.as_slice(), "byte for byte");
+    assert_eq!(published.signatures[0].kid.as_deref(), Some(first.as_str()));
+    assert_eq!(published.signatures[0].alg.as_deref(), Some("ES256"));
+    // Rotate with a 30-day overlap: two keys, both sign the card, both published.
+    let (status, headers, _) = c
+        .post_form(
+            "/console/admin/keys/rotate",
+            Some(&admin),
+            &[("csrf", &csrf), ("overlap_days", "30")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{headers:?}");
+    let keys = s.keys(&c.env.admin).await.unwrap();
+    assert_eq!(keys.len(), 2);
+    let second = keys[0].kid.clone();
+    assert!(keys[0].signing && keys[1].kid == first && keys[1].retire_after.is_some());
+    let (_, _, page) = c.get("/console/admin/keys", Some(&admin)).await;
+    assert!(page.contains(&first) && page.contains(&second), "{page}");
+    assert!(page.contains("2 signatures;"), "{page}");
+    assert_eq!(page.matches("Retire now").count(), 1, "only the old key");
+    let mut kids = signed_by(&public("/.well-known/agent-card.json").await);
+    kids.sort();
+    let mut both = vec![first.clone(), second.clone()];
+    both.sort();
+    assert_eq!(kids, both);
+    // The signing key cannot be retired: the reason shown, nothing changed; a bad overlap too.
+    let (status, _, page) = c
+        .post_form(
+            &format!("/console/admin/keys/{second}/retire"),
+            Some(&admin),
+            &[("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{page}");
+    assert!(
+        page.contains("rotate to a new key before retiring it"),
+        "{page}"
+    );
+    let (status, _, page) = c
+        .post_form(
+            "/console/admin/keys/rotate",
+            Some(&admin),
+            &[("csrf", &csrf), ("overlap_days", "365")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{page}");
+    assert!(page.contains("between 0 and 90 days"), "{page}");
+    assert_eq!(s.keys(&c.env.admin).await.unwrap().len(), 2);
+    // Retire the old key: only the new one is left, signs and is published.
+    let (status, _, _) = c
+        .post_form(
+            &format!("/console/admin/keys/{first}/retire"),
+            Some(&admin),
+            &[("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let (_, _, page) = c.get("/console/admin/keys", Some(&admin)).await;
+    assert!(!page.contains(&first) && page.contains(&second), "{page}");
+    assert_eq!(
+        signed_by(&public("/.well-known/agent-card.json").await),
+        [second.as_str()]
+    );
+    // Audited via the console, with the ring before and after.
+    let log = console_audit(&c).await;
+    let events: Vec<&str> = log.iter().map(|e| e.event.as_str()).collect();
+    assert_eq!(events, ["key.rotated", "key.retired"]);
+    let kids_of = |v: &Option<serde_json::Value>| -> Vec<String> {
+        v.as_ref().unwrap()["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k["kid"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(kids_of(&log[0].before), [first.as_str()]);
+    assert_eq!(kids_of(&log[0].after), [first.clone(), second.clone()]);
+    assert_eq!(log[1].subject.as_deref(), Some(first.as_str()));
+    assert_eq!(kids_of(&log[1].after), [second.as_str()]);
+}
+
+#[tokio::test]
+async fn an_admin_adds_a_remote_from_its_card_and_accepts_new_keys_only_explicitly() {
+    let remote = crate::remotes::RemoteApp::start().await;
+    let env = TestEnv::with_master(
+        liaison::service::Settings {
+            outbox: crate::remotes::outbox(true),
+            ..Default::default()
+        },
+        liaison::keys::ring::MasterKey::from_hex(crate::remotes::MASTER_HEX).unwrap(),
+    )
+    .await;
+    let c = console_on(env, None).await;
+    let s = &c.env.service;
+    let (admin, csrf) = c.sign_in_admin("admin").await;
+    let card_url = remote.card_url();
+    // Refused before anything is stored: a bad name, an unreachable card; values kept.
+    for (name, url, status, says) in [
+        (
+            "Helper",
+            card_url.as_str(),
+            StatusCode::BAD_REQUEST,
+            "must be a slug",
+        ),
+        (
+            "helper",
+            "http://127.0.0.1:9/.well-known/agent-card.json",
+            StatusCode::BAD_GATEWAY,
+            "",
+        ),
+    ] {
+        let (got, _, page) = c
+            .post_form(
+                "/console/admin/remotes",
+                Some(&admin),
+                &[
+                    ("csrf", &csrf),
+                    ("name", name),
+                    ("card_url", url),
+                    ("channel-demo", "on"),
+                    ("auth", "bearer"),
+                    ("bearer_token", &remote.party_token),
+                ],
+            )
+            .await;
+        assert_eq!(got, status, "{page}");
+        assert!(
+            page.contains(says) && page.contains("field-error"),
+            "{page}"
+        );
+        assert!(
+            page.contains(&format!("value=\"{}\"", escaped(url))),
+            "{page}"
+        );
+        assert!(
+            !page.contains(&remote.party_token),
+            "secrets are not sent back"
+        );
+    }
+    assert!(s.list_remotes(&c.env.admin).await.unwrap().is_empty());
+    // Added: the page shows the skills and interfaces its card offers.
+    let (status, _, page) = c
+        .post_form(
+            "/console/admin/remotes",
+            Some(&admin),
+            &[
+                ("csrf", &csrf),
+                ("name", "helper"),
+                ("card_url", &card_url),
+                ("channel-demo", "on"),
+                ("binding", ""),
+                ("auth", "bearer"),
+                ("bearer_token", &remote.party_token),
+            ],
+        )
+        .await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Added helper"), "{page}");
+    for offered in [
+        "request-change",
+        "Ask the team",
+        "JSONRPC",
+        "HTTP+JSON",
+        "GRPC",
+    ] {
+        assert!(page.contains(offered), "{offered}: {page}");
+    }
+    let pinned = s.show_remote(&c.env.admin, &pid("helper")).await.unwrap();
+    assert_eq!(pinned.keys.len(), 1);
+    assert_eq!(pinned.channels[0].as_str(), "demo");
+    assert!(!page.contains(&remote.party_token), "{page}");
+    let (_, _, list) = c.get("/console/admin/remotes", Some(&admin)).await;
+    assert!(
+        list.contains(&pinned.keys[0]) && list.contains(&escaped(&card_url)),
+        "{list}"
+    );
+    // A thread delegated to it shows on its page, with how it is followed.
+    let alice = c.env.caller("alice", Scope::Agent, "claude@a:2").await;
+    let asked = s
+        .post(
+            &alice,
+            PostRequest {
+                to: Some(vec![pid("helper")]),
+                ..post("question", Some("demo"), None, "Which version is deployed?")
+            },
+        )
+        .await
+        .unwrap();
+    c.env.clock.advance_secs(60);
+    let later = s
+        .post(
+            &alice,
+            PostRequest {
+                to: Some(vec![pid("helper")]),
+                ..post("question", Some("demo"), None, "And in production?")
+            },
+        )
+        .await
+        .unwrap();
+    let (_, _, page) = c.get("/console/admin/remotes/helper", Some(&admin)).await;
+    let at = |t: &liaison::domain::ThreadId| page.find(t.as_str()).unwrap_or(usize::MAX);
+    assert!(
+        at(&later.thread) < at(&asked.thread),
+        "newest first: {page}"
+    );
+    assert!(at(&asked.thread) < usize::MAX, "{page}");
+    assert!(
+        page.contains("not started") && page.contains("<td data-label=\"Follow\">stream</td>"),
+        "{page}"
+    );
+    // The remote rotates its keys: a refresh shows the diff and changes nothing.
+    remote.rotate_keys().await;
+    let (status, _, page) = c
+        .post_form(
+            "/console/admin/remotes/helper/refresh",
+            Some(&admin),
+            &[("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{page}");
+    assert!(
+        page.contains("Accept new keys") && page.contains("new keys"),
+        "{page}"
+    );
+    assert!(page.contains(&pinned.keys[0]), "{page}");
+    let now = s.show_remote(&c.env.admin, &pid("helper")).await.unwrap();
+    assert_eq!(now.keys, pinned.keys, "nothing updated");
+    assert_eq!(now.refreshed_at, pinned.refreshed_at);
+    // Accepted explicitly: both keys pinned (the old one still co-signs), the change shown.
+    let (status, _, page) = c
+        .post_form(
+            "/console/admin/remotes/helper/refresh",
+            Some(&admin),
+            &[
+                ("csrf", &csrf),
+                ("step", "apply"),
+                ("accept_new_keys", "on"),
+            ],
+        )
+        .await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("keys_added"), "{page}");
+    let now = s.show_remote(&c.env.admin, &pid("helper")).await.unwrap();
+    assert_eq!(now.keys.len(), 2);
+    assert!(
+        page.contains(&now.keys[0]) && page.contains(&now.keys[1]),
+        "{page}"
+    );
+    let (status, _, page) = c
+        .post_form(
+            "/console/admin/remotes/helper/refresh",
+            Some(&admin),
+            &[("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert!(page.contains("nothing changed"), "{page}");
+    // Removed: gone from the list.
+    let (status, _, _) = c
+        .post_form(
+            "/console/admin/remotes/helper/remove",
+            Some(&admin),
+            &[("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert!(s.list_remotes(&c.env.admin).await.unwrap().is_empty());
+    let log = console_audit(&c).await;
+    let events: Vec<&str> = log.iter().map(|e| e.event.as_str()).collect();
+    assert_eq!(
+        events,
+        [
+            "remote.added",
+            "remote.refreshed",
+            "remote.refreshed",
+            "remote.removed"
+        ]
+    );
+    assert_eq!(log[1].after.as_ref().unwrap()["accepted_new_keys"], true);
 }

@@ -22,15 +22,16 @@ use tokio_util::sync::CancellationToken;
 
 use crate::helpers::{TestDb, TestEnv, pid, post};
 
-const MASTER_HEX: &str = "5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d";
+pub(crate) const MASTER_HEX: &str =
+    "5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d5d";
 
-/// The second liaison: the remote agent.
-struct RemoteApp {
+/// The second liaison: the remote agent (the console's remote pages use it too).
+pub(crate) struct RemoteApp {
     url: String,
     admin_token: String,
     service: Service,
     /// The party token liaison presents as its bearer credential.
-    party_token: String,
+    pub(crate) party_token: String,
     /// Bob's agent answers the tasks that arrive in `partners`.
     bob: Caller,
     stop: CancellationToken,
@@ -45,7 +46,7 @@ impl Drop for RemoteApp {
 }
 
 impl RemoteApp {
-    async fn start() -> RemoteApp {
+    pub(crate) async fn start() -> RemoteApp {
         let db = TestDb::new().await;
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("master.key"), MASTER_HEX).unwrap();
@@ -125,7 +126,7 @@ impl RemoteApp {
         }
     }
 
-    fn card_url(&self) -> String {
+    pub(crate) fn card_url(&self) -> String {
         format!("{}/.well-known/agent-card.json", self.url)
     }
 
@@ -138,7 +139,7 @@ impl RemoteApp {
             .unwrap();
     }
 
-    async fn rotate_keys(&self) {
+    pub(crate) async fn rotate_keys(&self) {
         let response = reqwest::Client::new()
             .post(format!("{}/admin/v1/keys/rotate", self.url))
             .bearer_auth(&self.admin_token)
@@ -150,7 +151,7 @@ impl RemoteApp {
     }
 }
 
-fn outbox(allow_loopback: bool) -> OutboxSettings {
+pub(crate) fn outbox(allow_loopback: bool) -> OutboxSettings {
     OutboxSettings {
         connect_timeout: Duration::from_secs(5),
         timeout: Duration::from_secs(20),

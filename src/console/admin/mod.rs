@@ -18,7 +18,11 @@
 mod audit;
 mod channels;
 mod deliveries;
+mod keys;
+mod parties;
 mod people;
+mod remote;
+mod remotes;
 mod webhooks;
 
 use axum::Router;
@@ -42,8 +46,12 @@ pub(super) fn routes() -> Router<Console> {
         )
         .merge(people::routes())
         .merge(channels::routes())
+        .merge(parties::routes())
+        .merge(remotes::routes())
+        .merge(remote::routes())
         .merge(webhooks::routes())
         .merge(deliveries::routes())
+        .merge(keys::routes())
         .merge(audit::routes())
         .route("/console/admin/events", get(events))
 }

@@ -1,0 +1,234 @@
+//! Remote agents: list them, and add one from its card URL (the service fetches and verifies the
+//! card before it stores anything; the remote's page then shows the skills and interfaces it
+//! found). One remote's page is `remote.rs`. The rule is `Service::add_remote`.
+
+use axum::Router;
+use axum::extract::rejection::FormRejection;
+use axum::extract::{Form, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use minijinja::value::Serde;
+use serde::{Deserialize, Serialize};
+
+use super::{Admin, HasCsrf, admin, admin_form, admin_frame, field, rendered};
+use crate::console::{Console, Page, status_of};
+use crate::domain::{ChannelName, PersonId};
+use crate::remote::{Credentials, ExtraHeader, RemoteAuth};
+use crate::service::{RemoteSpec, ServiceError};
+
+/// The bindings the add form offers: (value, label); empty means the preference order.
+const BINDINGS: [(&str, &str); 4] = [
+    ("", "the card's best (gRPC, JSON-RPC, HTTP+JSON)"),
+    ("grpc", "gRPC"),
+    ("jsonrpc", "JSON-RPC"),
+    ("http-json", "HTTP+JSON"),
+];
+
+pub(super) fn routes() -> Router<Console> {
+    Router::new().route("/console/admin/remotes", get(list).post(add))
+}
+
+fn fail(c: &Console) -> impl Fn(ServiceError) -> Response + '_ {
+    move |e| Page::from(e).with(c, true).into_response()
+}
+
+/// The add form's refusal: why, and the values sent (never a secret).
+#[derive(Default, Serialize)]
+struct Outcome {
+    error: Option<String>,
+    values: std::collections::HashMap<&'static str, String>,
+    channels: Vec<String>,
+}
+
+async fn list(State(c): State<Console>, headers: HeaderMap) -> Result<Response, Response> {
+    let a = admin(&c, &headers).await?;
+    render_list(&c, &a, Outcome::default(), StatusCode::OK).await
+}
+
+async fn render_list(
+    c: &Console,
+    a: &Admin,
+    outcome: Outcome,
+    status: StatusCode,
+) -> Result<Response, Response> {
+    let remotes = c.service.list_remotes(&a.caller).await.map_err(fail(c))?;
+    let channels: Vec<String> = c
+        .service
+        .list_all_channels(&a.caller)
+        .await
+        .map_err(fail(c))?
+        .into_iter()
+        .filter(|ch| ch.removed_at.is_none())
+        .map(|ch| ch.name.to_string())
+        .collect();
+    rendered(
+        c,
+        "admin/remotes.html",
+        minijinja::context! {
+            remotes => Serde(&remotes), channels => channels, bindings => BINDINGS.to_vec(),
+            outcome => Serde(&outcome),
+            ..Serde(admin_frame(a, "remotes"))
+        },
+        status,
+    )
+    .await
+}
+
+#[derive(Deserialize)]
+struct AddForm {
+    csrf: Option<String>,
+    name: Option<String>,
+    display_name: Option<String>,
+    card_url: Option<String>,
+    binding: Option<String>,
+    allow_unsigned: Option<String>,
+    /// `none`, `bearer` or `oauth2`.
+    auth: Option<String>,
+    bearer_token: Option<String>,
+    token_url: Option<String>,
+    client_id: Option<String>,
+    client_secret: Option<String>,
+    /// OAuth2 scopes, separated by spaces or commas.
+    scopes: Option<String>,
+    /// Extra headers, one `Name: value` a line.
+    headers: Option<String>,
+    /// One `channel-NAME` field per checked channel.
+    #[serde(flatten)]
+    checked: std::collections::HashMap<String, String>,
+}
+
+impl HasCsrf for AddForm {
+    fn csrf(&self) -> Option<&str> {
+        self.csrf.as_deref()
+    }
+}
+
+impl AddForm {
+    fn channels(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .checked
+            .keys()
+            .filter_map(|k| k.strip_prefix("channel-").map(str::to_owned))
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+/// The credentials the form describes, as `RemoteSpec.credentials` takes them.
+fn credentials(f: &AddForm) -> Result<Credentials, ServiceError> {
+    let needed = |v: &Option<String>, what: &str| {
+        field(v).ok_or_else(|| ServiceError::invalid(format!("give the {what}")))
+    };
+    let auth = match field(&f.auth).as_deref().unwrap_or("none") {
+        "none" => None,
+        "bearer" => Some(RemoteAuth::Bearer {
+            token: needed(&f.bearer_token, "bearer token")?,
+        }),
+        "oauth2" => Some(RemoteAuth::Oauth2 {
+            token_url: needed(&f.token_url, "OAuth2 token URL")?,
+            client_id: needed(&f.client_id, "OAuth2 client id")?,
+            client_secret: needed(&f.client_secret, "OAuth2 client secret")?,
+            scopes: field(&f.scopes)
+                .unwrap_or_default()
+                .split([' ', ','])
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        }),
+        other => {
+            return Err(ServiceError::invalid(format!(
+                "credentials must be none, bearer or oauth2 (got {})",
+                crate::domain::text::quote(other)
+            )));
+        }
+    };
+    let headers = field(&f.headers)
+        .unwrap_or_default()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(|l| match l.split_once(':') {
+            Some((name, value)) => Ok(ExtraHeader {
+                name: name.trim().to_owned(),
+                value: value.trim().to_owned(),
+            }),
+            None => Err(ServiceError::invalid(
+                "write each extra header as Name: value, one a line",
+            )),
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(Credentials { auth, headers })
+}
+
+fn spec(f: &AddForm) -> Result<RemoteSpec, ServiceError> {
+    let raw = field(&f.name).unwrap_or_default();
+    let name = PersonId::parse(raw.clone()).map_err(|_| {
+        ServiceError::invalid(format!(
+            "the name must be a slug: lowercase letters, digits and -, e.g. billing-agent (got {})",
+            crate::domain::text::quote(&raw)
+        ))
+    })?;
+    let channels = f
+        .channels()
+        .into_iter()
+        .map(|n| {
+            ChannelName::parse(n.clone()).map_err(|_| {
+                ServiceError::invalid(format!(
+                    "{} is not a channel",
+                    crate::domain::text::quote(&n)
+                ))
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(RemoteSpec {
+        name,
+        card_url: field(&f.card_url).unwrap_or_default(),
+        display_name: field(&f.display_name),
+        channels,
+        allow_unsigned: f.allow_unsigned.is_some(),
+        binding: field(&f.binding),
+        credentials: credentials(f)?,
+    })
+}
+
+/// `POST /console/admin/remotes`: fetches and verifies the card, registers the remote, and shows
+/// what its card offers.
+async fn add(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    f: Result<Form<AddForm>, FormRejection>,
+) -> Result<Response, Response> {
+    let (a, f) = admin_form(&c, &headers, f).await?;
+    let added = match spec(&f) {
+        Ok(spec) => c.service.add_remote(&a.caller, spec).await,
+        Err(e) => Err(e),
+    };
+    match added {
+        Ok(view) => super::remote::added(&c, &a, &view).await,
+        Err(e) => {
+            let status = status_of(&e);
+            let outcome = Outcome {
+                error: Some(e.message),
+                // Secrets are not sent back to the page: they are typed again.
+                values: [
+                    ("name", &f.name),
+                    ("display_name", &f.display_name),
+                    ("card_url", &f.card_url),
+                    ("binding", &f.binding),
+                    ("allow_unsigned", &f.allow_unsigned),
+                    ("auth", &f.auth),
+                    ("token_url", &f.token_url),
+                    ("client_id", &f.client_id),
+                    ("scopes", &f.scopes),
+                ]
+                .into_iter()
+                .filter_map(|(k, v)| v.clone().map(|v| (k, v)))
+                .collect(),
+                channels: f.channels(),
+            };
+            render_list(&c, &a, outcome, status).await
+        }
+    }
+}
