@@ -38,6 +38,8 @@ struct Preview {
     after: Option<String>,
     error: Option<String>,
     action: String,
+    /// Where Cancel goes: the page the change was started from.
+    cancel: String,
     fields: Vec<(String, String)>,
 }
 
@@ -179,6 +181,7 @@ async fn add(
     let mut preview = Preview {
         title: format!("Create channel {name}"),
         action: "/console/admin/channels".into(),
+        cancel: "/console/admin/channels".into(),
         fields: vec![
             ("name".into(), name.clone()),
             (
@@ -351,6 +354,7 @@ async fn members(
     let mut preview = Preview {
         title: format!("Change the members of {name}"),
         action: format!("/console/admin/channels/{name}/members"),
+        cancel: format!("/console/admin/channels/{name}"),
         fields,
         ..Preview::default()
     };
@@ -450,6 +454,7 @@ async fn policy(
     let mut preview = Preview {
         title: format!("Change the approval policy of {name}"),
         action: format!("/console/admin/channels/{name}/policy"),
+        cancel: format!("/console/admin/channels/{name}"),
         fields,
         ..Preview::default()
     };
@@ -496,6 +501,7 @@ async fn remove(
     let preview = Preview {
         title: format!("Remove channel {name}"),
         action: format!("/console/admin/channels/{name}/remove"),
+        cancel: format!("/console/admin/channels/{name}"),
         before: Some("members with their rights; new posts and requests accepted".into()),
         after: Some(
             "removed: its threads and messages stay readable by its members (read only); \
