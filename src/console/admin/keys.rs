@@ -13,7 +13,9 @@ use minijinja::value::Serde;
 use serde::{Deserialize, Serialize};
 
 use super::people::post_only;
-use super::{Admin, HasCsrf, admin, admin_form, admin_frame, done, field, pretty, rendered};
+use super::{
+    Admin, CsrfOnly, HasCsrf, admin, admin_form, admin_frame, done, field, pretty, rendered,
+};
 use crate::console::{Console, Page, status_of};
 use crate::service::{ErrorCode, ServiceError};
 
@@ -149,17 +151,6 @@ async fn rotate(
     match rotated {
         Ok(_) => done("/console/admin/keys").await,
         Err(e) => refused(&c, &a, "rotate", e).await,
-    }
-}
-
-#[derive(Deserialize)]
-struct CsrfOnly {
-    csrf: Option<String>,
-}
-
-impl HasCsrf for CsrfOnly {
-    fn csrf(&self) -> Option<&str> {
-        self.csrf.as_deref()
     }
 }
 

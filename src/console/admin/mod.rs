@@ -154,6 +154,60 @@ macro_rules! csrf_field {
 }
 pub(super) use csrf_field;
 
+/// A form with nothing but its CSRF token (a row's button).
+#[derive(serde::Deserialize)]
+pub(super) struct CsrfOnly {
+    csrf: Option<String>,
+}
+
+csrf_field!(CsrfOnly);
+
+/// A secret a page shows once, and what it is.
+#[derive(Serialize)]
+pub(super) struct Secret {
+    pub what: String,
+    pub secret: String,
+}
+
+/// What a page shows beside its lists: a secret just made, a notice, or a form's refusal with
+/// the values sent (never a secret).
+#[derive(Default, Serialize)]
+pub(super) struct Outcome {
+    pub shown: Option<Secret>,
+    pub notice: Option<String>,
+    /// Which form was refused (the page names its forms), and why.
+    pub form: Option<&'static str>,
+    pub error: Option<String>,
+    pub values: std::collections::HashMap<&'static str, String>,
+}
+
+impl Outcome {
+    /// A secret made this once.
+    pub(super) fn secret(what: String, secret: String) -> Self {
+        Outcome {
+            shown: Some(Secret { what, secret }),
+            ..Outcome::default()
+        }
+    }
+
+    /// `form`'s refusal `e`, with the values sent.
+    pub(super) fn refused(
+        form: &'static str,
+        e: &ServiceError,
+        values: &[(&'static str, Option<String>)],
+    ) -> Self {
+        Outcome {
+            form: Some(form),
+            error: Some(e.message.clone()),
+            values: values
+                .iter()
+                .filter_map(|(k, v)| v.clone().map(|v| (*k, v)))
+                .collect(),
+            ..Outcome::default()
+        }
+    }
+}
+
 /// The admin pages' layout context: the console's frame, the admin tab, and which admin page.
 #[derive(Serialize)]
 pub(super) struct AdminFrame<'a> {

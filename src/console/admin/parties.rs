@@ -12,7 +12,9 @@ use minijinja::value::Serde;
 use serde::{Deserialize, Serialize};
 
 use super::people::post_only;
-use super::{Admin, HasCsrf, admin, admin_form, admin_frame, done, field, rendered};
+use super::{
+    Admin, CsrfOnly, HasCsrf, Outcome, admin, admin_form, admin_frame, done, field, rendered,
+};
 use crate::console::{Console, Page, status_of};
 use crate::domain::PersonId;
 use crate::service::{PartySpec, ServiceError};
@@ -31,23 +33,6 @@ struct PartyRow {
     jwt_subject: Option<String>,
     channels: Vec<String>,
     created_at: String,
-}
-
-/// A party token just issued: shown this once.
-#[derive(Serialize)]
-struct Shown {
-    what: String,
-    secret: String,
-}
-
-/// What the page shows beside its list: a secret just made, or a refusal with the values sent.
-#[derive(Default, Serialize)]
-struct Outcome {
-    shown: Option<Shown>,
-    /// Which form was refused (`party`, `row`), and why.
-    form: Option<&'static str>,
-    error: Option<String>,
-    values: std::collections::HashMap<&'static str, String>,
 }
 
 fn fail(c: &Console) -> impl Fn(ServiceError) -> Response + '_ {
@@ -115,15 +100,7 @@ async fn refused(
     e: ServiceError,
     values: &[(&'static str, Option<String>)],
 ) -> Result<Response, Response> {
-    let outcome = Outcome {
-        form: Some(form),
-        error: Some(e.message.clone()),
-        values: values
-            .iter()
-            .filter_map(|(k, v)| v.clone().map(|v| (*k, v)))
-            .collect(),
-        ..Outcome::default()
-    };
+    let outcome = Outcome::refused(form, &e, values);
     render(c, a, outcome, status_of(&e)).await
 }
 
@@ -178,16 +155,13 @@ async fn add(
             let Some(token) = token else {
                 return done("/console/admin/parties").await;
             };
-            let outcome = Outcome {
-                shown: Some(Shown {
-                    what: format!(
-                        "Token {} of party {} ({})",
-                        token.token.id, party.person.id, token.token.scopes
-                    ),
-                    secret: token.secret,
-                }),
-                ..Outcome::default()
-            };
+            let outcome = Outcome::secret(
+                format!(
+                    "Token {} of party {} ({})",
+                    token.token.id, party.person.id, token.token.scopes
+                ),
+                token.secret,
+            );
             render(&c, &a, outcome, StatusCode::OK).await
         }
         Err(e) => {
@@ -200,17 +174,6 @@ async fn add(
             ];
             refused(&c, &a, "party", e, &values).await
         }
-    }
-}
-
-#[derive(Deserialize)]
-struct CsrfOnly {
-    csrf: Option<String>,
-}
-
-impl HasCsrf for CsrfOnly {
-    fn csrf(&self) -> Option<&str> {
-        self.csrf.as_deref()
     }
 }
 

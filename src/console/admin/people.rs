@@ -13,7 +13,7 @@ use axum::{Router, routing::MethodRouter};
 use minijinja::value::Serde;
 use serde::{Deserialize, Serialize};
 
-use super::{Admin, admin, admin_form, admin_frame, done, field, rendered};
+use super::{Admin, CsrfOnly, Outcome, admin, admin_form, admin_frame, done, field, rendered};
 use crate::console::{Console, Page, status_of};
 use crate::domain::{PersonId, PersonKind, Scope, Scopes};
 use crate::service::{ServiceError, TokenSpec};
@@ -61,24 +61,6 @@ struct TokenRow {
     last_used_at: Option<String>,
     revoked_at: Option<String>,
     live: bool,
-}
-
-/// A secret the page shows once: what it is, and the secret.
-#[derive(Serialize)]
-struct Shown {
-    what: String,
-    secret: String,
-}
-
-/// What the page shows beside its lists: a secret just made, or a form's refusal with the
-/// values sent.
-#[derive(Default, Serialize)]
-struct Outcome {
-    shown: Option<Shown>,
-    /// Which form was refused (`person`, `token`, `link`, `row`), and why.
-    form: Option<&'static str>,
-    error: Option<String>,
-    values: std::collections::HashMap<&'static str, String>,
 }
 
 async fn page(State(c): State<Console>, headers: HeaderMap) -> Result<Response, Response> {
@@ -150,15 +132,7 @@ async fn refused(
     e: ServiceError,
     values: &[(&'static str, Option<String>)],
 ) -> Result<Response, Response> {
-    let outcome = Outcome {
-        form: Some(form),
-        error: Some(e.message.clone()),
-        values: values
-            .iter()
-            .filter_map(|(k, v)| v.clone().map(|v| (*k, v)))
-            .collect(),
-        ..Outcome::default()
-    };
+    let outcome = Outcome::refused(form, &e, values);
     render(c, a, outcome, status_of(&e)).await
 }
 
@@ -206,11 +180,6 @@ async fn add_person(
             refused(&c, &a, "person", e, &values).await
         }
     }
-}
-
-#[derive(Deserialize)]
-struct CsrfOnly {
-    csrf: Option<String>,
 }
 
 /// `POST /console/admin/people/{id}/remove`.
@@ -283,16 +252,13 @@ async fn issue_token(
     };
     match issued {
         Ok(t) => {
-            let outcome = Outcome {
-                shown: Some(Shown {
-                    what: format!(
-                        "Token {} for {} ({})",
-                        t.token.id, t.token.person, t.token.scopes
-                    ),
-                    secret: t.secret,
-                }),
-                ..Outcome::default()
-            };
+            let outcome = Outcome::secret(
+                format!(
+                    "Token {} for {} ({})",
+                    t.token.id, t.token.person, t.token.scopes
+                ),
+                t.secret,
+            );
             render(&c, &a, outcome, StatusCode::OK).await
         }
         Err(e) => {
@@ -342,22 +308,19 @@ async fn issue_link(
     };
     match issued {
         Ok(l) => {
-            let outcome = Outcome {
-                shown: Some(Shown {
-                    what: format!(
-                        "{} login link for {} (single use, until {})",
-                        if admin_link { "Admin" } else { "A" },
-                        l.link.person,
-                        l.link.expires_at
-                    ),
-                    secret: crate::console::login_link_url(&c.public_url, &l.secret),
-                }),
-                ..Outcome::default()
-            };
+            let outcome = Outcome::secret(
+                format!(
+                    "{} login link for {} (single use, until {})",
+                    if admin_link { "Admin" } else { "A" },
+                    l.link.person,
+                    l.link.expires_at
+                ),
+                crate::console::login_link_url(&c.public_url, &l.secret),
+            );
             render(&c, &a, outcome, StatusCode::OK).await
         }
         Err(e) => refused(&c, &a, "link", e, &[("person", f.person)]).await,
     }
 }
 
-super::csrf_field!(PersonForm, CsrfOnly, TokenForm, LinkForm);
+super::csrf_field!(PersonForm, TokenForm, LinkForm);

@@ -15,7 +15,7 @@ use minijinja::value::Serde;
 use serde::{Deserialize, Serialize};
 
 use super::people::post_only;
-use super::{Admin, HasCsrf, admin, admin_form, admin_frame, done, pretty, rendered};
+use super::{Admin, CsrfOnly, HasCsrf, admin, admin_form, admin_frame, done, pretty, rendered};
 use crate::console::{Console, Page, status_of};
 use crate::domain::PersonId;
 use crate::service::{ErrorCode, RefreshSpec, RemoteView, ServiceError};
@@ -268,17 +268,6 @@ async fn refresh(
         }
     };
     render_remote(&c, &a, &name, shown, preview, status).await
-}
-
-#[derive(Deserialize)]
-struct CsrfOnly {
-    csrf: Option<String>,
-}
-
-impl HasCsrf for CsrfOnly {
-    fn csrf(&self) -> Option<&str> {
-        self.csrf.as_deref()
-    }
 }
 
 /// `POST /console/admin/remotes/{name}/remove`: it leaves its channels and can no longer be

@@ -32,15 +32,9 @@ pub(super) fn routes() -> Router<Console> {
         .route("/console/admin/webhooks/{id}/remove", post_only(remove))
 }
 
-#[derive(Serialize)]
-struct Shown {
-    what: String,
-    secret: String,
-}
-
 #[derive(Default, Serialize)]
 struct Outcome {
-    shown: Option<Shown>,
+    shown: Option<super::Secret>,
     notice: Option<String>,
     /// `add` (the form) or `row` (a row's button).
     form: Option<&'static str>,
@@ -147,7 +141,7 @@ async fn add(
     match added {
         Ok((webhook, secret)) => {
             let outcome = Outcome {
-                shown: Some(Shown {
+                shown: Some(super::Secret {
                     what: format!("Webhook {} to {}", webhook.id, webhook.url),
                     secret,
                 }),
@@ -240,7 +234,7 @@ async fn rotate(
                 None => format!("New secret of {id}: the old one no longer signs"),
             };
             let outcome = Outcome {
-                shown: Some(Shown { what, secret }),
+                shown: Some(super::Secret { what, secret }),
                 ..Outcome::default()
             };
             render(&c, &a, outcome, StatusCode::OK).await
