@@ -27,6 +27,7 @@ mod remote_send;
 mod remotes;
 mod sessions;
 mod tasks;
+mod webhooks;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -39,10 +40,7 @@ pub use approvals::{ApprovalPage, ApprovalView, CONFIRM_CHARS};
 pub use audit::{AuditQuery, MAX_AUDIT_PAGE};
 pub use channels::{ChannelSpec, MemberChange, MembersPlan};
 pub use coordination::{ClaimAction, ClaimTarget, LeaseSpec, PresenceSpec};
-pub use delivery::{
-    DeliveryView, PushParts, WEBHOOK_EVENTS, WEBHOOK_ROTATION_MAX_OVERLAP_S,
-    WEBHOOK_ROTATION_OVERLAP_S, WebhookSpec,
-};
+pub use delivery::{DeliveryView, PushParts};
 pub use error::{ErrorCode, Result, ServiceError};
 pub use inbox::{InboxItem, InboxPage, InboxRequest, ItemContent};
 pub use keys::{CardSignature, PublishedCard};
@@ -64,6 +62,9 @@ pub use sessions::{
 };
 pub use tasks::{
     A2A_KEY_PREFIX, PushConfigSpec, SkillRoute, TaskApproval, TaskListing, TaskMessage, TaskView,
+};
+pub use webhooks::{
+    WEBHOOK_EVENTS, WEBHOOK_ROTATION_MAX_OVERLAP_S, WEBHOOK_ROTATION_OVERLAP_S, WebhookSpec,
 };
 
 use crate::bus::{Topic, WakeBus};
