@@ -6,13 +6,13 @@ use axum::Router;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use minijinja::value::Serde;
 use serde::Serialize;
 
-use super::{admin, admin_frame, pretty, rendered};
-use crate::console::{Console, Page, status_of};
+use super::{admin, admin_frame, fail, pretty, rendered};
+use crate::console::{Console, status_of};
 use crate::service::{AuditQuery, ServiceError};
 
 /// Entries per page.
@@ -138,7 +138,7 @@ async fn export(
     q: Result<Query<AuditQuery>, QueryRejection>,
 ) -> Result<Response, Response> {
     let a = admin(&c, &headers).await?;
-    let fail = |e: ServiceError| Page::from(e).with(&c, true).into_response();
+    let fail = fail(&c);
     let q = query(q).map_err(fail)?;
     crate::http::audit_lines(c.service.clone(), a.caller, q)
         .await

@@ -8,14 +8,14 @@ use axum::Router;
 use axum::extract::rejection::FormRejection;
 use axum::extract::{Form, Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use minijinja::value::Serde;
 use serde::{Deserialize, Serialize};
 
 use super::people::post_only;
-use super::{Admin, admin, admin_form, admin_frame, done, field, pretty, rendered};
-use crate::console::{Console, Page, status_of};
+use super::{Admin, admin, admin_form, admin_frame, done, fail, field, pretty, rendered};
+use crate::console::{Console, status_of};
 use crate::domain::{ChannelName, PersonId, PolicyChange, PolicyDecision, Right, Rights};
 use crate::service::{ChannelSpec, MemberChange, ServiceError};
 use crate::store::ChannelRecord;
@@ -66,10 +66,6 @@ fn row(c: &ChannelRecord) -> ChannelRow {
         needs_approval: c.policy.needing_approval(),
         removed: c.removed_at.is_some(),
     }
-}
-
-fn fail(c: &Console) -> impl Fn(ServiceError) -> Response + '_ {
-    move |e| Page::from(e).with(c, true).into_response()
 }
 
 fn checked(v: &Option<String>) -> bool {

@@ -8,14 +8,14 @@ use axum::Router;
 use axum::extract::rejection::{FormRejection, QueryRejection};
 use axum::extract::{Form, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use minijinja::value::Serde;
 use serde::{Deserialize, Serialize};
 
 use super::people::post_only;
-use super::{Admin, admin, admin_form, admin_frame, done, field, rendered};
-use crate::console::{Console, Page, status_of};
+use super::{Admin, admin, admin_form, admin_frame, done, fail, field, rendered};
+use crate::console::{Console, status_of};
 use crate::service::ServiceError;
 use crate::store::{DeliveryFilter, DeliveryState};
 
@@ -47,10 +47,6 @@ struct Filter {
     /// pending, failed, dead or delivered.
     state: Option<String>,
     endpoint: Option<String>,
-}
-
-fn fail(c: &Console) -> impl Fn(ServiceError) -> Response + '_ {
-    move |e| Page::from(e).with(c, true).into_response()
 }
 
 fn filter(f: &Filter) -> Result<DeliveryFilter, ServiceError> {

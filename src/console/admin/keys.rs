@@ -7,16 +7,16 @@ use axum::Router;
 use axum::extract::rejection::FormRejection;
 use axum::extract::{Form, Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use minijinja::value::Serde;
 use serde::{Deserialize, Serialize};
 
 use super::people::post_only;
 use super::{
-    Admin, CsrfOnly, HasCsrf, admin, admin_form, admin_frame, done, field, pretty, rendered,
+    Admin, CsrfOnly, HasCsrf, admin, admin_form, admin_frame, done, fail, field, pretty, rendered,
 };
-use crate::console::{Console, Page, status_of};
+use crate::console::{Console, status_of};
 use crate::service::{ErrorCode, ServiceError};
 
 /// The overlaps the rotation form offers, in days (the key manager allows up to 90).
@@ -44,10 +44,6 @@ struct SignatureRow {
 struct Outcome {
     form: Option<&'static str>,
     error: Option<String>,
-}
-
-fn fail(c: &Console) -> impl Fn(ServiceError) -> Response + '_ {
-    move |e| Page::from(e).with(c, true).into_response()
 }
 
 async fn page(State(c): State<Console>, headers: HeaderMap) -> Result<Response, Response> {

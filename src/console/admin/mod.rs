@@ -68,10 +68,7 @@ async fn events(
 ) -> Result<Response, Response> {
     use axum::response::sse::{Event, KeepAlive, Sse};
     let a = admin(&c, &headers).await?;
-    let changes = c
-        .service
-        .outbox_changes(&a.caller)
-        .map_err(|e| Page::from(e).with(&c, true).into_response())?;
+    let changes = c.service.outbox_changes(&a.caller).map_err(fail(&c))?;
     let stream = futures::stream::unfold(
         (c, a.s.secret, changes),
         |(c, secret, mut changes)| async move {
@@ -129,7 +126,7 @@ pub(super) async fn admin_form<T: HasCsrf>(
     let Ok(caller) = c.service.console_admin(&s.caller, &s.record).await else {
         return Err(hidden(Method::POST).await);
     };
-    let back = |e: ServiceError| Page::from(e).with(c, true).into_response();
+    let back = fail(c);
     let f = form(f).map_err(back)?;
     c.service
         .check_console_csrf(&s.secret, f.csrf())
@@ -231,6 +228,11 @@ impl AdminFrame<'_> {
         self.live_source = Some(source);
         self
     }
+}
+
+/// The error page of a refusal on an admin page (with the way back).
+pub(super) fn fail(c: &Console) -> impl Fn(ServiceError) -> Response + Copy + '_ {
+    move |e| Page::from(e).with(c, true).into_response()
 }
 
 /// A rendered admin page with `status`, or the error page.

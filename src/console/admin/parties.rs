@@ -6,16 +6,16 @@ use axum::Router;
 use axum::extract::rejection::FormRejection;
 use axum::extract::{Form, Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use minijinja::value::Serde;
 use serde::{Deserialize, Serialize};
 
 use super::people::post_only;
 use super::{
-    Admin, CsrfOnly, HasCsrf, Outcome, admin, admin_form, admin_frame, done, field, rendered,
+    Admin, CsrfOnly, HasCsrf, Outcome, admin, admin_form, admin_frame, done, fail, field, rendered,
 };
-use crate::console::{Console, Page, status_of};
+use crate::console::{Console, status_of};
 use crate::domain::PersonId;
 use crate::service::{PartySpec, ServiceError};
 
@@ -33,10 +33,6 @@ struct PartyRow {
     jwt_subject: Option<String>,
     channels: Vec<String>,
     created_at: String,
-}
-
-fn fail(c: &Console) -> impl Fn(ServiceError) -> Response + '_ {
-    move |e| Page::from(e).with(c, true).into_response()
 }
 
 async fn page(State(c): State<Console>, headers: HeaderMap) -> Result<Response, Response> {

@@ -13,7 +13,9 @@ use axum::{Router, routing::MethodRouter};
 use minijinja::value::Serde;
 use serde::{Deserialize, Serialize};
 
-use super::{Admin, CsrfOnly, Outcome, admin, admin_form, admin_frame, done, field, rendered};
+use super::{
+    Admin, CsrfOnly, Outcome, admin, admin_form, admin_frame, done, fail, field, rendered,
+};
 use crate::console::{Console, Page, status_of};
 use crate::domain::{PersonId, PersonKind, Scope, Scopes};
 use crate::service::{ServiceError, TokenSpec};
@@ -74,7 +76,7 @@ async fn render(
     outcome: Outcome,
     status: StatusCode,
 ) -> Result<Response, Response> {
-    let fail = |e: ServiceError| Page::from(e).with(c, true).into_response();
+    let fail = fail(c);
     let now = c.service.clock_now();
     let persons: Vec<PersonRow> = c
         .service

@@ -9,14 +9,16 @@ use axum::Router;
 use axum::extract::rejection::FormRejection;
 use axum::extract::{Form, Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use minijinja::value::Serde;
 use serde::{Deserialize, Serialize};
 
 use super::people::post_only;
-use super::{Admin, CsrfOnly, HasCsrf, admin, admin_form, admin_frame, done, pretty, rendered};
-use crate::console::{Console, Page, status_of};
+use super::{
+    Admin, CsrfOnly, HasCsrf, admin, admin_form, admin_frame, done, fail, pretty, rendered,
+};
+use crate::console::{Console, status_of};
 use crate::domain::PersonId;
 use crate::service::{ErrorCode, RefreshSpec, RemoteView, ServiceError};
 
@@ -25,10 +27,6 @@ pub(super) fn routes() -> Router<Console> {
         .route("/console/admin/remotes/{name}", get(show))
         .route("/console/admin/remotes/{name}/refresh", post_only(refresh))
         .route("/console/admin/remotes/{name}/remove", post_only(remove))
-}
-
-fn fail(c: &Console) -> impl Fn(ServiceError) -> Response + '_ {
-    move |e| Page::from(e).with(c, true).into_response()
 }
 
 /// A change shown before it is applied (the keys a refresh found), as `admin/preview.html`

@@ -6,13 +6,13 @@ use axum::Router;
 use axum::extract::rejection::FormRejection;
 use axum::extract::{Form, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use minijinja::value::Serde;
 use serde::{Deserialize, Serialize};
 
-use super::{Admin, HasCsrf, admin, admin_form, admin_frame, field, rendered};
-use crate::console::{Console, Page, status_of};
+use super::{Admin, HasCsrf, admin, admin_form, admin_frame, fail, field, rendered};
+use crate::console::{Console, status_of};
 use crate::domain::{ChannelName, PersonId};
 use crate::remote::{Credentials, ExtraHeader, RemoteAuth};
 use crate::service::{RemoteSpec, ServiceError};
@@ -27,10 +27,6 @@ const BINDINGS: [(&str, &str); 4] = [
 
 pub(super) fn routes() -> Router<Console> {
     Router::new().route("/console/admin/remotes", get(list).post(add))
-}
-
-fn fail(c: &Console) -> impl Fn(ServiceError) -> Response + '_ {
-    move |e| Page::from(e).with(c, true).into_response()
 }
 
 /// The add form's refusal: why, and the values sent (never a secret).

@@ -8,14 +8,14 @@ use axum::Router;
 use axum::extract::rejection::FormRejection;
 use axum::extract::{Form, Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use minijinja::value::Serde;
 use serde::{Deserialize, Serialize};
 
 use super::people::post_only;
-use super::{Admin, admin, admin_form, admin_frame, done, field, rendered};
-use crate::console::{Console, Page, status_of};
+use super::{Admin, admin, admin_form, admin_frame, done, fail, field, rendered};
+use crate::console::{Console, status_of};
 use crate::domain::{ChannelName, PersonId};
 use crate::service::{ServiceError, WEBHOOK_EVENTS, WebhookSpec};
 
@@ -56,7 +56,7 @@ async fn render(
     outcome: Outcome,
     status: StatusCode,
 ) -> Result<Response, Response> {
-    let fail = |e: ServiceError| Page::from(e).with(c, true).into_response();
+    let fail = fail(c);
     let webhooks = c.service.webhooks(&a.caller).await.map_err(fail)?;
     let channels: Vec<String> = c
         .service
