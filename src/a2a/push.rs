@@ -26,14 +26,15 @@ pub struct PushTarget<'a> {
 }
 
 /// The POSTs of one push: a reply's artifact, then its status, may be two. `common` holds the
-/// headers every POST of the delivery carries.
+/// headers every POST of the delivery carries. Each POST has its own `X-Liaison-Event-Id`, the
+/// same at every attempt: the delivery's event id when it is one POST, else that id and `.n`
+/// for the n-th (`thr_…:3.1`, `thr_…:3.2`), so a receiver deduplicating on it keeps them all.
 pub fn requests(
     parts: &PushParts,
     keys: &KeyRing,
     to: &PushTarget<'_>,
     mut common: HeaderMap,
 ) -> Result<Vec<(HeaderMap, Vec<u8>)>, SendFailure> {
-    common.extend(header("x-liaison-event-id", to.event_id));
     if let Some(token) = &parts.config.token {
         common.extend(header("x-a2a-notification-token", token));
     }
@@ -44,11 +45,18 @@ pub fn requests(
         parts.cause.as_ref(),
         parts.view.approval.as_ref(),
     );
+    let several = responses.len() > 1;
     let mut out = Vec::new();
-    for response in responses {
+    for (n, response) in responses.into_iter().enumerate() {
         let body = serde_json::to_vec(&crate::wire::protojson::render(&response))
             .map_err(|e| SendFailure::Request(e.to_string()))?;
         let mut headers = common.clone();
+        let event_id = if several {
+            format!("{}.{}", to.event_id, n + 1)
+        } else {
+            to.event_id.to_owned()
+        };
+        headers.extend(header("x-liaison-event-id", &event_id));
         let authorization = match (&parts.config.auth_scheme, &parts.config.auth_credentials) {
             (Some(scheme), Some(credentials)) => format!("{scheme} {credentials}"),
             _ => {

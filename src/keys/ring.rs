@@ -93,6 +93,21 @@ impl MasterKey {
         Ok(MasterKey(key))
     }
 
+    /// A 32-byte value derived from the master key for one `purpose` and `context`
+    /// (HMAC-SHA256 over both, the purpose ending at a NUL): the same inputs always give the same
+    /// value, which nobody without the master key can compute. For secrets that must be the same
+    /// each time they are made but are never stored.
+    pub(crate) fn derive(&self, purpose: &str, context: &[u8]) -> [u8; 32] {
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &self.0);
+        let mut message = Vec::with_capacity(purpose.len() + 1 + context.len());
+        message.extend_from_slice(purpose.as_bytes());
+        message.push(0);
+        message.extend_from_slice(context);
+        let mut out = [0u8; 32];
+        out.copy_from_slice(ring::hmac::sign(&key, &message).as_ref());
+        out
+    }
+
     fn aead(&self) -> LessSafeKey {
         // 32 bytes is always a valid AES-256 key.
         LessSafeKey::new(UnboundKey::new(&AES_256_GCM, &self.0).expect("32-byte AES-256 key"))

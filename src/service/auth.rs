@@ -23,6 +23,23 @@ pub(super) fn new_secret() -> (String, String) {
     (id, secret)
 }
 
+/// The secret and public id that `purpose` and `context` always derive under `master` (see
+/// [`crate::keys::ring::MasterKey::derive`]), shaped like [`new_secret`]'s, the id with `prefix`.
+pub(super) fn derived_secret(
+    master: &crate::keys::ring::MasterKey,
+    purpose: &str,
+    context: &[u8],
+    prefix: &str,
+) -> (String, String) {
+    let secret = master.derive(purpose, context);
+    let id = master.derive(&format!("{purpose} id"), context);
+    let secret = format!(
+        "{SECRET_PREFIX}{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(secret)
+    );
+    (format!("{prefix}{}", crate::domain::hex(&id[..6])), secret)
+}
+
 pub(super) fn hash_secret(secret: &str) -> String {
     crate::domain::sha256_hex(secret.as_bytes())
 }

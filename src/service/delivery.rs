@@ -215,19 +215,53 @@ impl Service {
         Ok((webhook, secrets))
     }
 
-    /// A fresh single-use approval link for an `approval.pending` webhook body: for `person` when
-    /// they are an approver, else for the first approver; issued in the bootstrap admin's name
-    /// (as an admin's `link issue` would be). `None` when there is none to give (the approval was
-    /// decided meanwhile).
+    /// The single-use approval link of an `approval.pending` webhook delivery's body: for
+    /// `person` when they are an approver, else for the first approver; issued in the bootstrap
+    /// admin's name (as an admin's `link issue` would be). A retried delivery must be
+    /// byte-identical (receivers deduplicate on `webhook-id`), so the link's id and secret are
+    /// derived from the master key and the delivery, never stored: the first attempt issues it,
+    /// every later one finds it and gives it again, whatever happened to the approval since.
+    /// `None` when there is none to give (the approval was already decided at the first attempt,
+    /// and so at every later one).
     pub async fn webhook_approval_link(
         &self,
+        delivery: i64,
         id: &ApprovalId,
         person: Option<&PersonId>,
     ) -> Option<super::IssuedLink> {
+        let context = format!("{delivery}\0{id}\0{}", person.map_or("", PersonId::as_str));
+        let (link_id, secret) = super::auth::derived_secret(
+            self.master_key().ok()?,
+            "webhook approval link",
+            context.as_bytes(),
+            "lnk_",
+        );
+        let given = || async {
+            let hash = super::auth::hash_secret(&secret);
+            let link = self
+                .inner
+                .store
+                .link_by_hash(crate::store::LinkKind::Approval, &hash)
+                .await
+                .ok()??;
+            Some(super::IssuedLink {
+                link,
+                secret: secret.clone(),
+            })
+        };
+        if let Some(issued) = given().await {
+            return Some(issued);
+        }
         let admin = self.system_admin().await.ok()?;
-        self.approval_link(&admin, id, person, None, None)
-            .await
-            .ok()
+        let how = super::sessions::LinkIssue::Derived {
+            id: link_id,
+            secret: secret.clone(),
+        };
+        match self.approval_link(&admin, id, person, None, how).await {
+            Ok(issued) => Some(issued),
+            // Issued meanwhile by another attempt (a lease that passed on): that one.
+            Err(_) => given().await,
+        }
     }
 
     /// The service's current time (the outbox worker's clock).

@@ -47,6 +47,15 @@ pub struct ThreadFilter {
     pub search: Option<String>,
 }
 
+/// How a link is issued.
+pub(super) enum LinkIssue {
+    /// With a random secret, by an admin, audited as this event.
+    Audited(&'static str),
+    /// With the id and secret the caller derived (the server's own links in webhook bodies,
+    /// which must be the same at every attempt of their delivery): not an admin change.
+    Derived { id: String, secret: String },
+}
+
 /// A link just issued: its secret is shown once.
 #[derive(Debug, Clone)]
 pub struct IssuedLink {
@@ -143,8 +152,15 @@ impl Service {
         } else {
             "link.login_issued"
         };
-        self.issue_link(admin, person.clone(), None, ttl, Some(event), admin_session)
-            .await
+        self.issue_link(
+            admin,
+            person.clone(),
+            None,
+            ttl,
+            LinkIssue::Audited(event),
+            admin_session,
+        )
+        .await
     }
 
     /// A single-use link deciding approval `id` as `person` (default: its first approver), for
@@ -162,21 +178,19 @@ impl Service {
             id,
             person,
             expires_in_s,
-            Some("link.approval_issued"),
+            LinkIssue::Audited("link.approval_issued"),
         )
         .await
     }
 
-    /// An approval link as [`Service::issue_approval_link`] makes, audited as `event` (none:
-    /// the links the server puts in webhook bodies, a new one per attempt, are not admin
-    /// changes).
+    /// An approval link as [`Service::issue_approval_link`] makes, issued `how`.
     pub(super) async fn approval_link(
         &self,
         admin: &Caller,
         id: &ApprovalId,
         person: Option<&PersonId>,
         expires_in_s: Option<u64>,
-        event: Option<&'static str>,
+        how: LinkIssue,
     ) -> Result<IssuedLink> {
         admin.require(Scope::Admin)?;
         let ttl = link_ttl(expires_in_s)?;
@@ -205,7 +219,7 @@ impl Service {
                 })?,
             };
         undecided(&approval, self.now())?;
-        self.issue_link(admin, person, Some(id.clone()), ttl, event, false)
+        self.issue_link(admin, person, Some(id.clone()), ttl, how, false)
             .await
     }
 
@@ -216,7 +230,7 @@ impl Service {
         person: PersonId,
         approval: Option<ApprovalId>,
         ttl: u64,
-        event: Option<&'static str>,
+        how: LinkIssue,
         admin_session: bool,
     ) -> Result<IssuedLink> {
         let kind = if approval.is_some() {
@@ -224,9 +238,14 @@ impl Service {
         } else {
             LinkKind::Login
         };
-        let (id, secret) = new_secret();
+        let (id, secret, event) = match how {
+            LinkIssue::Audited(event) => {
+                let (id, secret) = new_secret();
+                (id.replacen("tok_", "lnk_", 1), secret, Some(event))
+            }
+            LinkIssue::Derived { id, secret } => (id, secret, None),
+        };
         let now = self.now();
-        let id = id.replacen("tok_", "lnk_", 1);
         let audit = event.map(|e| {
             let shown = serde_json::json!({
                 "person": person, "approval": approval, "admin": admin_session,

@@ -64,12 +64,16 @@ impl Store {
         Ok(claimed)
     }
 
-    /// Whether a delivery is due at `now` (a cheap read before claiming), and else when the
-    /// next one is.
+    /// When the next delivery can be claimed (a cheap read before sleeping): the earliest
+    /// among the heads of their order key's queue, each at its retry time or, while leased, at
+    /// its lease's end. Deliveries queued behind a head cannot go before it, so they never count:
+    /// counting them (they are due at once) would have the worker sleep the safety sweep.
     pub async fn next_delivery_due(&self) -> Result<Option<Timestamp>> {
         let row = query(
-            "SELECT MIN(CASE WHEN lease_until IS NOT NULL AND lease_until > next_attempt_at \
-             THEN lease_until ELSE next_attempt_at END) AS due FROM deliveries WHERE state = 'pending'",
+            "SELECT MIN(CASE WHEN d.lease_until IS NOT NULL AND d.lease_until > d.next_attempt_at \
+             THEN d.lease_until ELSE d.next_attempt_at END) AS due FROM deliveries d WHERE d.state = 'pending' \
+             AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.order_key = d.order_key AND p.state = 'pending' \
+             AND p.id < d.id)",
         )
         .fetch_one(&self.pool)
         .await?;

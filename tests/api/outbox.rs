@@ -9,9 +9,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::http::{HeaderMap, StatusCode};
+use liaison::clock::Clock;
 use liaison::domain::address::AddressPolicy;
 use liaison::domain::delivery::{AttemptVerdict, OutboxSettings, SendFailure, SendResult};
-use liaison::domain::{Kind, PersonKind, Scope, ThreadId};
+use liaison::domain::{Kind, PersonKind, Scope, ThreadId, Timestamp};
 use liaison::keys::ring::{KeyRing, MasterKey, SigningKey};
 use liaison::net::outbound::OutboundClient;
 use liaison::service::{
@@ -399,6 +400,130 @@ async fn outbox_failures_retry_on_schedule_and_later_events_wait_their_turn() {
     );
     assert_eq!(attempts[0].status, Some(503));
     assert_eq!(attempts[2].status, Some(429));
+}
+
+/// A reply is one delivery of two POSTs (its artifact, then its status). A receiver that
+/// deduplicates on `X-Liaison-Event-Id`, as the README tells it to, must see both, even when the
+/// second POST failed and the retry sent the first again: each POST has its own id, the same at
+/// every attempt.
+#[tokio::test]
+async fn outbox_each_post_of_a_delivery_has_its_own_event_id_stable_across_retries() {
+    let s = setup(outbox_settings()).await;
+    let rx = Receiver::start().await;
+    // SUBMITTED, then the reply's artifact is taken and its status refused.
+    rx.answer(&[
+        Answer::Status(200),
+        Answer::Status(200),
+        Answer::Status(503),
+    ]);
+    let task = s.task("m1").await;
+    s.push_to(&task, &rx.url, PushConfigSpec::default()).await;
+    s.say(&task, "reply", "TLS 1.3 only").await;
+    assert_eq!(s.drain().await.len(), 2);
+    s.env.clock.advance_secs(5);
+    assert_eq!(s.drain().await, [AttemptVerdict::Delivered]);
+
+    let got = rx.got();
+    let id = |r: &Received| r.headers["x-liaison-event-id"].to_str().unwrap().to_owned();
+    assert_eq!(
+        got.len(),
+        5,
+        "SUBMITTED, artifact, status (503), artifact, status"
+    );
+    assert_eq!(
+        id(&got[0]),
+        format!("{task}:1"),
+        "a one-POST event keeps its id"
+    );
+    assert_eq!(id(&got[1]), format!("{task}:2.1"));
+    assert_eq!(id(&got[2]), format!("{task}:2.2"));
+    assert_eq!(id(&got[3]), id(&got[1]), "stable across retries");
+    assert_eq!(id(&got[4]), id(&got[2]), "stable across retries");
+    // The deduplicating receiver: what it accepted (answered 2xx), each id once.
+    let mut seen = std::collections::HashSet::new();
+    let accepted: Vec<String> = got
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 2)
+        .filter(|(_, r)| seen.insert(id(r)))
+        .map(|(_, r)| {
+            r.body["statusUpdate"]["status"]["state"]
+                .as_str()
+                .unwrap_or("artifact")
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        accepted,
+        ["TASK_STATE_SUBMITTED", "artifact", "TASK_STATE_COMPLETED"]
+    );
+}
+
+/// The worker sleeps until the next due time it reads: that time must be the head of each
+/// queue's, never a later delivery's that cannot go before its head (which is always "overdue"
+/// and made the worker fall back to the 30 s safety sweep).
+#[tokio::test]
+async fn outbox_the_next_due_time_is_the_retry_of_the_head_whatever_queues_behind_it() {
+    let s = setup(OutboxSettings {
+        schedule: vec![
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+            Duration::from_secs(2),
+        ],
+        lease: Duration::from_secs(5),
+        ..outbox_settings()
+    })
+    .await;
+    let rx = Receiver::start().await;
+    rx.answer(&[Answer::RetryAfter(503, 1), Answer::Status(503)]);
+    let task = s.task("m1").await;
+    s.push_to(&task, &rx.url, PushConfigSpec::default()).await;
+    for word in ["Looking", "Still looking", "Nearly there"] {
+        s.say(&task, "announce", word).await;
+    }
+    let clock = &s.env.clock;
+    let service = &s.env.service;
+    assert_eq!(
+        service.next_delivery_due().await.unwrap(),
+        Some(clock.now())
+    );
+
+    // The head fails (Retry-After: 1) with three deliveries queued behind it.
+    let started = clock.now();
+    let first = s.worker.deliver_next().await.unwrap().unwrap();
+    assert!(matches!(first.verdict, AttemptVerdict::RetryAt(_)));
+    assert_eq!(s.list(Some(DeliveryState::Pending)).await.len(), 4);
+    assert_eq!(
+        service.next_delivery_due().await.unwrap(),
+        Some(Timestamp(started.0 + 1_000)),
+        "the retry one second on, not a queued delivery that cannot go"
+    );
+    clock.advance_secs(1);
+    let second = s.worker.deliver_next().await.unwrap().unwrap();
+    assert!(matches!(second.verdict, AttemptVerdict::RetryAt(_)));
+    assert_eq!(
+        service.next_delivery_due().await.unwrap(),
+        Some(Timestamp(started.0 + 2_000)),
+        "the schedule's second step"
+    );
+
+    // A worker dies with the head in flight: it is due when its lease ends, not before.
+    clock.advance_secs(1);
+    let claimed = service.claim_deliveries("dead-worker", 1).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(
+        service.next_delivery_due().await.unwrap(),
+        Some(Timestamp(clock.now().0 + 5_000)),
+        "the lease's end"
+    );
+    assert!(s.worker.deliver_next().await.unwrap().is_none());
+    clock.advance_secs(5);
+    assert_eq!(
+        s.drain().await,
+        [AttemptVerdict::Delivered; 4],
+        "the head, then the three behind it, in order"
+    );
+    assert_eq!(service.next_delivery_due().await.unwrap(), None);
 }
 
 #[tokio::test]

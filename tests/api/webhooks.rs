@@ -749,3 +749,45 @@ async fn every_webhook_and_delivery_change_is_audited_without_its_secret() {
     assert!(!text.contains(&first) && !text.contains(&second));
     assert!(!text.contains(&hook.sealed_secret), "not even sealed");
 }
+
+/// Standard Webhooks receivers deduplicate on `webhook-id`, so every attempt of one delivery
+/// must carry the same body: an `approval.pending` body's approval link is issued once, at the
+/// first attempt, and given again at every retry, even after the approval was decided.
+#[tokio::test]
+async fn a_retried_approval_pending_webhook_is_byte_identical_link_included() {
+    let s = setup(outbox_settings()).await;
+    s.env.member("bob", "codex@b:1").await;
+    s.env.channel("review", &["alice", "bob"]).await;
+    let rx = Receiver::start().await;
+    rx.answer(&[Answer::Status(503), Answer::Status(500)]);
+    s.hook(&rx.url, &["approval.pending"]).await;
+    let request = liaison::service::PostRequest {
+        impact: Some(liaison::domain::Impact::Code),
+        ..post("request", Some("review"), None, "Bump the TLS library")
+    };
+    s.env.service.post(&s.alice, request).await.unwrap();
+
+    assert_eq!(
+        s.drain().await,
+        [AttemptVerdict::RetryAt(t0().plus_secs(5))]
+    );
+    s.env.clock.advance_secs(5);
+    assert!(matches!(s.drain().await[..], [AttemptVerdict::RetryAt(_)]));
+    // Decided between two attempts: the third still carries the link the first one did.
+    s.env.allow_pending("bob").await;
+    s.env.clock.advance_secs(30);
+    assert_eq!(s.drain().await, [AttemptVerdict::Delivered]);
+
+    let got = rx.got();
+    assert_eq!(got.len(), 3);
+    let link = &got[0].body["data"]["approval_link"];
+    assert!(
+        link["url"].as_str().unwrap().contains("/console/"),
+        "{link}"
+    );
+    assert_eq!(link["for"], "bob");
+    for retry in &got[1..] {
+        assert_eq!(retry.raw, got[0].raw, "the same bytes at every attempt");
+        assert_eq!(retry.headers["webhook-id"], got[0].headers["webhook-id"]);
+    }
+}

@@ -202,6 +202,7 @@ impl Worker {
             body = webhook::with_approval_link(
                 &self.service,
                 &self.issuer,
+                d.id,
                 &body,
                 webhook.person.as_ref(),
             )
@@ -225,9 +226,11 @@ impl Worker {
             slots: concurrency,
             sweep: SAFETY_SWEEP,
             min_pause: Duration::ZERO,
-            // Due but not claimable (waiting behind an earlier delivery in flight, or all slots
-            // busy): the commit that frees it wakes us.
-            overdue_pause: SAFETY_SWEEP,
+            // Due but not claimed: all slots were busy (a finishing attempt wakes us), or another
+            // replica's worker took it between the claim and this read. Deliveries queued behind
+            // a head never count as due (`next_delivery_due`), so this is a short re-check, well
+            // within the second a retry may be late by.
+            overdue_pause: Duration::from_secs(1),
             at_stop: lease::AtStop::Finish,
         };
         lease::run(self, bus, shape, shutdown).await;

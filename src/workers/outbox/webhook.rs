@@ -1,5 +1,6 @@
-//! A webhook delivery's request: its stored body (an `approval.pending` body gains a fresh
-//! single-use approval link at each attempt, so the link's secret is never stored in the outbox),
+//! A webhook delivery's request: its stored body (an `approval.pending` body gains its
+//! delivery's single-use approval link, the same at every attempt, whose secret is derived from
+//! the master key and never stored: see `Service::webhook_approval_link`),
 //! signed by Standard Webhooks ([`super::signature`]), with both secrets during a rotation's
 //! overlap.
 
@@ -34,12 +35,13 @@ pub(super) fn signed(
     Ok(vec![(headers, body)])
 }
 
-/// An `approval.pending` body with a fresh approval link for the webhook's person when they are
-/// an approver, else the first approver. Without one (the approval was decided meanwhile, or no
-/// console), `approval_link` is null.
+/// An `approval.pending` body with its delivery's approval link for the webhook's person when
+/// they are an approver, else the first approver. Without one (the approval was decided before
+/// the first attempt, or no console), `approval_link` is null.
 pub(super) async fn with_approval_link(
     service: &Service,
     public_url: &str,
+    delivery: i64,
     body: &[u8],
     person: Option<&PersonId>,
 ) -> Vec<u8> {
@@ -51,7 +53,7 @@ pub(super) async fn with_approval_link(
     let person = person.filter(|p| approvers.contains(p));
     let link = match ApprovalId::parse(event["data"]["approval_id"].as_str().unwrap_or_default()) {
         Ok(id) => service
-            .webhook_approval_link(&id, person)
+            .webhook_approval_link(delivery, &id, person)
             .await
             .map(|issued| {
                 serde_json::json!({
