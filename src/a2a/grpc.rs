@@ -122,7 +122,7 @@ impl GrpcA2a {
 
 /// The bearer secret of the `authorization` metadata.
 fn bearer(metadata: &MetadataMap) -> Option<&str> {
-    crate::wire::params::bearer_credential(metadata.get("authorization")?.to_str().ok()?)
+    crate::http::bearer_credential(metadata.get("authorization")?.to_str().ok()?)
 }
 
 #[tonic::async_trait]

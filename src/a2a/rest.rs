@@ -157,7 +157,9 @@ async fn endpoint(
     body: axum::body::Body,
 ) -> Response {
     // The credential is checked before the body is read: see the JSON-RPC binding.
-    let auth = a2a.authenticate(params::bearer(&headers)).await;
+    let auth = a2a
+        .authenticate(crate::http::bearer(&headers).unwrap_or(""))
+        .await;
     let body = match super::body::read_body(body, &auth).await {
         Ok(b) => b,
         // A refused credential's error when it read too much body without one.

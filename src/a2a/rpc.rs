@@ -61,7 +61,9 @@ async fn endpoint(
 ) -> Response {
     // The credential is checked before the body is read, so that only an authenticated caller
     // can make the server buffer a large request; the answers keep the binding's order of checks.
-    let auth = a2a.authenticate(params::bearer(&headers)).await;
+    let auth = a2a
+        .authenticate(crate::http::bearer(&headers).unwrap_or(""))
+        .await;
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok());

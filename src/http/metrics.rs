@@ -51,12 +51,8 @@ pub fn router(service: Service, token: Option<String>) -> Router {
 
 async fn scrape(State(s): State<Scrape>, headers: HeaderMap) -> Response {
     if let Some(expected) = &s.token {
-        let sent = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or("");
-        if !same(sent.trim(), expected) {
+        let sent = super::bearer(&headers).unwrap_or("");
+        if !same(sent, expected) {
             return (
                 StatusCode::UNAUTHORIZED,
                 [(header::WWW_AUTHENTICATE, "Bearer")],
@@ -97,5 +93,6 @@ async fn live(service: &Service) -> Live {
         pending_approvals,
         pool_open,
         pool_idle,
+        writes_failing: service.store().writes_failing_since_ms().is_some(),
     }
 }

@@ -55,22 +55,30 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// The credential of the `Authorization` header when its scheme is `Bearer`: the one parser every
+/// front uses (A2A's three bindings, MCP, the admin and member APIs, `/metrics`).
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    bearer_credential(headers.get(header::AUTHORIZATION)?.to_str().ok()?)
+}
+
+/// The credential of an `Authorization` value with the `Bearer` scheme: the scheme is
+/// case-insensitive (RFC 9110 §11.1) and separated from the credential by spaces or tabs.
+pub fn bearer_credential(value: &str) -> Option<&str> {
+    let value = value.trim_start_matches([' ', '\t']);
+    let split = value.find([' ', '\t'])?;
+    let (scheme, credential) = value.split_at(split);
+    let credential = credential.trim_matches([' ', '\t']);
+    (scheme.eq_ignore_ascii_case("bearer") && !credential.is_empty()).then_some(credential)
+}
+
 /// Reads `Authorization: Bearer …` and resolves it; `Liaison-Agent` adds the declared identity.
 pub async fn authenticate(service: &Service, headers: &HeaderMap) -> Result<Caller, ServiceError> {
-    let secret = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim)
-        .ok_or_else(|| {
-            ServiceError::new(
-                ErrorCode::Unauthenticated,
-                "send Authorization: Bearer <token>",
-            )
-        })?;
+    let secret = bearer(headers).ok_or_else(|| {
+        ServiceError::new(
+            ErrorCode::Unauthenticated,
+            "send Authorization: Bearer <token>",
+        )
+    })?;
     let caller = service.authenticate(secret).await?;
     let agent = match headers.get(AGENT_HEADER).map(|v| v.to_str()) {
         None => None,
@@ -223,6 +231,29 @@ pub fn http_status(code: ErrorCode) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        for value in [
+            "Bearer lsn_x",
+            "bearer lsn_x",
+            "BEARER lsn_x",
+            "BeArEr  lsn_x ",
+            "Bearer\tlsn_x",
+        ] {
+            assert_eq!(bearer_credential(value), Some("lsn_x"), "{value:?}");
+        }
+        for value in [
+            "Basic lsn_x",
+            "Bearer",
+            "Bearer ",
+            "Bearerlsn_x",
+            "lsn_x",
+            "Bearers lsn_x",
+        ] {
+            assert_eq!(bearer_credential(value), None, "{value:?}");
+        }
+    }
 
     #[test]
     fn every_code_has_a_status_in_the_http_error_ranges() {

@@ -98,26 +98,6 @@ pub fn requested_version(headers: &HeaderMap, query: Option<&str>) -> Option<Str
         .map(|(_, value)| value.to_owned())
 }
 
-/// The credential of `Authorization: Bearer …` (empty when there is none, which authenticates as
-/// no one).
-pub fn bearer(headers: &HeaderMap) -> &str {
-    headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(bearer_credential)
-        .unwrap_or("")
-}
-
-/// The credential of an `Authorization` value with the `Bearer` scheme, on every binding: the
-/// scheme is case-insensitive (RFC 9110 §11.1), separated from the credential by whitespace.
-pub fn bearer_credential(value: &str) -> Option<&str> {
-    let value = value.trim_start();
-    let split = value.find([' ', '\t'])?;
-    let (scheme, credential) = value.split_at(split);
-    let credential = credential.trim();
-    (scheme.eq_ignore_ascii_case("bearer") && !credential.is_empty()).then_some(credential)
-}
-
 /// The extension URIs a request opts into (every `A2A-Extensions` header, comma-separated).
 pub fn requested_extensions(headers: &HeaderMap) -> Vec<String> {
     headers
@@ -154,29 +134,6 @@ mod tests {
     use axum::http::HeaderValue;
 
     use super::*;
-
-    #[test]
-    fn the_bearer_scheme_is_case_insensitive() {
-        for value in [
-            "Bearer lsn_x",
-            "bearer lsn_x",
-            "BEARER lsn_x",
-            "BeArEr  lsn_x ",
-            "Bearer\tlsn_x",
-        ] {
-            assert_eq!(bearer_credential(value), Some("lsn_x"), "{value:?}");
-        }
-        for value in [
-            "Basic lsn_x",
-            "Bearer",
-            "Bearer ",
-            "Bearerlsn_x",
-            "lsn_x",
-            "Bearers lsn_x",
-        ] {
-            assert_eq!(bearer_credential(value), None, "{value:?}");
-        }
-    }
 
     #[test]
     fn version_1_0_is_accepted_with_or_without_patch() {

@@ -8,6 +8,7 @@ mod helpers;
 mod admin_http;
 mod approvals;
 mod audit;
+mod bearer;
 mod claims;
 mod connections;
 mod console;
