@@ -77,6 +77,7 @@ pub struct Metrics {
     pending_approvals: Gauge,
     pool_open: Gauge,
     pool_idle: Gauge,
+    writes_failing: Gauge,
 }
 
 fn latency_histogram() -> Histogram {
@@ -97,7 +98,7 @@ impl Metrics {
         let commits = Family::<OutcomeLabels, Counter>::default();
         let batch_size = Histogram::new(BATCH_BUCKETS);
         let commit_latency = Histogram::new(COMMIT_BUCKETS);
-        let gauges: [Gauge; 6] = Default::default();
+        let gauges: [Gauge; 7] = Default::default();
         registry.register(
             "http_requests",
             "Requests by front, method, route template and outcome",
@@ -138,6 +139,10 @@ impl Metrics {
                 "db_pool_idle_connections",
                 "Idle connections of the read pool",
             ),
+            (
+                "store_writes_failing",
+                "1 while the writer's writes fail (readiness is then 503), else 0",
+            ),
         ];
         for ((name, help), gauge) in named.into_iter().zip(gauges.iter()) {
             registry.register(name, help, gauge.clone());
@@ -149,6 +154,7 @@ impl Metrics {
             pending_approvals,
             pool_open,
             pool_idle,
+            writes_failing,
         ] = gauges;
         Self {
             registry,
@@ -163,6 +169,7 @@ impl Metrics {
             pending_approvals,
             pool_open,
             pool_idle,
+            writes_failing,
         }
     }
 
@@ -197,6 +204,7 @@ impl Metrics {
         }
         self.pool_open.set(i64::from(live.pool_open));
         self.pool_idle.set(live.pool_idle as i64);
+        self.writes_failing.set(i64::from(live.writes_failing));
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String cannot fail");
@@ -214,6 +222,8 @@ pub struct Live {
     pub pending_approvals: Option<i64>,
     pub pool_open: u32,
     pub pool_idle: usize,
+    /// Whether the writer's writes fail now.
+    pub writes_failing: bool,
 }
 
 tokio::task_local! {

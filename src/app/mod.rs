@@ -342,12 +342,24 @@ impl App {
     }
 }
 
-async fn readyz(State(service): State<Service>) -> (StatusCode, &'static str) {
+/// Ready while the database answers and writes commit: 503 while every write fails (a full
+/// disk, a lost database), back to 200 with the first write that commits again.
+async fn readyz(State(service): State<Service>) -> (StatusCode, String) {
+    if let Some(since) = service.store().writes_failing_since_ms() {
+        let since = crate::domain::Timestamp(since);
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("writes failing since {since}"),
+        );
+    }
     match service.store().ping().await {
-        Ok(()) => (StatusCode::OK, "ready"),
+        Ok(()) => (StatusCode::OK, "ready".into()),
         Err(e) => {
             tracing::warn!(error = %e, "Readiness check failed.");
-            (StatusCode::SERVICE_UNAVAILABLE, "database unavailable")
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "database unavailable".into(),
+            )
         }
     }
 }

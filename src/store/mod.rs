@@ -175,6 +175,12 @@ impl Store {
         }
     }
 
+    /// Since when (Unix milliseconds) every write has failed, while they do (a full disk, a lost
+    /// database); `None` once a write commits again. For `/readyz`.
+    pub fn writes_failing_since_ms(&self) -> Option<i64> {
+        self.writer.failing_since_ms()
+    }
+
     /// Checks the database answers; for `/readyz`.
     pub async fn ping(&self) -> Result<()> {
         db::query("SELECT 1").execute(&self.pool).await?;

@@ -23,6 +23,8 @@
 
 use std::collections::VecDeque;
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use sqlx::any::AnyConnectOptions;
 use sqlx::{AnyConnection, Connection, Executor};
@@ -62,6 +64,19 @@ trait Job: Send {
     }
     /// Keeps the outcome of its post, written with its neighbours by [`post_group`].
     fn written(&mut self, _posted: Posted) {}
+    /// What its run came to, for the writer's health: `Some(true)` when it succeeded,
+    /// `Some(false)` when the database itself failed it (not a conflict or a refused rule), `None`
+    /// when it has not run or failed for its own reasons.
+    fn storage(&self) -> Option<bool>;
+}
+
+/// [`Job::storage`] of a job's outcome.
+fn storage<T>(outcome: &Option<Result<T>>) -> Option<bool> {
+    match outcome {
+        Some(Ok(_)) => Some(true),
+        Some(Err(StoreError::Database(_))) => Some(false),
+        _ => None,
+    }
 }
 
 /// What a queued write runs: once ([`Once`]) or as often as the writer needs ([`Again`]).
@@ -133,6 +148,10 @@ impl<T: Send + 'static, O: Op<T>> Job for Queued<T, O> {
     fn fail(self: Box<Self>, e: StoreError) {
         let _ = self.reply.send(Err(e));
     }
+
+    fn storage(&self) -> Option<bool> {
+        storage(&self.outcome)
+    }
 }
 
 /// A job's answer once its batch ended: its value if the commit succeeded, its own error if it
@@ -181,6 +200,10 @@ impl Job for PostJob {
     fn written(&mut self, posted: Posted) {
         self.outcome = Some(Ok(posted));
     }
+
+    fn storage(&self) -> Option<bool> {
+        storage(&self.outcome)
+    }
 }
 
 pub(super) struct BatchWriter {
@@ -188,6 +211,40 @@ pub(super) struct BatchWriter {
     jobs: std::sync::Mutex<Option<mpsc::Sender<Box<dyn Job>>>>,
     /// Resolves when the writer thread has finished its last batch and closed its connection.
     done: tokio::sync::Mutex<Option<oneshot::Receiver<()>>>,
+    /// Whether the writer's transactions are failing now, for readiness.
+    health: Arc<Health>,
+}
+
+/// Whether the writer's writes fail: set when a transaction cannot begin, its savepoints or its
+/// COMMIT fail, or the database itself fails a write (a full disk, a lost database: any error that
+/// is not a conflict, invalid data or a rule of the store); cleared by the next COMMIT that
+/// makes a write durable. A job refused for its own reasons changes nothing.
+#[derive(Debug, Default)]
+pub(super) struct Health {
+    /// Unix milliseconds of the first failure of the current run of failures; 0 when healthy.
+    failing_since_ms: AtomicI64,
+}
+
+impl Health {
+    fn failed(&self) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| {
+                i64::try_from(d.as_millis()).unwrap_or(i64::MAX).max(1)
+            });
+        let _ =
+            self.failing_since_ms
+                .compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    fn committed(&self) {
+        self.failing_since_ms.store(0, Ordering::Relaxed);
+    }
+
+    /// Since when (Unix milliseconds) every write transaction has failed, if they do now.
+    pub(super) fn failing_since_ms(&self) -> Option<i64> {
+        Some(self.failing_since_ms.load(Ordering::Relaxed)).filter(|&ms| ms != 0)
+    }
 }
 
 impl BatchWriter {
@@ -218,11 +275,13 @@ impl BatchWriter {
         let (done_tx, done_rx) = oneshot::channel();
         let (open_tx, open_rx) = oneshot::channel();
         let network = reconnect.is_some();
+        let health = Arc::new(Health::default());
+        let writer_health = health.clone();
         let writer = async move {
             match connect.await {
                 Ok(conn) => {
                     let _ = open_tx.send(Ok(()));
-                    run_writer(conn, begin, reconnect, rx).await;
+                    run_writer(conn, begin, reconnect, rx, &writer_health).await;
                 }
                 Err(e) => {
                     let _ = open_tx.send(Err(e));
@@ -249,7 +308,13 @@ impl BatchWriter {
         Ok(BatchWriter {
             jobs: std::sync::Mutex::new(Some(tx)),
             done: tokio::sync::Mutex::new(Some(done_rx)),
+            health,
         })
+    }
+
+    /// Since when (Unix milliseconds) the writer's transactions have failed, while they do.
+    pub(super) fn failing_since_ms(&self) -> Option<i64> {
+        self.health.failing_since_ms()
     }
 
     /// Runs `op` once in a batch's transaction; answers once the batch is durably committed.
@@ -325,6 +390,7 @@ async fn run_writer(
     begin: &'static str,
     reconnect: Option<AnyConnectOptions>,
     mut rx: mpsc::Receiver<Box<dyn Job>>,
+    health: &Health,
 ) {
     // Each statement sent to PostgreSQL is a round trip, so the savepoint bookkeeping rides along
     // with its neighbours: the batch opens with the first job's savepoint, each job's end opens
@@ -346,6 +412,7 @@ async fn run_writer(
         }
         if let Err(e) = began {
             tracing::error!(error = %e, "Could not begin a write transaction.");
+            health.failed();
             // A failed multi-statement start may have left a transaction open.
             let _ = bookkeeping(&mut conn, "ROLLBACK").await;
             for job in batch.drain(..) {
@@ -357,6 +424,7 @@ async fn run_writer(
         if let Err(e) = run_batch(&mut conn, &mut batch, &mut ran).await {
             // The savepoint machinery itself failed: give up the whole batch.
             tracing::error!(error = %e, "A write savepoint failed; rolling back the batch.");
+            health.failed();
             let _ = bookkeeping(&mut conn, "ROLLBACK").await;
             for job in ran.drain(..).chain(batch.drain(..)) {
                 job.fail(e.clone());
@@ -366,9 +434,25 @@ async fn run_writer(
         let started = std::time::Instant::now();
         let commit = bookkeeping(&mut conn, "COMMIT").await;
         crate::metrics::get().group_commit(ran.len(), started.elapsed(), commit.is_ok());
-        if let Err(e) = &commit {
-            tracing::error!(error = %e, "A group commit failed.");
-            let _ = bookkeeping(&mut conn, "ROLLBACK").await;
+        match &commit {
+            Ok(()) => {
+                let outcomes = ran.iter().filter_map(|job| job.storage());
+                let (mut wrote, mut failed) = (false, false);
+                for ok in outcomes {
+                    wrote |= ok;
+                    failed |= !ok;
+                }
+                if wrote {
+                    health.committed();
+                } else if failed {
+                    health.failed();
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "A group commit failed.");
+                health.failed();
+                let _ = bookkeeping(&mut conn, "ROLLBACK").await;
+            }
         }
         for job in ran {
             job.answer(commit.clone());
@@ -566,6 +650,12 @@ mod tests {
     use super::*;
     use crate::store::db::query;
 
+    /// The test tables: `t`, and `child` whose rows must name a `parent` by the end of the
+    /// transaction (a dangling child makes the COMMIT itself fail, on both backends).
+    const SETUP: &str = "CREATE TABLE t (id TEXT PRIMARY KEY); \
+        CREATE TABLE parent (id TEXT PRIMARY KEY); \
+        CREATE TABLE child (parent TEXT REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)";
+
     /// A writer over a table `t` in `db`, on the backend the suite runs on (as the store opens it).
     async fn writer(db: &crate::store::test_db::TestDb) -> BatchWriter {
         let Some(path) = db.sqlite_path() else {
@@ -573,9 +663,7 @@ mod tests {
             let mut setup = <sqlx::AnyConnection as sqlx::Connection>::connect_with(&options)
                 .await
                 .unwrap();
-            sqlx::Executor::execute(&mut setup, "CREATE TABLE t (id TEXT PRIMARY KEY)")
-                .await
-                .unwrap();
+            sqlx::Executor::execute(&mut setup, SETUP).await.unwrap();
             let connect = {
                 let options = options.clone();
                 async move {
@@ -589,7 +677,7 @@ mod tests {
                 .unwrap();
         };
         let conn = crate::store::db::connect(&path, true).unwrap();
-        conn.execute_batch("CREATE TABLE t (id TEXT PRIMARY KEY)")
+        conn.execute_batch(&format!("PRAGMA foreign_keys = ON; {SETUP}"))
             .unwrap();
         BatchWriter::start(
             async move { Ok(Conn::Lite(conn)) },
@@ -620,6 +708,41 @@ mod tests {
             .unwrap()
             .collect::<rusqlite::Result<Vec<_>>>()
             .unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_writer_is_failing_from_a_failed_commit_until_one_succeeds() {
+        let db = crate::store::test_db::TestDb::new().await;
+        let w = writer(&db).await;
+        assert_eq!(w.failing_since_ms(), None, "a new writer is healthy");
+        let dangling = w
+            .run(|conn| {
+                Box::pin(async move {
+                    query("INSERT INTO child (parent) VALUES ($1)")
+                        .bind("nobody".to_owned())
+                        .execute(&mut *conn)
+                        .await?;
+                    Ok(())
+                })
+            })
+            .await;
+        assert!(dangling.is_err(), "the COMMIT refuses the dangling row");
+        let since = w.failing_since_ms().expect("failing after a failed commit");
+        // A job's own error is the caller's: it does not make the writer healthy or failing.
+        let own = w
+            .run(|_| Box::pin(async { Err::<(), _>(StoreError::NotFound("thing")) }))
+            .await;
+        assert!(own.is_err());
+        assert_eq!(
+            w.failing_since_ms(),
+            Some(since),
+            "still failing since the first failure"
+        );
+        w.run(|conn| insert(conn, "a".into(), Act::Insert))
+            .await
+            .unwrap();
+        assert_eq!(w.failing_since_ms(), None, "healthy once a commit succeeds");
+        assert_eq!(rows(&db).await, ["a"]);
     }
 
     /// What a test job does: insert its row, then fail or not.
