@@ -14,7 +14,7 @@
 
 use crate::domain::{Kind, MessageId, TaskState, ThreadId, Timestamp};
 use crate::service::{
-    A2A_KEY_PREFIX, ErrorCode, PushConfigSpec, ServiceError, TaskApproval, TaskMessage, TaskView,
+    ErrorCode, PushConfigSpec, ServiceError, TaskApproval, TaskMessage, TaskView, client_message_id,
 };
 use crate::store::{MessageRecord, PushConfigRecord, TaskEventRecord, TaskFilter, ThreadRecord};
 use crate::wire::errors::{A2aError, ErrorKind};
@@ -118,7 +118,7 @@ fn not_found_task(id: &str) -> A2aError {
 /// history by the ids it gave them; liaison's `msg_…` id for the team's.
 fn message_id(m: &MessageRecord, thread: &ThreadRecord) -> String {
     let client_id = (m.author == thread.opened_by)
-        .then(|| m.idempotency_key.as_deref()?.strip_prefix(A2A_KEY_PREFIX))
+        .then(|| client_message_id(m.idempotency_key.as_deref()?))
         .flatten()
         .filter(|id| !id.is_empty());
     client_id.map_or_else(|| m.id.to_string(), str::to_owned)

@@ -1,7 +1,15 @@
 //! Discovery over HTTP: the signed Agent Card at `/.well-known/agent-card.json` and the key set
 //! its signatures point at, `/.well-known/jwks.json`. Both are public, cacheable, and answer
-//! conditional GETs (`If-None-Match`) with 304. The bodies are rendered once, at signing time, and
-//! published as served for admins (`crate::keys::Published`).
+//! conditional GETs with 304. The bodies are rendered once, at signing time, and published as
+//! served for admins (`crate::keys::Published`).
+//!
+//! Validators: the `ETag` is derived from the content (the same on every replica) and is the one
+//! to use; `If-None-Match` decides whenever a request carries it (RFC 9110 §13.2.2).
+//! `Last-Modified` is the second at which this process began serving the content it serves now
+//! (a re-signing with the same content keeps it), so it only moves forward with the `ETag`;
+//! `If-Modified-Since` at or after it gets 304 when the request carries no `If-None-Match`.
+//! Replicas that started at different times give different `Last-Modified` values for the same
+//! content: a client that then refetches an unchanged card is the worst that follows.
 
 use std::sync::{Arc, RwLock};
 
@@ -49,15 +57,41 @@ struct Served {
     card: Arc<SignedCard>,
     /// Strong validator of the key set (its bytes are deterministic).
     jwks_etag: Arc<str>,
+    /// When this process began serving this content, in whole seconds (HTTP dates have no
+    /// finer resolution).
+    modified: Modified,
+}
+
+/// A `Last-Modified` time: seconds since the epoch, and as an HTTP date.
+#[derive(Clone)]
+struct Modified {
+    secs: i64,
+    http_date: Arc<str>,
+}
+
+impl Modified {
+    fn now() -> Modified {
+        let secs = chrono::Utc::now().timestamp();
+        let http_date = chrono::DateTime::from_timestamp(secs, 0)
+            .unwrap_or_default()
+            .format("%a, %d %b %Y %H:%M:%S GMT")
+            .to_string();
+        Modified {
+            secs,
+            http_date: http_date.into(),
+        }
+    }
 }
 
 impl Served {
-    fn of(card: SignedCard) -> Served {
+    /// `card`, last modified `modified` (none: now).
+    fn of(card: SignedCard, modified: Option<Modified>) -> Served {
         let digest = ring::digest::digest(&ring::digest::SHA256, card.jwks_json());
         let jwks_etag = format!("\"{}\"", URL_SAFE_NO_PAD.encode(digest.as_ref()));
         Served {
             card: Arc::new(card),
             jwks_etag: jwks_etag.into(),
+            modified: modified.unwrap_or_else(Modified::now),
         }
     }
 }
@@ -65,7 +99,7 @@ impl Served {
 impl ServedCard {
     pub fn new(card: SignedCard) -> ServedCard {
         ServedCard {
-            served: Arc::new(RwLock::new(Served::of(card))),
+            served: Arc::new(RwLock::new(Served::of(card, None))),
             mirror: None,
         }
     }
@@ -91,12 +125,18 @@ impl ServedCard {
         if let Some(mirror) = &self.mirror {
             mirror.write(&card);
         }
-        *served = Served::of(card);
+        // The same content signed again is not a modification.
+        let same = served.card.etag() == card.etag();
+        *served = Served::of(card, same.then(|| served.modified.clone()));
     }
 
-    fn current(&self) -> (Arc<SignedCard>, Arc<str>) {
+    fn current(&self) -> (Arc<SignedCard>, Arc<str>, Modified) {
         let served = self.served.read().unwrap_or_else(|e| e.into_inner());
-        (served.card.clone(), served.jwks_etag.clone())
+        (
+            served.card.clone(),
+            served.jwks_etag.clone(),
+            served.modified.clone(),
+        )
     }
 }
 
@@ -109,17 +149,18 @@ pub fn router(card: ServedCard) -> Router {
 }
 
 async fn agent_card(State(state): State<ServedCard>, request: HeaderMap) -> Response {
-    let (card, _) = state.current();
-    cached_json(&request, card.etag(), card.json())
+    let (card, _, modified) = state.current();
+    cached_json(&request, card.etag(), &modified, card.json())
 }
 
 async fn jwks(State(state): State<ServedCard>, request: HeaderMap) -> Response {
-    let (card, etag) = state.current();
-    cached_json(&request, &etag, card.jwks_json())
+    // The key set changes only with the card's signatures: the card's time is never earlier.
+    let (card, etag, modified) = state.current();
+    cached_json(&request, &etag, &modified, card.jwks_json())
 }
 
 /// A JSON body with caching headers, or 304 when the client's copy is current.
-fn cached_json(request: &HeaderMap, etag: &str, body: &[u8]) -> Response {
+fn cached_json(request: &HeaderMap, etag: &str, modified: &Modified, body: &[u8]) -> Response {
     let mut headers = HeaderMap::new();
     headers.insert(
         header::CACHE_CONTROL,
@@ -128,12 +169,20 @@ fn cached_json(request: &HeaderMap, etag: &str, body: &[u8]) -> Response {
     if let Ok(value) = HeaderValue::from_str(etag) {
         headers.insert(header::ETAG, value);
     }
+    if let Ok(value) = HeaderValue::from_str(&modified.http_date) {
+        headers.insert(header::LAST_MODIFIED, value);
+    }
     // Public discovery documents: any origin may read them.
     headers.insert(
         header::ACCESS_CONTROL_ALLOW_ORIGIN,
         HeaderValue::from_static("*"),
     );
-    if none_match(request, etag) {
+    let current = if request.contains_key(header::IF_NONE_MATCH) {
+        none_match(request, etag)
+    } else {
+        not_modified_since(request, modified.secs)
+    };
+    if current {
         return (StatusCode::NOT_MODIFIED, headers).into_response();
     }
     headers.insert(
@@ -141,6 +190,27 @@ fn cached_json(request: &HeaderMap, etag: &str, body: &[u8]) -> Response {
         HeaderValue::from_static("application/json"),
     );
     (StatusCode::OK, headers, body.to_vec()).into_response()
+}
+
+/// Whether `If-Modified-Since` is a valid HTTP date at or after `modified` (seconds). An invalid
+/// date is ignored, as RFC 9110 §13.1.3 says.
+fn not_modified_since(request: &HeaderMap, modified: i64) -> bool {
+    request
+        .get(header::IF_MODIFIED_SINCE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(http_date_secs)
+        .is_some_and(|since| since >= modified)
+}
+
+/// Seconds since the epoch of an HTTP date: IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), or
+/// the obsolete RFC 850 and asctime forms recipients must accept (RFC 9110 §5.6.7).
+fn http_date_secs(text: &str) -> Option<i64> {
+    let text = text.trim();
+    let parse = |format: &str| chrono::NaiveDateTime::parse_from_str(text, format).ok();
+    parse("%a, %d %b %Y %H:%M:%S GMT")
+        .or_else(|| parse("%A, %d-%b-%y %H:%M:%S GMT"))
+        .or_else(|| parse("%a %b %e %H:%M:%S %Y"))
+        .map(|t| t.and_utc().timestamp())
 }
 
 /// Whether `If-None-Match` names `etag` (weak comparison, RFC 9110 §13.1.2) or is `*`.
@@ -167,14 +237,22 @@ mod tests {
     use crate::keys::jose::verify_card;
     use crate::keys::ring::{Jwks, KeyRing, MasterKey, SigningKey};
 
-    fn signed_card() -> SignedCard {
+    /// A ring of one new key.
+    fn new_ring() -> KeyRing {
         let master = MasterKey::from_hex(&"07".repeat(32)).unwrap();
         let (_, record) = SigningKey::generate(&master).unwrap();
-        let ring = KeyRing::open(&[record], &master).unwrap();
+        KeyRing::open(&[record], &master).unwrap()
+    }
+
+    fn signed_by(ring: &KeyRing) -> SignedCard {
         let definition =
             CardDefinition::from_toml(include_str!("../../agent-card/card.toml")).unwrap();
         let endpoints = Endpoints::standard("https://liaison.example", None);
-        SignedCard::sign(&definition, &endpoints, &ring).unwrap()
+        SignedCard::sign(&definition, &endpoints, ring).unwrap()
+    }
+
+    fn signed_card() -> SignedCard {
+        signed_by(&new_ring())
     }
 
     /// Serves the router on a loopback port; returns its base URL.
@@ -211,6 +289,82 @@ mod tests {
         assert_eq!(jwks.headers()["cache-control"], CACHE_CONTROL);
         let jwks: Jwks = jwks.json().await.unwrap();
         assert!(verify_card(&card, &jwks).is_ok());
+    }
+
+    #[tokio::test]
+    async fn last_modified_answers_if_modified_since_unless_if_none_match_is_sent() {
+        let signed = signed_card();
+        let etag = signed.etag().to_owned();
+        let base = serve(signed).await;
+        let client = reqwest::Client::new();
+        let url = format!("{base}{CARD_PATH}");
+        let get = |headers: Vec<(&'static str, String)>| {
+            let mut request = client.get(&url);
+            for (name, value) in headers {
+                request = request.header(name, value);
+            }
+            async move { request.send().await.unwrap() }
+        };
+        let first = get(vec![]).await;
+        let last_modified = first.headers()["last-modified"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let secs = http_date_secs(&last_modified).expect("an IMF-fixdate");
+        assert!((chrono::Utc::now().timestamp() - secs).abs() < 60);
+        let date = |s: i64, f: &str| {
+            chrono::DateTime::from_timestamp(s, 0)
+                .unwrap()
+                .format(f)
+                .to_string()
+        };
+        let fixdate = "%a, %d %b %Y %H:%M:%S GMT";
+        for (since, status) in [
+            (last_modified.clone(), 304),
+            (date(secs + 3600, fixdate), 304),
+            (date(secs, "%A, %d-%b-%y %H:%M:%S GMT"), 304),
+            (date(secs, "%a %b %e %H:%M:%S %Y"), 304),
+            (date(secs - 1, fixdate), 200),
+            ("yesterday".into(), 200),
+        ] {
+            let response = get(vec![("if-modified-since", since.clone())]).await;
+            assert_eq!(response.status(), status, "{since}");
+            assert_eq!(response.headers()["last-modified"], last_modified.as_str());
+            assert_eq!(response.headers()["etag"], etag.as_str());
+        }
+        // If-None-Match decides when both are sent (RFC 9110 §13.2.2), either way.
+        let stale_tag = vec![
+            ("if-none-match", "W/\"other\"".to_owned()),
+            ("if-modified-since", last_modified.clone()),
+        ];
+        assert_eq!(get(stale_tag).await.status(), 200);
+        let current_tag = vec![
+            ("if-none-match", etag.clone()),
+            ("if-modified-since", date(secs - 3600, fixdate)),
+        ];
+        assert_eq!(get(current_tag).await.status(), 304);
+        let jwks = client
+            .get(format!("{base}{JWKS_PATH}"))
+            .header("if-modified-since", last_modified.as_str())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(jwks.status(), 304);
+    }
+
+    #[test]
+    fn re_signing_the_same_content_keeps_last_modified_and_new_content_moves_it() {
+        let ring = new_ring();
+        let served = ServedCard::new(signed_by(&ring));
+        let (_, _, before) = served.current();
+        served.served.write().unwrap().modified.secs -= 100;
+        // ECDSA signatures differ at each signing; the content (and so the ETag) does not.
+        served.replace(signed_by(&ring));
+        let (_, _, same) = served.current();
+        assert_eq!(same.secs, before.secs - 100, "the same content");
+        served.replace(signed_card());
+        let (_, _, moved) = served.current();
+        assert!(moved.secs >= before.secs, "new keys: new content, now");
     }
 
     #[tokio::test]
@@ -273,12 +427,12 @@ mod tests {
             "https://l.example/.well-known/agent-card.json"
         );
         assert_eq!(docs.jwks_url, "https://l.example/.well-known/jwks.json");
-        let (card, _) = served.current();
+        let (card, _, _) = served.current();
         assert_eq!(docs.card, card.json());
         assert_eq!(docs.jwks, card.jwks_json());
         // A re-signed card replaces both.
         served.replace(signed_card());
-        let (card, _) = served.current();
+        let (card, _, _) = served.current();
         let again = published.current().unwrap();
         assert_eq!(again.card, card.json());
         assert_ne!(again.jwks, docs.jwks, "another key signed it");

@@ -61,7 +61,8 @@ pub use sessions::{
     session_csrf,
 };
 pub use tasks::{
-    A2A_KEY_PREFIX, PushConfigSpec, SkillRoute, TaskApproval, TaskListing, TaskMessage, TaskView,
+    A2A_KEY_PREFIX, MAX_MESSAGE_ID_USES, PushConfigSpec, SkillRoute, TaskApproval, TaskListing,
+    TaskMessage, TaskView, client_message_id,
 };
 pub use webhooks::{
     WEBHOOK_EVENTS, WEBHOOK_ROTATION_MAX_OVERLAP_S, WEBHOOK_ROTATION_OVERLAP_S, WebhookSpec,

@@ -110,9 +110,51 @@ pub struct PushConfigSpec {
 }
 
 const MAX_CONTEXT_ID: usize = 200;
+/// Most different messages one messageId may stand for (per party): each use past the first
+/// costs a read or a refused write more, so the walk is bounded.
+pub const MAX_MESSAGE_ID_USES: usize = 32;
+
+/// What sending under one idempotency key came to.
+enum Sent {
+    /// A new task or message, or a retry's task as it stands.
+    Task(Box<TaskView>),
+    /// The key stands for another message, or for this one already answered: try the next.
+    Reused(&'static str),
+}
+
+/// A new task posted, or a repeat of the message that opened one (the key is taken).
+enum Opened {
+    New(Box<TaskView>),
+    Replayed,
+}
+
+/// The idempotency key of the `generation`-th reuse of `msg`'s messageId (the first use is
+/// `a2a:<messageId>`): `a2a~<16 hex>:<messageId>`, the hex digesting the message's content and
+/// the generation, so a retry of any use finds its own message by walking the same keys, and
+/// different messages under one id never collide. A2A shows the messageId after the `:`.
+fn reused_key(msg: &TaskMessage, generation: usize) -> String {
+    let content = serde_json::to_vec(msg).unwrap_or_default();
+    let mut input = generation.to_string().into_bytes();
+    input.push(0);
+    input.extend_from_slice(&content);
+    let digest = crate::domain::sha256_hex(&input);
+    format!("{A2A_REUSE_PREFIX}{}:{}", &digest[..16], msg.message_id)
+}
+
+/// The client's messageId behind an idempotency key of a party's message, if it is one.
+pub fn client_message_id(key: &str) -> Option<&str> {
+    if let Some(id) = key.strip_prefix(A2A_KEY_PREFIX) {
+        return Some(id);
+    }
+    let rest = key.strip_prefix(A2A_REUSE_PREFIX)?;
+    let (digest, id) = rest.split_at_checked(17)?;
+    (digest.len() == 17 && digest.ends_with(':')).then_some(id)
+}
 /// A party's message keeps the client's `messageId` as its idempotency key, behind this prefix:
 /// a retry is recognised by it, and A2A shows the party's messages under the client's ids.
 pub const A2A_KEY_PREFIX: &str = "a2a:";
+/// The prefix of the keys of a messageId's later uses ([`reused_key`]).
+const A2A_REUSE_PREFIX: &str = "a2a~";
 /// Most messages a thread holds that a task view loads.
 const MAX_TASK_MESSAGES: i64 = 1000;
 
@@ -131,27 +173,76 @@ impl Service {
                 "contextId must be 1-{MAX_CONTEXT_ID} printable characters"
             )));
         }
-        let key = format!("{A2A_KEY_PREFIX}{}", msg.message_id);
-        let Some(id) = msg.task_id.clone() else {
-            // A new task is posted at once: the post itself recognises a retry (the same key
-            // with the same request answers the earlier message), so an intake reads nothing
-            // first. Whatever refuses it on the way (a route changed since, the key used for
-            // another message) is checked against an earlier use of the key, as a follow-up is
-            // below, so a retry still gets the task as it stands.
-            let retry = msg.clone();
-            return match self.open_task(caller, msg, key.clone()).await {
-                Ok(view) => Ok(view),
-                Err(e) => match self.inner.store.message_by_key(caller.id(), &key).await {
-                    Ok(Some(earlier)) => self.retried(caller, &retry, earlier).await,
-                    _ => Err(e),
-                },
+        let mut key = format!("{A2A_KEY_PREFIX}{}", msg.message_id);
+        // The message a messageId stands for, walked one generation at a time (see
+        // `reused_key`): the first use, then each different message or answered repeat.
+        for generation in 1..=MAX_MESSAGE_ID_USES {
+            let sent = match msg.task_id.clone() {
+                None => self.open_or_replay(caller, &msg, key.clone()).await?,
+                Some(id) => self.follow_up(caller, &id, &msg, key.clone()).await?,
             };
+            match sent {
+                Sent::Task(view) => return Ok(*view),
+                Sent::Reused(why) => {
+                    tracing::info!(
+                        party = %caller.id(), message_id = %msg.message_id, generation, why,
+                        "A messageId was used again for a new message."
+                    );
+                    key = reused_key(&msg, generation);
+                }
+            }
+        }
+        Err(ServiceError::new(
+            ErrorCode::IdempotencyConflict,
+            format!(
+                "messageId {:?} was already used for {MAX_MESSAGE_ID_USES} different messages; \
+                 give each message a new messageId",
+                msg.message_id
+            ),
+        ))
+    }
+
+    /// A new task under idempotency key `key`, or the task a true repeat of the message (the same
+    /// request under the same key) opened.
+    async fn open_or_replay(
+        &self,
+        caller: &Caller,
+        msg: &TaskMessage,
+        key: String,
+    ) -> Result<Sent> {
+        // A new task is posted at once: the post itself recognises a repeat (the same key with
+        // the same request answers the earlier message), so an intake reads nothing first.
+        let refused = match self.open_task(caller, msg.clone(), key.clone()).await {
+            Ok(Opened::New(view)) => return Ok(Sent::Task(view)),
+            Ok(Opened::Replayed) => None,
+            Err(e) if e.code == ErrorCode::IdempotencyConflict => {
+                return Ok(Sent::Reused("another message used it"));
+            }
+            Err(e) => Some(e),
         };
+        // A repeat, or refused on the way (a route changed since): against the earlier use of
+        // the key, so a retry still gets the task as it stands.
+        match self.inner.store.message_by_key(caller.id(), &key).await? {
+            Some(earlier) => self.repeated(caller, msg, earlier).await,
+            None => Err(refused.unwrap_or_else(|| {
+                ServiceError::new(ErrorCode::Internal, "a replayed message was not found")
+            })),
+        }
+    }
+
+    /// The next message of task `id` under idempotency key `key`, or what a repeat gets.
+    async fn follow_up(
+        &self,
+        caller: &Caller,
+        id: &ThreadId,
+        msg: &TaskMessage,
+        key: String,
+    ) -> Result<Sent> {
         // A follow-up checks its key first: a retry gets the task even once it has ended.
         if let Some(earlier) = self.inner.store.message_by_key(caller.id(), &key).await? {
-            return self.retried(caller, &msg, earlier).await;
+            return self.repeated(caller, msg, earlier).await;
         }
-        let task = self.own_task(caller, &id).await?;
+        let task = self.own_task(caller, id).await?;
         let info = task.task.as_ref().expect("own_task returns tasks");
         if info.state.is_terminal() {
             return Err(ServiceError::new(
@@ -180,17 +271,25 @@ impl Service {
         let req = PostRequest {
             kind: Some(kind),
             thread: Some(id.clone()),
-            body: msg.body,
-            attachments: msg.attachments,
+            body: msg.body.clone(),
+            attachments: msg.attachments.clone(),
             idempotency_key: Some(key),
             ..Default::default()
         };
-        let thread = self.post_as(caller, req, None).await?.thread;
-        self.task(caller, &thread, None).await
+        match self.post_as(caller, req, None).await {
+            Ok(posted) => Ok(Sent::Task(Box::new(
+                self.task(caller, &posted.thread, None).await?,
+            ))),
+            // The same key taken meanwhile by another message (a concurrent send).
+            Err(e) if e.code == ErrorCode::IdempotencyConflict => {
+                Ok(Sent::Reused("another message used it"))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Opens a new task from a party's message: routed by its skill, in the route's channel.
-    async fn open_task(&self, caller: &Caller, msg: TaskMessage, key: String) -> Result<TaskView> {
+    async fn open_task(&self, caller: &Caller, msg: TaskMessage, key: String) -> Result<Opened> {
         let route = self.route_for(caller.id(), msg.skill.as_deref()).await?;
         if !self.may_use(caller, &route).await? {
             return Err(ServiceError::forbidden(format!(
@@ -223,45 +322,54 @@ impl Service {
             reference_task_ids: msg.reference_task_ids,
         };
         let (receipt, posted) = self.post_recorded(caller, req, Some(task)).await?;
-        if receipt.replayed || receipt.approval.is_some() {
-            return self.task(caller, &receipt.thread, None).await;
+        if receipt.replayed {
+            return Ok(Opened::Replayed);
+        }
+        if receipt.approval.is_some() {
+            return Ok(Opened::New(Box::new(
+                self.task(caller, &receipt.thread, None).await?,
+            )));
         }
         // The task as the commit left it: its first message, no artifact and no approval.
         // Reading it back would cost three reads on every intake; an agent that has answered
         // since shows in the task's events, which blocking and streaming sends read from this
         // view's last event on.
-        Ok(TaskView {
+        Ok(Opened::New(Box::new(TaskView {
             thread: posted.thread,
             history: vec![posted.message],
             artifacts: Vec::new(),
             approval: None,
-        })
+        })))
     }
 
-    /// A message whose `messageId` the party has used before: the same message again (same task,
-    /// or again a new task; same content) is a retry and gets the task as it stands now, whatever
-    /// happened since; anything else reusing the id is refused and changes nothing. Scoped to the
-    /// party: another party's ids are never looked at.
-    async fn retried(
+    /// A message under an idempotency key the party used before for `earlier`. The same message
+    /// (same task, or again a new task; same content) is a retry and gets the task as it stands
+    /// now, whatever happened since, unless that task has ended **and** the party posted in it
+    /// after this message (a follow-up, a cancel): then the party had the answer and the task is
+    /// over, so nothing is left to retry, and this is a new message. A different message under
+    /// the id is a new one too. Scoped to the party: another party's ids are never looked at.
+    async fn repeated(
         &self,
         caller: &Caller,
         msg: &TaskMessage,
         earlier: MessageRecord,
-    ) -> Result<TaskView> {
+    ) -> Result<Sent> {
         let same_target = match &msg.task_id {
             Some(id) => id == &earlier.thread && earlier.position > 1,
             None => earlier.position == 1,
         };
         if !same_target || msg.body != earlier.body || msg.attachments != earlier.attachments {
-            return Err(ServiceError::new(
-                ErrorCode::IdempotencyConflict,
-                format!(
-                    "messageId {:?} was already used for a different message; give each message a new messageId",
-                    msg.message_id
-                ),
-            ));
+            return Ok(Sent::Reused("another message used it"));
         }
-        self.task(caller, &earlier.thread, None).await
+        let view = self.task(caller, &earlier.thread, None).await?;
+        let answered = view
+            .history
+            .iter()
+            .any(|m| &m.author == caller.id() && m.position > earlier.position);
+        if answered && view.state().is_terminal() {
+            return Ok(Sent::Reused("its task ended after the party posted in it"));
+        }
+        Ok(Sent::Task(Box::new(view)))
     }
 
     /// One of the caller's tasks, with at most `history_length` messages of history (all when none).

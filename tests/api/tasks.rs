@@ -390,8 +390,11 @@ async fn a_blocking_send_sees_an_answer_committed_before_its_wait_subscribed() {
     assert_eq!(done.artifacts.len(), 1);
 }
 
+/// Deduplication by messageId keeps only what a retry needs: the same message again (same
+/// target, same content, same party) gets its task as it stands; the same id for a different
+/// message is a new message (the official TCK reuses one id per scenario name).
 #[tokio::test]
-async fn a_retried_message_returns_the_task_as_it_stands_and_a_reused_id_changes_nothing() {
+async fn a_retried_message_returns_the_task_as_it_stands_and_a_reused_id_is_a_new_message() {
     let (env, alice, partner, rival) = setup().await;
     let s = &env.service;
     let id = s
@@ -414,12 +417,21 @@ async fn a_retried_message_returns_the_task_as_it_stands_and_a_reused_id_changes
             .state(),
         TaskState::Working
     );
+    // While the task runs, a retry of the opening message returns it as it is now.
+    let again = s
+        .send_task_message(&partner, message("m1", "Which TLS version?"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (again.thread.id.clone(), again.state()),
+        (id.clone(), TaskState::Working)
+    );
     s.post(&alice, post("reply", None, Some(&id), "TLS 1.3"))
         .await
         .unwrap();
-    // Retries (the answer, and the opening message) return the task as it is now.
-    for retry in [answer, message("m1", "Which TLS version?")] {
-        let again = s.send_task_message(&partner, retry).await.unwrap();
+    // A retry of the party's last message returns the task as it is now, ended or not.
+    for _ in 0..2 {
+        let again = s.send_task_message(&partner, answer.clone()).await.unwrap();
         assert_eq!(
             (again.thread.id.clone(), again.state()),
             (id.clone(), TaskState::Completed)
@@ -431,19 +443,51 @@ async fn a_retried_message_returns_the_task_as_it_stands_and_a_reused_id_changes
         .unwrap()
         .0
         .len();
-    // The id reused for another message, in this task or a new one, is refused.
-    let other_task = TaskMessage {
+    // The id for another message in the ended task is that message, refused as any would be.
+    let other_in_task = TaskMessage {
         task_id: Some(id.clone()),
         ..message("m1", "Which TLS version?")
     };
+    assert_eq!(
+        s.send_task_message(&partner, other_in_task)
+            .await
+            .unwrap_err()
+            .code,
+        ErrorCode::TaskTerminal
+    );
+    // The id for a different new message opens a new task, and its retry finds that one.
+    let mut opened = vec![id.clone()];
     for reuse in [
         message("m1", "Something else"),
         message("m2", "The webhook"),
-        other_task,
+        message("m1", "Something else"),
     ] {
+        let view = s.send_task_message(&partner, reuse).await.unwrap();
+        assert_eq!(view.state(), TaskState::Submitted);
+        if !opened.contains(&view.thread.id) {
+            opened.push(view.thread.id);
+        }
+    }
+    assert_eq!(opened.len(), 3, "two new tasks; the last send was a retry");
+    // The opening message again, now that the task ended after the party posted in it: the
+    // party had the answer, so this is a new task, and its own retry gets that one.
+    let fresh = s
+        .send_task_message(&partner, message("m1", "Which TLS version?"))
+        .await
+        .unwrap();
+    assert!(!opened.contains(&fresh.thread.id));
+    let retry = s
+        .send_task_message(&partner, message("m1", "Which TLS version?"))
+        .await
+        .unwrap();
+    assert_eq!(retry.thread.id, fresh.thread.id);
+    // Every one shows the client's messageId.
+    for view in [&fresh, &retry] {
         assert_eq!(
-            s.send_task_message(&partner, reuse).await.unwrap_err().code,
-            ErrorCode::IdempotencyConflict
+            liaison::service::client_message_id(
+                view.history[0].idempotency_key.as_deref().unwrap()
+            ),
+            Some("m1")
         );
     }
     assert_eq!(
@@ -452,15 +496,66 @@ async fn a_retried_message_returns_the_task_as_it_stands_and_a_reused_id_changes
             .unwrap()
             .0
             .len(),
-        events
+        events,
+        "nothing changed in the ended task"
     );
     // Another party's ids are its own: the same messageId opens the rival's own task.
     let theirs = s
         .send_task_message(&rival, message("m1", "Which TLS version?"))
         .await
         .unwrap();
-    assert_ne!(theirs.thread.id, id);
+    assert!(!opened.contains(&theirs.thread.id) && theirs.thread.id != fresh.thread.id);
     assert_eq!(theirs.state(), TaskState::Submitted);
+}
+
+/// The same message under one messageId, each time after the party canceled the task the
+/// previous one opened, opens a new task each time, up to a bound (each walk past a use costs a
+/// read); past it, a clear refusal that changes nothing. Different messages under one id each
+/// have their own key and never count against it.
+#[tokio::test]
+async fn one_message_repeated_after_each_cancel_opens_new_tasks_up_to_a_bound() {
+    let (env, _alice, partner, _rival) = setup().await;
+    let s = &env.service;
+    let max = liaison::service::MAX_MESSAGE_ID_USES;
+    let total = || async {
+        let filter = TaskFilter {
+            limit: 100,
+            ..Default::default()
+        };
+        s.list_tasks(&partner, filter, None, None)
+            .await
+            .unwrap()
+            .total
+    };
+    let mut last = None;
+    for _ in 0..max {
+        let view = s
+            .send_task_message(&partner, message("m1", "Which TLS version?"))
+            .await
+            .unwrap();
+        assert_eq!(view.state(), TaskState::Submitted);
+        s.cancel_task(&partner, &view.thread.id).await.unwrap();
+        last = Some(view.thread.id);
+    }
+    assert_eq!(total().await, max as i64);
+    let refused = s
+        .send_task_message(&partner, message("m1", "Which TLS version?"))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, ErrorCode::IdempotencyConflict);
+    assert!(
+        refused.message.contains("new messageId"),
+        "{}",
+        refused.message
+    );
+    assert_eq!(total().await, max as i64);
+    // Another message under the same id is not one of those uses.
+    let other = s
+        .send_task_message(&partner, message("m1", "Something else"))
+        .await
+        .unwrap();
+    assert_ne!(Some(other.thread.id), last);
+    assert_eq!(total().await, max as i64 + 1);
 }
 
 #[tokio::test]
@@ -540,12 +635,12 @@ async fn a_retry_gets_its_task_even_after_the_party_lost_the_skill() {
             .code,
         ErrorCode::Forbidden
     );
-    // The reused id for another message is still refused.
+    // The id for another message is that new message, refused as any new task now is.
     assert_eq!(
         s.send_task_message(&partner, message("m1", "Something else"))
             .await
             .unwrap_err()
             .code,
-        ErrorCode::IdempotencyConflict
+        ErrorCode::Forbidden
     );
 }
