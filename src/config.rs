@@ -69,6 +69,8 @@ struct RawOutbox {
 #[serde(deny_unknown_fields)]
 struct RawServer {
     max_connections: usize,
+    /// 0: an eighth of `max_connections` (at least 1).
+    max_connections_per_address: usize,
     #[serde(deserialize_with = "seconds")]
     header_read_timeout_s: u64,
     #[serde(deserialize_with = "seconds")]
@@ -212,6 +214,7 @@ session_idle_s = 300
 sse_keep_alive_s = 15
 [server]
 max_connections = 512
+max_connections_per_address = 0
 header_read_timeout_s = 10
 idle_timeout_s = 60
 tls_handshake_timeout_s = 10
@@ -489,8 +492,17 @@ fn bounds(raw: &Raw) -> anyhow::Result<(ServerSettings, LimitSettings)> {
     if l.streams_per_party == 0 {
         anyhow::bail!("limits.streams_per_party must be at least 1");
     }
+    let per_address = match s.max_connections_per_address {
+        0 => (s.max_connections / 8).max(1),
+        n if n > s.max_connections => anyhow::bail!(
+            "server.max_connections_per_address ({n}) must not exceed server.max_connections ({})",
+            s.max_connections
+        ),
+        n => n,
+    };
     let server = ServerSettings {
         max_connections: s.max_connections,
+        max_connections_per_address: per_address,
         header_read_timeout: Duration::from_secs(s.header_read_timeout_s),
         idle_timeout: Duration::from_secs(s.idle_timeout_s),
         tls_handshake_timeout: Duration::from_secs(s.tls_handshake_timeout_s),

@@ -57,6 +57,11 @@ pub struct RouteLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
     outcome: &'static str,
 }
@@ -69,6 +74,7 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     latency: HistogramFamily<RouteLabels>,
     commits: Family<OutcomeLabels, Counter>,
+    refused: Family<ReasonLabels, Counter>,
     batch_size: Histogram,
     commit_latency: Histogram,
     inbox_waiters: Gauge,
@@ -96,6 +102,12 @@ impl Metrics {
         let requests = Family::<RequestLabels, Counter>::default();
         let latency: HistogramFamily<RouteLabels> = Family::new_with_constructor(latency_histogram);
         let commits = Family::<OutcomeLabels, Counter>::default();
+        let refused = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "connections_refused",
+            "Connections closed at once because their address held its share of the cap",
+            refused.clone(),
+        );
         let batch_size = Histogram::new(BATCH_BUCKETS);
         let commit_latency = Histogram::new(COMMIT_BUCKETS);
         let gauges: [Gauge; 7] = Default::default();
@@ -161,6 +173,7 @@ impl Metrics {
             requests,
             latency,
             commits,
+            refused,
             batch_size,
             commit_latency,
             inbox_waiters,
@@ -184,6 +197,11 @@ impl Metrics {
         self.latency
             .get_or_create(&route)
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts a connection closed at once for `reason` (`per_address`, `reserve`).
+    pub fn connection_refused(&self, reason: &'static str) {
+        self.refused.get_or_create(&ReasonLabels { reason }).inc();
     }
 
     /// Records one group commit of `jobs` writes.

@@ -11,6 +11,10 @@
 //! - HTTP/2 connections are pinged every `http2_keep_alive` and closed when a ping goes
 //!   unanswered as long (gRPC and h2 streams that wait on humans survive idle proxies).
 //!
+//! - one client address holds at most `max_connections_per_address` of them, and the last few
+//!   free slots go only to addresses holding none ([`share`]); a connection refused its share is
+//!   closed at once, counted in `liaison_connections_refused_total{reason}`.
+//!
 //! So a flood of idle connections delays a well-behaved client by at most `header_read_timeout`
 //! rather than starving it. At shutdown the loop stops accepting, every connection is asked to
 //! close gracefully (long-polls and streams end on the service's shutdown), and the drain waits
@@ -23,6 +27,7 @@
 mod body;
 mod conn;
 pub mod outbound;
+mod share;
 pub mod tls;
 
 pub use body::hold;
@@ -50,6 +55,8 @@ const CAP_WARNING_EVERY: Duration = Duration::from_secs(60);
 pub struct ServerSettings {
     /// Connections served at once; more wait to be accepted.
     pub max_connections: usize,
+    /// Connections one client address (an IPv4 address, an IPv6 /64) may hold at once.
+    pub max_connections_per_address: usize,
     /// Longest time to deliver a request head (the first one, and on HTTP/1.1 each next one).
     pub header_read_timeout: Duration,
     /// A connection with no request in flight this long is closed.
@@ -64,6 +71,7 @@ impl Default for ServerSettings {
     fn default() -> Self {
         Self {
             max_connections: 512,
+            max_connections_per_address: 64,
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             tls_handshake_timeout: Duration::from_secs(10),
@@ -81,6 +89,10 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let slots = Arc::new(Semaphore::new(settings.max_connections));
+    let shares = share::Shares::new(
+        settings.max_connections_per_address,
+        share::reserve(settings.max_connections),
+    );
     let mut builder = Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -128,12 +140,22 @@ pub async fn serve(
             },
             () = shutdown.cancelled() => break,
         };
+        let share = match shares.take(peer.ip(), slots.available_permits()) {
+            Ok(share) => share,
+            Err(refusal) => {
+                // Closed at once: the slot goes back to the next connection in the queue.
+                crate::metrics::get().connection_refused(refusal.label());
+                tracing::debug!(%peer, reason = refusal.label(), "Connection refused its share.");
+                drop(tcp);
+                continue;
+            }
+        };
         // Small answers (a JSON-RPC result, an SSE event) go out at once, not after a delayed ACK.
         let _ = tcp.set_nodelay(true);
         let server = server.clone();
         tokio::spawn(async move {
             server.connection(tcp, peer).await;
-            drop(permit);
+            drop((share, permit));
         });
     }
     drop(listener);

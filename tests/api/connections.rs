@@ -86,10 +86,11 @@ async fn silent_connections_beyond_the_cap_do_not_starve_a_well_behaved_client()
         ],
     )
     .await;
-    // Three times the cap, none of which ever sends a byte.
+    // Three times the cap, none of which ever sends a byte, each from an address of its own (so
+    // no address's share is what stops them: one flooding address is the next test).
     let mut silent = Vec::new();
-    for _ in 0..12 {
-        silent.push(TcpStream::connect(addr).await.unwrap());
+    for i in 0..12 {
+        silent.push(connect_from([127, 0, 1, i + 1], addr).await);
     }
     let answer = healthz(addr).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
@@ -104,6 +105,78 @@ async fn silent_connections_beyond_the_cap_do_not_starve_a_well_behaved_client()
         }
     }
     assert_eq!(closed, 4, "the accepted silent connections were closed");
+    stop.cancel();
+}
+
+/// A connection to `addr` from the loopback address `from` (any 127.x.y.z is this host).
+async fn connect_from(from: [u8; 4], addr: std::net::SocketAddr) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(std::net::SocketAddr::from((from, 0))).unwrap();
+    socket.connect(addr).await.unwrap()
+}
+
+async fn get_from(from: [u8; 4], addr: std::net::SocketAddr, path: &str) -> String {
+    let mut tcp = connect_from(from, addr).await;
+    let head = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    let answer = read_to_close(&mut tcp, head_bound())
+        .await
+        .expect("answered");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test]
+async fn one_address_holds_only_its_share_and_the_last_slots_wait_for_new_addresses() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    // 8 slots, the last one (8/32, at least 1) kept for addresses holding none; the flood's
+    // connections stay silent far longer than the test runs (default head timeout, 10 s).
+    let (addr, stop) = spawn_app(
+        &db,
+        dir.path(),
+        &[
+            ("LIAISON_SERVER__MAX_CONNECTIONS", "8"),
+            ("LIAISON_SERVER__MAX_CONNECTIONS_PER_ADDRESS", "4"),
+        ],
+    )
+    .await;
+    let flood = [127, 0, 0, 2];
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(connect_from(flood, addr).await);
+    }
+    // The fifth is closed at once, without waiting for any timeout.
+    let mut fifth = connect_from(flood, addr).await;
+    let closed = read_to_close(&mut fifth, head_bound() / 4).await;
+    assert_eq!(closed.as_deref(), Some(&[][..]), "closed, nothing sent");
+    // Its four hold on; other addresses are served meanwhile.
+    for tcp in &held {
+        assert!(still_open(tcp), "the share's connections are kept");
+    }
+    let answer = get_from([127, 0, 0, 3], addr, "/healthz").await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    // A second address takes three more slots; the last free one is the reserve: its own
+    // fourth is refused, a new address still gets in.
+    let second = [127, 0, 0, 4];
+    for _ in 0..3 {
+        held.push(connect_from(second, addr).await);
+    }
+    // (Each accepted connection holds its slot before the next is accepted.)
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut over = connect_from(second, addr).await;
+    let closed = read_to_close(&mut over, head_bound() / 4).await;
+    assert_eq!(
+        closed.as_deref(),
+        Some(&[][..]),
+        "the reserve is not for an address holding some"
+    );
+    let metrics = get_from([127, 0, 0, 5], addr, "/metrics").await;
+    assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+    for reason in ["per_address", "reserve"] {
+        let line = format!("liaison_connections_refused_total{{reason=\"{reason}\"}} 1");
+        assert!(metrics.contains(&line), "{line} in {metrics}");
+    }
+    drop(held);
     stop.cancel();
 }
 
