@@ -54,6 +54,17 @@ OUTPUT_TXT = {
 }
 
 
+def client_message_id(key: str) -> str | None:
+    """The client's messageId behind a party message's idempotency key: `a2a:<id>` for its first
+    use, `a2a~<16 hex>:<id>` for a later message under the same id (README "Retries and
+    messageId"); None for any other key."""
+    if key.startswith("a2a:"):
+        return key.removeprefix("a2a:")
+    if key.startswith("a2a~") and key[20:21] == ":":
+        return key[21:]
+    return None
+
+
 def plan(message_id: str) -> list[tuple]:
     """The moves for one external message, chosen by its messageId prefix (longest prefixes first,
     as `tck-artifact-file-url` starts with `tck-artifact-file`)."""
@@ -128,11 +139,12 @@ async def run(url: str, token: str) -> None:
             page = await call(client, "inbox", **args)
             for entry in page["entries"]:
                 key = entry.get("idempotency_key") or ""
-                if entry.get("type") != "message" or not key.startswith("a2a:"):
+                message_id = client_message_id(key)
+                if entry.get("type") != "message" or message_id is None:
                     continue
                 if entry.get("kind") not in ("question", "request", "handoff", "reply", "announce"):
                     continue
-                task = asyncio.create_task(play(client, entry["thread"], key.removeprefix("a2a:")))
+                task = asyncio.create_task(play(client, entry["thread"], message_id))
                 running.add(task)
                 task.add_done_callback(running.discard)
             cursor = page["cursor"]
