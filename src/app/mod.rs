@@ -345,8 +345,7 @@ impl App {
 /// Ready while the database answers and writes commit: 503 while every write fails (a full
 /// disk, a lost database), back to 200 with the first write that commits again.
 async fn readyz(State(service): State<Service>) -> (StatusCode, String) {
-    if let Some(since) = service.store().writes_failing_since_ms() {
-        let since = crate::domain::Timestamp(since);
+    if let Some(since) = service.writes_failing_since() {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             format!("writes failing since {since}"),

@@ -93,6 +93,6 @@ async fn live(service: &Service) -> Live {
         pending_approvals,
         pool_open,
         pool_idle,
-        writes_failing: service.store().writes_failing_since_ms().is_some(),
+        writes_failing: service.writes_failing_since().is_some(),
     }
 }

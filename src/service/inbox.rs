@@ -146,6 +146,14 @@ impl Service {
         Ok(self.inner.store.pending_approvals().await?)
     }
 
+    /// Since when every write has failed, while they do (for `/readyz` and `/metrics`).
+    pub fn writes_failing_since(&self) -> Option<crate::domain::Timestamp> {
+        self.inner
+            .store
+            .writes_failing_since_ms()
+            .map(crate::domain::Timestamp)
+    }
+
     /// The read pool's open and idle connections (for `/metrics`).
     pub fn pool_usage(&self) -> (u32, usize) {
         self.inner.store.pool_usage()
