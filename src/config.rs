@@ -104,6 +104,9 @@ pub struct TlsFiles {
 #[serde(deny_unknown_fields)]
 struct RawA2a {
     card_dir: PathBuf,
+    /// The card's name, replacing card.toml's (other liaisons label this server with it).
+    #[serde(default)]
+    card_name: Option<String>,
     #[serde(deserialize_with = "seconds")]
     blocking_wait_s: u64,
     spec_version: crate::wire::errors::SpecVersion,
@@ -253,6 +256,8 @@ pub struct Config {
     pub settings: Settings,
     /// Directory of the Agent Card definition (`card.toml`).
     pub card_dir: PathBuf,
+    /// The card's name when set, replacing card.toml's.
+    pub card_name: Option<String>,
     /// Longest wait of a blocking SendMessage before it returns the task as it stands.
     pub blocking_wait_s: u64,
     /// The A2A error table answered with (v1.0.1 unless configured).
@@ -372,6 +377,7 @@ impl Config {
             database_url,
             log_format: raw.log_format,
             card_dir: raw.a2a.card_dir.clone(),
+            card_name: raw.a2a.card_name.clone().filter(|n| !n.trim().is_empty()),
             blocking_wait_s: raw.a2a.blocking_wait_s,
             spec_version: raw.a2a.spec_version,
             rest_content_type,

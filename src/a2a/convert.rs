@@ -8,7 +8,8 @@
 //!   the body is one `text` part followed by the attachments;
 //! - the team's replies are the task's artifacts (one per reply, id = the message id); a reply's
 //!   structured result is one more `data` part of its artifact, media type [`RESULT_MEDIA_TYPE`];
-//! - the status message is the team's last announce, question or close when that set the state.
+//! - the status message is the team's last announce, question or close when that set the state
+//!   (a close's text and attachments, whatever its outcome, done included).
 //!
 //! Service errors map onto the A2A error table here too, so every binding answers alike.
 
@@ -243,11 +244,16 @@ fn status_with(
     cause: Option<&MessageRecord>,
     at: Timestamp,
 ) -> pb::TaskStatus {
+    // A close's words (and attachments) are the final status message of whatever state it set,
+    // done (`completed`) included; a close that says nothing sends no message, since an A2A
+    // message needs a part. A reply that completes the task is its artifact instead.
     let shows = |m: &MessageRecord| match state {
         TaskState::Working => m.kind == Kind::Announce,
         TaskState::InputRequired => m.kind.awaits_reply(),
-        TaskState::Failed | TaskState::Rejected | TaskState::Canceled => m.kind == Kind::Close,
-        TaskState::Submitted | TaskState::Completed => false,
+        TaskState::Completed | TaskState::Failed | TaskState::Rejected | TaskState::Canceled => {
+            m.kind == Kind::Close && !(m.body.trim().is_empty() && m.attachments.is_empty())
+        }
+        TaskState::Submitted => false,
     };
     pb::TaskStatus {
         state: task_state(state) as i32,

@@ -14,7 +14,8 @@ use serde::Deserialize;
 use crate::domain::{ApprovalPolicy, ChannelName, PersonId, PersonKind, PolicyChange};
 use crate::http::{ApiError, ApiResult, Authed, Body};
 use crate::service::{
-    AuditQuery, ChannelSpec, ErrorCode, MemberChange, PartySpec, Service, ServiceError, TokenSpec,
+    AddedParty, AuditQuery, ChannelSpec, ErrorCode, MemberChange, PartySpec, Service, ServiceError,
+    TokenSpec,
 };
 
 pub fn router(service: Service) -> Router {
@@ -96,9 +97,8 @@ async fn add_party(
     State(s): State<Service>,
     Authed(c): Authed,
     body: Body<PartySpec>,
-) -> ApiResult<serde_json::Value> {
-    let (party, token) = s.add_party(&c, body.0).await?;
-    Ok(Json(serde_json::json!({ "party": party, "token": token })))
+) -> ApiResult<AddedParty> {
+    Ok(Json(s.add_party(&c, body.0).await?))
 }
 
 async fn list_parties(State(s): State<Service>, Authed(c): Authed) -> ApiResult<serde_json::Value> {

@@ -78,8 +78,9 @@ pub async fn ensure(app: &App) -> anyhow::Result<Demo> {
             default_skill: None,
             jwt_subject: None,
             issue_token: true,
+            channels: Vec::new(),
         };
-        let (_, token) = service.add_party(&admin, party).await?;
+        let token = service.add_party(&admin, party).await?.token;
         let agent_token = token.expect("a party token was asked for").secret;
         tokens.push(PersonTokens {
             agent_token,

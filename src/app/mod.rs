@@ -74,7 +74,21 @@ impl App {
             )?;
         }
         ensure_master_key(&config.data_dir)?;
-        let card = card_definition(&config.card_dir)?;
+        let mut card = card_definition(&config.card_dir)?;
+        if let Some(name) = &config.card_name {
+            card = card
+                .renamed(name)
+                .with_context(|| format!("Invalid [a2a] card_name {name:?}"))?;
+        }
+        if card.name() == crate::domain::DEFAULT_CARD_NAME {
+            tracing::warn!(
+                "The Agent Card keeps the shipped name \"{}\": every liaison this one federates \
+                 with labels it \"remote agent {}\". Set [a2a] card_name \
+                 (LIAISON_A2A__CARD_NAME) to your team's or organisation's name.",
+                crate::domain::DEFAULT_CARD_NAME,
+                crate::domain::DEFAULT_CARD_NAME
+            );
+        }
         let mut settings = config.settings.clone();
         settings.skills = card.skill_routes();
         settings.default_skill = Some(card.default_skill().to_owned());

@@ -65,6 +65,10 @@ pub enum PartyCommand {
         /// Do not issue a bearer token (the party authenticates with JWTs only).
         #[arg(long)]
         no_token: bool,
+        /// A channel the party joins, with every right (repeat for several). A party in no
+        /// channel is refused everything until an admin adds it to one.
+        #[arg(long = "channel", value_name = "CHANNEL")]
+        channels: Vec<String>,
         #[command(flatten)]
         server: ServerArgs,
     },
@@ -231,13 +235,19 @@ pub(super) async fn party(c: PartyCommand) -> anyhow::Result<()> {
             default_skill,
             jwt_subject,
             no_token,
+            channels,
             server,
         } => {
             let body = json!({
                 "id": id, "display_name": name, "default_skill": default_skill,
-                "jwt_subject": jwt_subject, "issue_token": !no_token,
+                "jwt_subject": jwt_subject, "issue_token": !no_token, "channels": channels,
             });
-            call(&server, "POST", "/admin/v1/parties", Some(body)).await
+            let answer = fetch(&server, "POST", "/admin/v1/parties", Some(body)).await?;
+            if let Some(warning) = answer["warning"].as_str() {
+                eprintln!("warning: {warning}");
+            }
+            println!("{}", serde_json::to_string_pretty(&answer)?);
+            Ok(())
         }
         PartyCommand::List { format, server } => {
             let answer = fetch(&server, "GET", "/admin/v1/parties", None).await?;

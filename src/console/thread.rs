@@ -160,8 +160,8 @@ async fn render(
                 created_at: d.message.created_at.to_string(),
                 label: label_parts(&d.label),
                 body: d.message.body.clone(),
-                truncated: m.body_truncated,
-                chars: m.body_chars,
+                truncated: m.body.body_truncated,
+                chars: m.body.body_chars,
                 result: d.message.result.clone(),
                 receipts: m.receipts.iter().map(receipt_row).collect(),
             }

@@ -37,7 +37,7 @@ pub use message::{
 };
 pub use person::{AgentIdentity, PersonKind, Right, Rights, SERVER_PERSON, Scope, Scopes};
 pub use presence::{LeaseMode, Transition};
-pub use remote::{FollowMode, RemoteState, RemoteUpdate};
+pub use remote::{DEFAULT_CARD_NAME, FollowMode, RemoteState, RemoteUpdate};
 pub use result::{
     Check, CheckOutcome, MAX_RESULT_ITEM_CHARS, MAX_RESULT_ITEMS, MAX_RESULT_SUMMARY_CHARS,
     MAX_RESULT_URL_BYTES, ReplyResult, ResultLink, ResultStatus, WrittenBy,

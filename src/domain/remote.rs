@@ -89,9 +89,15 @@ pub struct RemoteUpdate {
     /// Tells this event apart from others of the same state: the status message's id, else its
     /// timestamp, else a hash of what it says.
     pub event_key: String,
-    /// A completed task's artifacts (text parts are joined into the body).
+    /// The status message's files and data, then a completed task's artifacts (their text parts
+    /// are joined into the body).
     pub attachments: Vec<Attachment>,
 }
+
+/// The name the shipped Agent Card gives a liaison server. Left as it is, every other liaison it
+/// federates with labels it "remote agent liaison": the server warns at start, and a remote whose
+/// card still has it is shown by the name its admin registered it under.
+pub const DEFAULT_CARD_NAME: &str = "liaison";
 
 #[cfg(test)]
 mod tests {

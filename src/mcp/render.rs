@@ -77,13 +77,18 @@ pub(crate) fn message(m: &Value, extra: &str) -> String {
     header.push(')');
     let body = m["body"].as_str().unwrap_or_default();
     // A reply's result is the replying agent's data like its body: it goes inside the fence.
-    match serde_json::from_value::<crate::domain::ReplyResult>(m["result"].clone()) {
+    let mut out = match serde_json::from_value::<crate::domain::ReplyResult>(m["result"].clone()) {
         Ok(result) => {
             let body = format!("{body}\n\n{}", result.lines().join("\n"));
             render_for_agent(&label, &header, &body)
         }
         Err(_) => render_for_agent(&label, &header, body),
+    };
+    if let Some(pointer) = rest_pointer(m) {
+        out.push('\n');
+        out.push_str(&pointer);
     }
+    out
 }
 
 /// The receipts of one thread message (the JSON of its `receipts`), in the server's words:
@@ -201,16 +206,29 @@ pub(crate) fn approval_note(a: &Value) -> String {
     }
 }
 
-/// For a message whose body was cut (`body_truncated`), where it was cut and what to do.
+/// For a message whose body was cut (`body_truncated`), in its header: how much of it is shown.
 pub(crate) fn cut_note(m: &Value) -> String {
     if m["body_truncated"] != true {
         return String::new();
     }
     format!(
-        ", body cut at {} of {} characters: call read_message for the rest",
+        ", body cut at {} of {} characters",
         m["body"].as_str().map_or(0, |b| b.chars().count()),
         m["body_chars"]
     )
+}
+
+/// For a message whose body a page cut (`body_rest`), after its fence in the server's words: how
+/// many characters were left out and the exact `read_message` call that continues it, so that a
+/// body cut to nothing never reads as an empty message.
+pub(crate) fn rest_pointer(m: &Value) -> Option<String> {
+    let rest = m.get("body_rest").filter(|r| r.is_object())?;
+    Some(format!(
+        "The rest of this body, {} characters, is not shown: call read_message with message=\"{}\" offset={}.",
+        rest["chars_left_out"],
+        m["id"].as_str().unwrap_or_default(),
+        rest["offset"]
+    ))
 }
 
 /// The inbox: one block per entry (messages labelled), then what to do next.
@@ -549,7 +567,8 @@ mod tests {
             "type": "message", "seq": 1, "created_at": 0, "label": label, "id": "msg_1",
             "thread": "thr_1", "channel": "demo", "position": 1, "kind": "request",
             "agent": hostile, "subject": hostile, "impact": "code", "body": hostile,
-            "thread_state": "open", "body_chars": 10, "body_truncated": true,
+            "thread_state": "open", "body_chars": 90, "body_truncated": true,
+            "body_rest": { "chars_left_out": 10, "offset": 80 },
         });
         let notice = json!({
             "type": "lease_taken", "seq": 2, "created_at": 0,
@@ -573,6 +592,7 @@ mod tests {
             "liaison-data ",
             "Notice from the liaison server (seq ",
             "Inbox: ",
+            "The rest of this body, ",
         ];
         for block in &blocks {
             for line in block.split(text::is_line_break) {

@@ -60,12 +60,20 @@ pub fn status_update(task_id: &str, status: &pb::TaskStatus) -> Result<RemoteUpd
         (_, Some(t)) => format!("at:{}", serde_json::to_string(t).unwrap_or_default()),
         _ => format!("text:{text}"),
     };
+    // The status message's other parts (a closing message's files and data) come with its
+    // words; parts that cannot be taken in leave the words alone.
+    let attachments = status
+        .message
+        .as_ref()
+        .and_then(|m| crate::wire::parts::parts_in(m.parts.clone()).ok())
+        .map(|(_, attachments)| attachments)
+        .unwrap_or_default();
     Ok(RemoteUpdate {
         task_id: task_id.to_owned(),
         state,
         text,
         event_key,
-        attachments: Vec::new(),
+        attachments,
     })
 }
 
@@ -94,7 +102,7 @@ pub fn task_update(task: &pb::Task) -> Result<RemoteUpdate, String> {
             }
             update.text.push_str(&text);
         }
-        update.attachments = attachments;
+        update.attachments.extend(attachments);
     }
     Ok(update)
 }

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::auth::{hash_secret, new_secret};
 use super::{Caller, ErrorCode, Result, Service, ServiceError, input};
-use crate::domain::{PersonId, PersonKind, Scope, Scopes, text};
+use crate::domain::{ChannelName, PersonId, PersonKind, Rights, Scope, Scopes, text};
 use crate::store::{PartyRecord, PersonRecord, StoreError, TokenRecord};
 
 /// What `token issue` asks for.
@@ -44,6 +44,21 @@ pub struct PartySpec {
     /// Issue an `agent` bearer token for the party (default true).
     #[serde(default = "yes")]
     pub issue_token: bool,
+    /// The channels it joins as it is added, with every right (default none). A party in no
+    /// channel is refused everything until an admin adds it to one.
+    #[serde(default)]
+    pub channels: Vec<ChannelName>,
+}
+
+/// What adding a party made: the party, its token (secret shown once), the channels it joined,
+/// and a warning when it joined none.
+#[derive(Debug, Clone, Serialize)]
+pub struct AddedParty {
+    pub party: PartyRecord,
+    pub token: Option<IssuedToken>,
+    pub channels: Vec<ChannelName>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 fn yes() -> bool {
@@ -51,6 +66,8 @@ fn yes() -> bool {
 }
 
 const MAX_DISPLAY_NAME: usize = 100;
+/// Most channels a party joins as it is added.
+const MAX_PARTY_CHANNELS: usize = 100;
 pub(super) const MAX_DESCRIPTION: usize = 500;
 
 pub(super) fn conflict_as(
@@ -155,11 +172,7 @@ impl Service {
 
     /// Adds an external party: an external person with its A2A settings, and (unless `issue_token`
     /// is false) an `agent` token it authenticates with.
-    pub async fn add_party(
-        &self,
-        caller: &Caller,
-        spec: PartySpec,
-    ) -> Result<(PartyRecord, Option<IssuedToken>)> {
+    pub async fn add_party(&self, caller: &Caller, spec: PartySpec) -> Result<AddedParty> {
         caller.require(Scope::Admin)?;
         input::storable("party", &spec)?;
         let display_name = clean_display_name(&spec.display_name)?;
@@ -205,16 +218,31 @@ impl Service {
             None,
             super::audit::shown(&shown),
         );
-        self.inner
+        let joins = self.party_joins(caller, &spec).await?;
+        match self
+            .inner
             .store
             .insert_party(
                 person.clone(),
                 spec.default_skill.clone(),
                 spec.jwt_subject.clone(),
                 audit,
+                joins,
             )
             .await
-            .map_err(conflict_as("person or JWT subject", &spec.id))?;
+        {
+            Ok(()) => {}
+            // A channel removed since it was checked: nothing was written.
+            Err(StoreError::NotFound(_)) => {
+                return Err(ServiceError::invalid(
+                    "one of the channels was removed meanwhile; nothing was changed",
+                ));
+            }
+            Err(e) => return Err(conflict_as("person or JWT subject", &spec.id)(e)),
+        }
+        if !spec.channels.is_empty() {
+            self.directory_changed();
+        }
         let token = if spec.issue_token {
             let t = TokenSpec {
                 person: spec.id.clone(),
@@ -226,13 +254,66 @@ impl Service {
         } else {
             None
         };
-        tracing::info!(party = %spec.id, "Party added.");
+        let warning = spec.channels.is_empty().then(|| {
+            format!(
+                "{} is in no channel: it is refused everything until an admin adds it to one \
+                 (liaison channel members CHANNEL --add {}, or party add --channel CHANNEL)",
+                spec.id, spec.id
+            )
+        });
+        match &warning {
+            Some(w) => tracing::warn!(party = %spec.id, "Party added; {w}."),
+            None => tracing::info!(party = %spec.id, channels = ?spec.channels, "Party added."),
+        }
         let party = PartyRecord {
             person,
             default_skill: spec.default_skill,
             jwt_subject: spec.jwt_subject,
         };
-        Ok((party, token))
+        Ok(AddedParty {
+            party,
+            token,
+            channels: spec.channels,
+            warning,
+        })
+    }
+
+    /// The memberships `spec.channels` asks for, each with its audit entry, checked before
+    /// anything is written: every channel live, none listed twice.
+    async fn party_joins(
+        &self,
+        caller: &Caller,
+        spec: &PartySpec,
+    ) -> Result<Vec<(ChannelName, Rights, crate::store::AdminChange)>> {
+        if spec.channels.len() > MAX_PARTY_CHANNELS {
+            return Err(ServiceError::invalid(format!(
+                "at most {MAX_PARTY_CHANNELS} channels at once"
+            )));
+        }
+        let mut joins = Vec::with_capacity(spec.channels.len());
+        for (i, name) in spec.channels.iter().enumerate() {
+            if spec.channels[..i].contains(name) {
+                return Err(ServiceError::invalid(format!(
+                    "channel {name} is listed twice"
+                )));
+            }
+            let before = self.live_channel(name).await?;
+            let mut after = before.members.clone();
+            after.push(crate::store::MemberRecord {
+                person: spec.id.clone(),
+                rights: Rights::all(),
+            });
+            after.sort_by(|a, b| a.person.cmp(&b.person));
+            let audit = self.change(
+                caller,
+                "channel.members_changed",
+                name,
+                Some(serde_json::json!({ "members": before.members })),
+                Some(serde_json::json!({ "members": after })),
+            );
+            joins.push((name.clone(), Rights::all(), audit));
+        }
+        Ok(joins)
     }
 
     /// Removes an external party as [`Service::remove_person`] removes a person (tokens revoked,

@@ -38,7 +38,7 @@ pub struct MembersPlan {
 }
 
 /// What `channel members` asks for.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MemberChange {
     #[serde(default)]
@@ -301,7 +301,7 @@ impl Service {
     }
 
     /// A channel an admin may still change: known and not removed.
-    async fn live_channel(&self, name: &ChannelName) -> Result<ChannelRecord> {
+    pub(super) async fn live_channel(&self, name: &ChannelName) -> Result<ChannelRecord> {
         let channel = self.channel_for_admin(name).await?;
         if channel.removed_at.is_some() {
             return Err(ServiceError::invalid(format!(

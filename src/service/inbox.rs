@@ -47,8 +47,8 @@ pub enum ItemContent {
         #[serde(flatten)]
         message: Box<DeliveredMessage>,
         thread_state: &'static str,
-        body_chars: usize,
-        body_truncated: bool,
+        #[serde(flatten)]
+        body: super::BodyExtent,
         /// For a request that needs a human's approval: where that approval stands.
         #[serde(skip_serializing_if = "Option::is_none")]
         approval: Option<ApprovalBadge>,
@@ -401,8 +401,7 @@ impl Service {
                     .thread(&thread)
                     .await?
                     .map_or("open", |t| t.state.name());
-                let (body_chars, body_truncated) =
-                    super::messages::cut_body(&mut record, PREVIEW_CHARS, budget);
+                let body = super::messages::cut_body(&mut record, PREVIEW_CHARS, budget);
                 let approval = if record.kind == crate::domain::Kind::Request {
                     store
                         .approval_of_message(&record.id)
@@ -419,8 +418,7 @@ impl Service {
                 ItemContent::Message {
                     message: Box::new(self.deliver(record).await?),
                     thread_state,
-                    body_chars,
-                    body_truncated,
+                    body,
                     approval,
                 }
             }

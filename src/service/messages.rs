@@ -9,7 +9,8 @@ use super::{Caller, ErrorCode, Result, Service, ServiceError, input};
 use crate::bus::Topic;
 use crate::domain::{
     Attachment, ChannelName, Impact, Kind, Label, MAX_ATTACHMENTS, MAX_BODY_BYTES,
-    MAX_SUBJECT_CHARS, MessageId, Outcome, PersonId, ReplyResult, Right, ThreadId, WrittenBy,
+    MAX_SUBJECT_CHARS, MessageId, Outcome, PersonId, PersonKind, ReplyResult, Right, ThreadId,
+    WrittenBy,
 };
 use crate::store::{
     ChannelRecord, ClaimRecord, MessageRecord, NewMessage, NewTask, PostOutcome, StoreError,
@@ -20,21 +21,48 @@ use crate::store::{
 /// all (SPEC §3): a thread page or an inbox page cuts bodies to share this budget, and says so.
 pub const MAX_SLICE_CHARS: usize = 20_000;
 
-/// Cuts `record`'s body to at most `max` characters and `budget`, spending the budget. Returns the
-/// whole body's length in characters and whether it was cut.
-pub(super) fn cut_body(
-    record: &mut MessageRecord,
-    max: usize,
-    budget: &mut usize,
-) -> (usize, bool) {
+/// How much of a message's body a page shows, and where the rest is (SPEC §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct BodyExtent {
+    /// Length of the whole body, in characters.
+    pub body_chars: usize,
+    /// True when the page's body holds only the first part of it.
+    pub body_truncated: bool,
+    /// For a cut body: the characters left out and the `read_message` offset that continues it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body_rest: Option<BodyRest>,
+}
+
+/// The part of a cut body a page left out: read it with `read_message` from `offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct BodyRest {
+    pub chars_left_out: usize,
+    pub offset: usize,
+}
+
+/// Cuts `record`'s body to at most `max` characters and `budget`, spending the budget.
+pub(super) fn cut_body(record: &mut MessageRecord, max: usize, budget: &mut usize) -> BodyExtent {
     let body_chars = record.body.chars().count();
     let keep = body_chars.min(max).min(*budget);
     *budget -= keep;
-    if keep < body_chars {
-        record.body = record.body.chars().take(keep).collect();
+    if keep == body_chars {
+        return BodyExtent {
+            body_chars,
+            body_truncated: false,
+            body_rest: None,
+        };
     }
-    (body_chars, keep < body_chars)
+    record.body = record.body.chars().take(keep).collect();
+    BodyExtent {
+        body_chars,
+        body_truncated: true,
+        body_rest: Some(BodyRest {
+            chars_left_out: body_chars - keep,
+            offset: keep,
+        }),
+    }
 }
+
 /// Longest idempotency key.
 const MAX_IDEMPOTENCY_KEY: usize = 200;
 
@@ -118,10 +146,9 @@ pub struct ThreadView {
 pub struct ThreadMessage {
     #[serde(flatten)]
     pub message: DeliveredMessage,
-    /// Length of the whole body, in characters.
-    pub body_chars: usize,
-    /// True when `message.body` holds only the first part of it.
-    pub body_truncated: bool,
+    /// How much of the body `message.body` holds.
+    #[serde(flatten)]
+    pub body: BodyExtent,
     /// Per recipient: delivered, read by which consumer, acknowledged (SPEC §4).
     pub receipts: Vec<super::RecipientReceipt>,
 }
@@ -386,12 +413,11 @@ impl Service {
         let mut delivered = Vec::with_capacity(messages.len());
         let mut budget = MAX_SLICE_CHARS;
         for mut m in messages {
-            let (body_chars, body_truncated) = cut_body(&mut m, MAX_SLICE_CHARS, &mut budget);
+            let body = cut_body(&mut m, MAX_SLICE_CHARS, &mut budget);
             let receipts = receipts.remove(&m.id).unwrap_or_default();
             delivered.push(ThreadMessage {
                 message: self.deliver(m).await?,
-                body_chars,
-                body_truncated,
+                body,
                 receipts,
             });
         }
@@ -563,8 +589,10 @@ impl Service {
             }
             return Ok(out.into_iter().collect());
         }
-        let mut out: BTreeSet<PersonId> = match thread {
-            // In a thread: its participants (the opener's author and recipients) who can still read.
+        let mut out: BTreeSet<PersonId> = BTreeSet::new();
+        match thread {
+            // In a thread: its participants (the opener's author and recipients) who can still
+            // read, but no party other than the opener: a party is in its own tasks only.
             Some(t) => {
                 let opener = self.inner.store.thread_messages(&t.id, 0, 1).await?;
                 let mut people: BTreeSet<PersonId> = opener
@@ -572,20 +600,29 @@ impl Service {
                     .flat_map(|m| m.recipients.iter().cloned())
                     .collect();
                 people.insert(t.opened_by.clone());
-                people.into_iter().filter(|p| readers.contains(p)).collect()
+                for p in people.into_iter().filter(|p| readers.contains(p)) {
+                    if p == t.opened_by || self.kind_of(&p).await? != Some(PersonKind::External) {
+                        out.insert(p);
+                    }
+                }
             }
-            // A new thread: every other reader but remote agents, which are only ever named.
+            // A new thread: every other reader who is a member. Remote agents are only ever
+            // named, and a party sees only its own tasks (SPEC §8).
             None => {
-                let readers: Vec<PersonId> = readers.into_iter().cloned().collect();
-                let remotes = self.remote_people(&readers).await?;
-                readers
-                    .into_iter()
-                    .filter(|p| !remotes.contains(p))
-                    .collect()
+                for p in readers {
+                    if self.kind_of(p).await? == Some(PersonKind::Member) {
+                        out.insert(p.clone());
+                    }
+                }
             }
-        };
+        }
         out.remove(caller.id());
         Ok(out.into_iter().collect())
+    }
+
+    /// The kind of a person who was not removed (the directory cache answers).
+    async fn kind_of(&self, person: &PersonId) -> Result<Option<PersonKind>> {
+        Ok(self.inner.store.person(person).await?.map(|p| p.kind))
     }
 }
 

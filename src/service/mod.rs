@@ -35,7 +35,7 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 pub use activity::{Activity, MAX_ACTIVITY_WEEKS, WeekActivity, week_start};
-pub use admin::{IssuedToken, PartySpec, TokenSpec};
+pub use admin::{AddedParty, IssuedToken, PartySpec, TokenSpec};
 pub use approvals::{ApprovalPage, ApprovalView, CONFIRM_CHARS};
 pub use audit::{AuditQuery, MAX_AUDIT_PAGE};
 pub use channels::{ChannelSpec, MemberChange, MembersPlan};
@@ -46,8 +46,8 @@ pub use inbox::{InboxItem, InboxPage, InboxRequest, ItemContent};
 pub use keys::{CardSignature, PublishedCard};
 pub use limits::{LimitSettings, Rate, StreamPermit};
 pub use messages::{
-    DeliveredMessage, MAX_SLICE_CHARS, MessageSlice, PostReceipt, PostRequest, ThreadMessage,
-    ThreadView,
+    BodyExtent, BodyRest, DeliveredMessage, MAX_SLICE_CHARS, MessageSlice, PostReceipt,
+    PostRequest, ThreadMessage, ThreadView,
 };
 pub use own_tokens::{MAX_OWN_AGENT_TOKENS, OWN_TOKEN_MAX_DAYS, OwnToken, OwnTokenSpec};
 pub use progress::{COALESCE_S, PER_MINUTE, PER_THREAD, ProgressOutcome, ProgressReport};

@@ -296,6 +296,18 @@ impl Service {
         })?;
         let display_name = match &spec.display_name {
             Some(d) => super::admin::clean_display_name(d)?,
+            // Another liaison left at the shipped card name: "liaison" tells nobody which one
+            // it is, so it is shown by the name the admin registered it under.
+            None if fetched.name.trim() == crate::domain::DEFAULT_CARD_NAME => {
+                tracing::warn!(
+                    remote = %spec.name,
+                    "The remote's card has the shipped name \"{}\"; it is shown as {} (give a \
+                     display_name to choose another).",
+                    crate::domain::DEFAULT_CARD_NAME,
+                    spec.name
+                );
+                spec.name.to_string()
+            }
             None => super::admin::clean_display_name(&fetched.name).map_err(|_| {
                 ServiceError::invalid(
                     "the card's name is not usable as a display name (1-100 visible characters on one line); give one with display_name",

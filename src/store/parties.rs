@@ -6,13 +6,14 @@ use super::Store;
 use super::db::query;
 use super::error::{Result, StoreError};
 use super::model::input::{AdminChange, TaskFilter};
-use super::model::records::directory::{PartyRecord, PersonRecord, party};
+use super::model::records::directory::{MemberRecord, PartyRecord, PersonRecord, party};
 use super::model::records::threads::{
     PushConfigRecord, THREAD_COLUMNS, TaskEventRecord, ThreadRecord, event, push_config, thread,
 };
 use super::tx::audit::append_change;
 use super::tx::enqueue;
-use crate::domain::{PersonId, PersonKind, TaskState, ThreadId};
+use super::tx::members::{live_channel, upsert_member};
+use crate::domain::{ChannelName, PersonId, PersonKind, Rights, TaskState, ThreadId};
 
 impl Store {
     /// Events of a task with `seq > after`, in order.
@@ -67,6 +68,7 @@ impl Store {
         default_skill: Option<String>,
         jwt_subject: Option<String>,
         audit: AdminChange,
+        joins: Vec<(ChannelName, Rights, AdminChange)>,
     ) -> Result<()> {
         if person.kind != PersonKind::External {
             return Err(StoreError::Corrupt(
@@ -89,6 +91,17 @@ impl Store {
                     .execute(&mut *tx)
                     .await?;
                 append_change(tx, &audit).await?;
+                for (channel, rights, change) in &joins {
+                    if !live_channel(tx, channel).await? {
+                        return Err(StoreError::NotFound("channel"));
+                    }
+                    let member = MemberRecord {
+                        person: person.id.clone(),
+                        rights: *rights,
+                    };
+                    upsert_member(tx, channel, &member).await?;
+                    append_change(tx, change).await?;
+                }
                 Ok(())
             })
         })

@@ -2,13 +2,14 @@
 //! and no other operation file may depend on it.
 
 use super::Store;
-use super::db::{Conn, query};
+use super::db::query;
 use super::error::{Result, StoreError};
 use super::model::input::AdminChange;
 use super::model::records::directory::{
     ChannelRecord, MemberRecord, PersonRecord, TOKEN_COLUMNS, TokenRecord, channel, person, token,
 };
 use super::tx::audit::append_change;
+use super::tx::members::{live_channel, upsert_member};
 use crate::domain::{
     ApprovalPolicy, ChannelName, PersonId, PolicyChange, Right, Rights, Timestamp,
 };
@@ -258,12 +259,7 @@ impl Store {
     ) -> Result<bool> {
         self.write_directory(move |tx| {
             Box::pin(async move {
-                let exists =
-                    query("SELECT name FROM channels WHERE name = $1 AND removed_at IS NULL")
-                        .bind(channel.as_str().to_owned())
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                if exists.is_none() {
+                if !live_channel(tx, &channel).await? {
                     return Ok(false);
                 }
                 for m in &upsert {
@@ -440,17 +436,4 @@ impl Store {
             })
             .collect()
     }
-}
-
-async fn upsert_member(tx: &mut Conn, channel: &ChannelName, m: &MemberRecord) -> Result<()> {
-    query(
-        "INSERT INTO channel_members (channel, person_id, rights) VALUES ($1, $2, $3) \
-         ON CONFLICT (channel, person_id) DO UPDATE SET rights = excluded.rights",
-    )
-    .bind(channel.as_str().to_owned())
-    .bind(m.person.as_str().to_owned())
-    .bind(m.rights.to_string())
-    .execute(tx)
-    .await?;
-    Ok(())
 }

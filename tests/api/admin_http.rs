@@ -94,7 +94,7 @@ async fn the_cli_manages_people_tokens_and_channels_on_a_running_server() {
             .unwrap()
             .0
     );
-    let (ok, party, _) = run(vec!["party", "add", "acme", "--name", "Acme Inc"])
+    let (ok, party, err) = run(vec!["party", "add", "acme", "--name", "Acme Inc"])
         .await
         .unwrap();
     assert!(
@@ -103,6 +103,61 @@ async fn the_cli_manages_people_tokens_and_channels_on_a_running_server() {
             .unwrap()
             .starts_with("lsn_")
     );
+    // A party in no channel is refused everything: the answer and the CLI say so.
+    assert!(
+        err.contains("warning: acme is in no channel") && err.contains("party add --channel"),
+        "{err}"
+    );
+    assert!(party["warning"].as_str().unwrap().contains("in no channel"));
+    // With --channel it joins them in the same change, and no warning is given.
+    let (ok, party, err) = run(vec![
+        "party",
+        "add",
+        "globex",
+        "--name",
+        "Globex",
+        "--channel",
+        "demo",
+    ])
+    .await
+    .unwrap();
+    assert!(
+        ok && party["channels"] == serde_json::json!(["demo"]),
+        "{err}"
+    );
+    assert!(
+        party.get("warning").is_none() && !err.contains("warning"),
+        "{err}"
+    );
+    let (_, listed, _) = run(vec!["channel", "list", "--json"]).await.unwrap();
+    let members: Vec<&str> = listed["channels"][0]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["person"].as_str().unwrap())
+        .collect();
+    assert_eq!(members, ["alice", "bob", "globex"]);
+    // An unknown or repeated channel refuses the whole party: nothing is added.
+    for (args, code) in [
+        (vec!["--channel", "demo", "--channel", "nope"], "not_found"),
+        (
+            vec!["--channel", "demo", "--channel", "demo"],
+            "invalid_input",
+        ),
+    ] {
+        let mut all = vec!["party", "add", "initech", "--name", "Initech"];
+        all.extend(args);
+        let (ok, _, err) = run(all).await.unwrap();
+        assert!(!ok && err.contains(code), "{err}");
+    }
+    let (_, parties, _) = run(vec!["party", "list", "--json"]).await.unwrap();
+    let ids: Vec<&str> = parties["parties"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["person"]["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["acme", "globex"]);
     let (ok, parties, _) = run(vec!["party", "list", "--json"]).await.unwrap();
     assert!(ok && parties["parties"][0]["person"]["kind"] == "external");
     let (ok, _, err) = run(vec![
@@ -577,4 +632,42 @@ async fn serve_demo_prints_usable_tokens_and_writes_demo_json() {
     }
     child.start_kill().unwrap();
     let _ = child.wait().await;
+}
+
+/// `[a2a] card_name` names the server on its Agent Card (other liaisons label it with it); a name
+/// the card could not carry refuses to start, saying which setting.
+#[tokio::test]
+async fn the_card_is_named_by_configuration_and_a_bad_name_refuses_to_start() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let load = |name: &str| {
+        let overrides = Overrides {
+            data_dir: Some(dir.path().to_path_buf()),
+            listen: Some("127.0.0.1:0".into()),
+            database_url: Some(db.url.clone()),
+            ..Default::default()
+        };
+        Config::load(
+            &overrides,
+            [("LIAISON_A2A__CARD_NAME".to_owned(), name.to_owned())],
+        )
+        .unwrap()
+    };
+    let bad = App::build(load("Acme\u{2028}engineering"), CancellationToken::new()).await;
+    let e = format!("{:#}", bad.err().expect("refused"));
+    assert!(e.contains("[a2a] card_name"), "{e}");
+    let stop = CancellationToken::new();
+    let app = App::build(load("Acme engineering"), stop.clone())
+        .await
+        .unwrap();
+    let url = app.public_url().to_owned();
+    tokio::spawn(app.run_until_stopped());
+    let card: serde_json::Value = reqwest::get(format!("{url}/.well-known/agent-card.json"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(card["name"], "Acme engineering");
+    stop.cancel();
 }

@@ -89,7 +89,7 @@ async fn every_admin_change_is_logged_with_before_and_after_and_no_secret() {
     )
     .await
     .unwrap();
-    let (_, party_token) = s
+    let party_token = s
         .add_party(
             &env.admin,
             PartySpec {
@@ -98,10 +98,12 @@ async fn every_admin_change_is_logged_with_before_and_after_and_no_secret() {
                 default_skill: None,
                 jwt_subject: Some("partner-sub".into()),
                 issue_token: true,
+                channels: Vec::new(),
             },
         )
         .await
-        .unwrap();
+        .unwrap()
+        .token;
     let link = s
         .issue_login_link(&env.admin, &pid("alice"), None)
         .await
@@ -448,7 +450,7 @@ async fn only_an_admin_login_link_of_an_admin_opens_the_admin_pages() {
 
     // An agent credential never gets a console session at all: links are for members only,
     // and a party's id is refused.
-    let (_, _) = s
+    let _ = s
         .add_party(
             &admin_caller(&env).await,
             PartySpec {
@@ -457,6 +459,7 @@ async fn only_an_admin_login_link_of_an_admin_opens_the_admin_pages() {
                 default_skill: None,
                 jwt_subject: None,
                 issue_token: true,
+                channels: Vec::new(),
             },
         )
         .await

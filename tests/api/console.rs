@@ -1407,6 +1407,8 @@ async fn an_admin_adds_and_removes_parties_from_the_console_with_the_token_shown
         )
         .await;
     assert_eq!(status, 200, "{page}");
+    // In no channel: the page says it is refused everything until it is in one.
+    assert!(page.contains("acme is in no channel"), "{page}");
     let secret = shown_secret(&page);
     let acme = s.authenticate(&secret).await.unwrap();
     assert_eq!(acme.person.kind, PersonKind::External);
@@ -1433,7 +1435,7 @@ async fn an_admin_adds_and_removes_parties_from_the_console_with_the_token_shown
         "{page}"
     );
     assert!(page.contains("<span class=\"badge\">demo</span>"), "{page}");
-    // Without a token: added, nothing shown.
+    // Without a token, joining a channel checked on the form: added, nothing shown.
     let (status, headers, _) = c
         .post_form(
             "/console/admin/parties",
@@ -1442,10 +1444,39 @@ async fn an_admin_adds_and_removes_parties_from_the_console_with_the_token_shown
                 ("csrf", &csrf),
                 ("id", "globex"),
                 ("display_name", "Globex"),
+                ("channel-demo", "on"),
             ],
         )
         .await;
     assert_eq!(status, StatusCode::SEE_OTHER, "{headers:?}");
+    let demo = s
+        .list_all_channels(&c.env.admin)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|ch| ch.name.as_str() == "demo")
+        .unwrap();
+    assert!(demo.members.iter().any(|m| m.person == pid("globex")));
+    // A channel that is not one refuses the whole form, keeping what was checked.
+    let (status, _, page) = c
+        .post_form(
+            "/console/admin/parties",
+            Some(&admin),
+            &[
+                ("csrf", &csrf),
+                ("id", "initech"),
+                ("display_name", "Initech"),
+                ("channel-demo", "on"),
+                ("channel-nope", "on"),
+            ],
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{page}");
+    assert!(
+        page.contains("channel-demo\" value=\"on\" checked"),
+        "{page}"
+    );
+    assert!(s.store().person(&pid("initech")).await.unwrap().is_none());
     assert!(
         s.list_tokens(&c.env.admin, Some(&pid("globex")))
             .await
@@ -1482,6 +1513,7 @@ async fn an_admin_adds_and_removes_parties_from_the_console_with_the_token_shown
             "party.added",
             "token.issued",
             "party.added",
+            "channel.members_changed",
             "party.removed"
         ]
     );

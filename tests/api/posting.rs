@@ -319,9 +319,9 @@ async fn a_thread_page_or_inbox_page_holds_at_most_twenty_thousand_characters_of
         .map(|m| m.message.message.body.chars().count())
         .sum();
     assert_eq!(shown, liaison::service::MAX_SLICE_CHARS);
-    assert!(view.messages.iter().all(|m| m.body_truncated));
-    assert_eq!(view.messages[0].body_chars, 100_000);
-    assert_eq!(view.messages[1].body_chars, 15_000);
+    assert!(view.messages.iter().all(|m| m.body.body_truncated));
+    assert_eq!(view.messages[0].body.body_chars, 100_000);
+    assert_eq!(view.messages[1].body.body_chars, 15_000);
     // The rest is read in slices.
     let slice = s
         .read_message(&bob, &first.message, Some(20_000), None)
@@ -358,6 +358,44 @@ async fn a_thread_page_or_inbox_page_holds_at_most_twenty_thousand_characters_of
         .sum();
     assert_eq!(shown, liaison::service::MAX_SLICE_CHARS);
     assert!(bodies["entries"][22]["body_truncated"] == true);
+    // Every cut body says what was left out and where `read_message` continues it, also a body
+    // the page's budget cut to nothing.
+    let first_entry = &bodies["entries"][0];
+    assert_eq!(
+        first_entry["body_rest"],
+        serde_json::json!({ "chars_left_out": 98_000, "offset": 2_000 })
+    );
+    let last = &bodies["entries"][22];
+    assert_eq!(last["body"], "");
+    assert_eq!(
+        last["body_rest"],
+        serde_json::json!({ "chars_left_out": 3_000, "offset": 0 })
+    );
+    let rest = s
+        .read_message(
+            &bob,
+            &liaison::domain::MessageId::parse(last["id"].as_str().unwrap()).unwrap(),
+            Some(0),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(rest.body.chars().count(), 3_000);
+    let whole: Vec<_> = view.messages.iter().map(|m| m.body.body_rest).collect();
+    assert_eq!(
+        whole[0],
+        Some(liaison::service::BodyRest {
+            chars_left_out: 80_000,
+            offset: 20_000
+        })
+    );
+    assert_eq!(
+        whole[1],
+        Some(liaison::service::BodyRest {
+            chars_left_out: 15_000,
+            offset: 0
+        })
+    );
 }
 
 /// A thread closed while replies to it are in flight, among other posts (some reusing one key

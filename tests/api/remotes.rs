@@ -69,7 +69,7 @@ impl RemoteApp {
             .add_person(&admin, pid("bob"), PersonKind::Member, "Bob".into())
             .await
             .unwrap();
-        let (_, token) = service
+        let token = service
             .add_party(
                 &admin,
                 PartySpec {
@@ -78,10 +78,12 @@ impl RemoteApp {
                     default_skill: None,
                     jwt_subject: None,
                     issue_token: true,
+                    channels: Vec::new(),
                 },
             )
             .await
-            .unwrap();
+            .unwrap()
+            .token;
         service
             .add_channel(
                 &admin,
@@ -274,7 +276,9 @@ async fn a_signed_remote_is_registered_with_its_skills_interfaces_and_pinned_key
         .unwrap();
     assert!(view.signed);
     assert_eq!(view.keys.len(), 1);
-    assert_eq!(view.display_name, "liaison", "the card's name by default");
+    // The card keeps the shipped name "liaison", which tells nobody which liaison it is: the
+    // remote is shown by the name it was registered under.
+    assert_eq!(view.display_name, "helper", "not the shipped card name");
     assert_eq!(view.binding, Binding::Grpc, "gRPC is preferred");
     assert!(!view.binding_forced);
     let bindings: Vec<Binding> = view.interfaces.iter().map(|i| i.binding).collect();

@@ -195,6 +195,69 @@ async fn a_claimed_request_is_working_and_a_cancel_ends_it_once() {
     );
 }
 
+/// A party's messages go to the team, never to the other parties sharing the channel; a member's
+/// new thread in that channel addresses the members only; in a party's task the party stays a
+/// participant.
+#[tokio::test]
+async fn a_partys_messages_never_list_the_other_parties_among_their_recipients() {
+    let (env, alice, partner, rival) = setup().await;
+    let s = &env.service;
+    env.member("bob", "codex@b:1").await;
+    s.change_members(
+        &env.admin,
+        &crate::helpers::channel("partners"),
+        liaison::service::MemberChange {
+            add: vec![crate::helpers::pid("bob")],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let task = s
+        .send_task_message(&partner, message("m1", "Which TLS version?"))
+        .await
+        .unwrap();
+    let bob = env.caller("bob", Scope::Agent, "codex@b:1").await;
+    let view = s.thread(&bob, &task.thread.id, None, None).await.unwrap();
+    assert_eq!(
+        view.messages[0].message.message.recipients,
+        [crate::helpers::pid("alice"), crate::helpers::pid("bob")]
+    );
+    // A member's reply in the party's task goes to the party and the team, not the rival.
+    let reply = s
+        .post(
+            &alice,
+            post("reply", None, Some(&task.thread.id), "TLS 1.3"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        reply.recipients,
+        [crate::helpers::pid("bob"), crate::helpers::pid("partner")]
+    );
+    // A member's new thread in the channel: the members only.
+    let opened = s
+        .post(
+            &alice,
+            post("announce", Some("partners"), None, "Team note"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(opened.recipients, [crate::helpers::pid("bob")]);
+    let theirs = s
+        .send_task_message(&rival, message("m2", "And you?"))
+        .await
+        .unwrap();
+    let view = s.thread(&bob, &theirs.thread.id, None, None).await.unwrap();
+    assert!(
+        !view.messages[0]
+            .message
+            .message
+            .recipients
+            .contains(&crate::helpers::pid("partner"))
+    );
+}
+
 #[tokio::test]
 async fn a_party_sees_only_its_own_tasks_and_lists_them_newest_first() {
     let (env, alice, partner, rival) = setup().await;

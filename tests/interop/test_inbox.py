@@ -197,7 +197,18 @@ async def test_the_thread_tool_returns_at_most_twenty_thousand_characters_of_bod
         assert [m["body_truncated"] for m in view["messages"]] == [True, True]
         assert view["messages"][0]["body_chars"] == 100_000
         rendered = "".join(block.text for block in result.content)
-        assert "body cut at 20000 of 100000 characters: call read_message" in rendered
+        assert "body cut at 20000 of 100000 characters" in rendered
+        # The second body was cut to nothing by the page's budget: it renders as a pointer to the
+        # rest, never as an empty message.
+        second = view["messages"][1]
+        assert second["body"] == "" and second["body_rest"] == {"chars_left_out": 100_000, "offset": 0}
+        pointer = (
+            "The rest of this body, 100000 characters, is not shown: "
+            f'call read_message with message="{second["id"]}" offset=0.'
+        )
+        assert pointer in rendered
+        s = await call(bob, "read_message", message=second["id"], offset=0)
+        assert s["body"] == body[:20_000]
         body_lines = [l[2:] for l in rendered.splitlines() if l.startswith("\u2502")]
         assert sum(len(l) + 1 for l in body_lines) <= 20_000 + len(body_lines)
 

@@ -112,6 +112,18 @@ impl CardDefinition {
         Ok(CardDefinition { file })
     }
 
+    /// The name the card gives this server (`[a2a] card_name` when set, else card.toml's).
+    pub fn name(&self) -> &str {
+        &self.file.name
+    }
+
+    /// The same card under another name (`[a2a] card_name`), validated as card.toml's is.
+    pub fn renamed(mut self, name: &str) -> Result<CardDefinition, CardError> {
+        self.file.name = name.to_owned();
+        validate(&self.file)?;
+        Ok(self)
+    }
+
     /// The capability switches of `[capabilities]`.
     pub fn capabilities(&self) -> Capabilities {
         let c = &self.file.capabilities;

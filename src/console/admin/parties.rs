@@ -16,7 +16,7 @@ use super::{
     Admin, CsrfOnly, HasCsrf, Outcome, admin, admin_form, admin_frame, done, fail, field, rendered,
 };
 use crate::console::{Console, status_of};
-use crate::domain::PersonId;
+use crate::domain::{ChannelName, PersonId};
 use crate::service::{PartySpec, ServiceError};
 
 pub(super) fn routes() -> Router<Console> {
@@ -72,13 +72,30 @@ async fn render(
             created_at: p.person.created_at.to_string(),
         })
         .collect();
+    let live: Vec<String> = channels
+        .iter()
+        .filter(|ch| ch.removed_at.is_none())
+        .map(|ch| ch.name.to_string())
+        .collect();
+    // The channels a refused form had checked, checked again.
+    let kept_channels: Vec<String> = outcome
+        .values
+        .get("channels")
+        .map(|c| {
+            c.split(',')
+                .filter(|n| !n.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
     let settings = c.service.settings();
     let skills: Vec<String> = settings.skills.iter().map(|s| s.id.clone()).collect();
     rendered(
         c,
         "admin/parties.html",
         minijinja::context! {
-            parties => Serde(&parties), skills => skills,
+            parties => Serde(&parties), skills => skills, channels => live,
+            kept_channels => kept_channels,
             server_skill => settings.default_skill.clone(),
             outcome => Serde(&outcome),
             ..Serde(admin_frame(a, "parties"))
@@ -110,6 +127,22 @@ struct AddForm {
     jwt_subject: Option<String>,
     /// A checkbox: present when checked.
     issue_token: Option<String>,
+    /// One `channel-NAME` field per checked channel.
+    #[serde(flatten)]
+    checked: std::collections::HashMap<String, String>,
+}
+
+impl AddForm {
+    /// The checked channels, sorted.
+    fn channels(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .checked
+            .keys()
+            .filter_map(|k| k.strip_prefix("channel-").map(str::to_owned))
+            .collect();
+        names.sort();
+        names
+    }
 }
 
 impl HasCsrf for AddForm {
@@ -126,12 +159,25 @@ fn spec(f: &AddForm) -> Result<PartySpec, ServiceError> {
             crate::domain::text::quote(&raw)
         ))
     })?;
+    let channels = f
+        .channels()
+        .into_iter()
+        .map(|n| {
+            ChannelName::parse(n.clone()).map_err(|_| {
+                ServiceError::invalid(format!(
+                    "{} is not a channel",
+                    crate::domain::text::quote(&n)
+                ))
+            })
+        })
+        .collect::<Result<_, _>>()?;
     Ok(PartySpec {
         id,
         display_name: f.display_name.clone().unwrap_or_default(),
         default_skill: field(&f.default_skill),
         jwt_subject: field(&f.jwt_subject),
         issue_token: f.issue_token.is_some(),
+        channels,
     })
 }
 
@@ -147,26 +193,37 @@ async fn add(
         Err(e) => Err(e),
     };
     match added {
-        Ok((party, token)) => {
-            let Some(token) = token else {
-                return done("/console/admin/parties").await;
+        Ok(added) => {
+            let notice = added.warning.clone();
+            let Some(token) = added.token else {
+                let outcome = Outcome {
+                    notice,
+                    ..Outcome::default()
+                };
+                return match outcome.notice {
+                    Some(_) => render(&c, &a, outcome, StatusCode::OK).await,
+                    None => done("/console/admin/parties").await,
+                };
             };
-            let outcome = Outcome::secret(
+            let mut outcome = Outcome::secret(
                 format!(
                     "Token {} of party {} ({})",
-                    token.token.id, party.person.id, token.token.scopes
+                    token.token.id, added.party.person.id, token.token.scopes
                 ),
                 token.secret,
             );
+            outcome.notice = notice;
             render(&c, &a, outcome, StatusCode::OK).await
         }
         Err(e) => {
+            let channels = f.channels().join(",");
             let values = [
                 ("id", f.id),
                 ("display_name", f.display_name),
                 ("default_skill", f.default_skill),
                 ("jwt_subject", f.jwt_subject),
                 ("issue_token", f.issue_token),
+                ("channels", Some(channels)),
             ];
             refused(&c, &a, "party", e, &values).await
         }

@@ -5,7 +5,7 @@
 //!
 //! They only call downward, and never an operation nor `Store` itself: what they need of it (the
 //! lock clause, the webhook cache) is handed in. From the bottom up: `inbox`, `approvals`, `audit`,
-//! `enqueue` and `post_rows` call no other block; `task_events` and `remote_hops` call `enqueue`;
+//! `members`, `enqueue` and `post_rows` call no other block; `task_events` and `remote_hops` call `enqueue`;
 //! `post` calls `post_rows`, `approvals`, `enqueue` and `remote_hops`; `post_group` and `finish`
 //! call `post` (and `finish` `enqueue`). They depend on `db`, `error`, `model` and `cache` only.
 
@@ -14,6 +14,7 @@ pub(in crate::store) mod audit;
 pub(in crate::store) mod enqueue;
 pub(in crate::store) mod finish;
 pub(in crate::store) mod inbox;
+pub(in crate::store) mod members;
 pub(in crate::store) mod post;
 pub(in crate::store) mod post_group;
 mod post_rows;
