@@ -199,6 +199,27 @@ impl Service {
         req: PostRequest,
         task: Option<NewTask>,
     ) -> Result<(PostReceipt, PostOutcome)> {
+        self.post_with(caller, req, task, None).await
+    }
+
+    /// A remote agent's message with the state of its task it reports: both commit together
+    /// (the follower's post, SPEC §8b).
+    pub(super) async fn post_observed(
+        &self,
+        caller: &Caller,
+        req: PostRequest,
+        observed: crate::store::RemoteObservation,
+    ) -> Result<PostReceipt> {
+        Ok(self.post_with(caller, req, None, Some(observed)).await?.0)
+    }
+
+    async fn post_with(
+        &self,
+        caller: &Caller,
+        req: PostRequest,
+        task: Option<NewTask>,
+        observed: Option<crate::store::RemoteObservation>,
+    ) -> Result<(PostReceipt, PostOutcome)> {
         let json = input::storable_json("post", &req)?;
         let kind = req.kind.ok_or_else(|| {
             ServiceError::invalid(
@@ -349,6 +370,7 @@ impl Service {
             remote: outbound.map(|o| o.hop),
             written_by: caller.writes_as(),
             result: req.result,
+            observed,
         };
         let approval_id = new.approval.as_ref().map(|a| a.id.clone());
         let remote = new.remote.as_ref().map(|hop| hop.remote.clone());

@@ -267,10 +267,13 @@ impl Service {
             remote: None,
             written_by: crate::domain::WrittenBy::Agent,
             result: None,
+            observed: None,
         }
     }
 
-    /// Posts what an update means in the thread, as the remote agent, then records the state.
+    /// Posts what an update means in the thread, as the remote agent, with the state it reports
+    /// in the same transaction; an update that posts nothing (or whose post is refused) records
+    /// the state alone.
     async fn apply_remote(
         &self,
         task: &RemoteTaskRecord,
@@ -279,6 +282,14 @@ impl Service {
         backoff_ms: i64,
     ) -> Result<()> {
         let thread = &task.thread;
+        let observation = RemoteObservation {
+            thread: thread.clone(),
+            task_id: update.task_id.clone(),
+            state: update.state,
+            next_check_at,
+            backoff_ms,
+            now: self.now(),
+        };
         if let Some((kind, outcome)) = update.state.message()
             && !(kind == Kind::Announce && update.text.trim().is_empty())
         {
@@ -315,8 +326,8 @@ impl Service {
                 idempotency_key: Some(key),
                 ..Default::default()
             };
-            match self.post_as(&caller, req, None).await {
-                Ok(_) => {}
+            match self.post_observed(&caller, req, observation.clone()).await {
+                Ok(_) => return Ok(()),
                 Err(e) if e.code == ErrorCode::ThreadClosed => {
                     tracing::debug!(thread = %thread, "A remote task changed after its thread was closed.");
                 }
@@ -335,17 +346,7 @@ impl Service {
                 Err(e) => return Err(e),
             }
         }
-        self.inner
-            .store
-            .record_remote_task(RemoteObservation {
-                thread: thread.clone(),
-                task_id: update.task_id,
-                state: update.state,
-                next_check_at,
-                backoff_ms,
-                now: self.now(),
-            })
-            .await?;
+        self.inner.store.record_remote_task(observation).await?;
         Ok(())
     }
 

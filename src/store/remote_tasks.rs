@@ -15,9 +15,10 @@
 
 use super::Store;
 use super::db::query;
-use super::error::{Result, StoreError};
+use super::error::Result;
 use super::model::input::RemoteObservation;
 use super::model::records::remote_tasks::{COLUMNS, RemoteTaskRecord, record};
+use super::tx::remote_hops::observed;
 use crate::domain::{PersonId, ThreadId, Timestamp};
 
 impl Store {
@@ -53,44 +54,8 @@ impl Store {
     /// starts a new round (the old id joins `earlier_tasks`).
     pub async fn record_remote_task(&self, o: RemoteObservation) -> Result<()> {
         let lock = self.for_update();
-        self.write(move |tx| {
-            Box::pin(async move {
-                let sql = format!(
-                    "SELECT task_id, earlier_tasks FROM remote_tasks WHERE thread_id = $1{lock}"
-                );
-                let row = query(sql)
-                    .bind(o.thread.as_str().to_owned())
-                    .fetch_optional(&mut *tx)
-                    .await?
-                    .ok_or(StoreError::NotFound("remote task"))?;
-                let current: Option<String> = row.try_get("task_id")?;
-                let mut earlier: Vec<String> =
-                    serde_json::from_str(&row.try_get::<String, _>("earlier_tasks")?)
-                        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                if let Some(old) = current.filter(|old| *old != o.task_id)
-                    && !earlier.contains(&old)
-                {
-                    earlier.push(old);
-                }
-                let earlier =
-                    serde_json::to_string(&earlier).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                query(
-                    "UPDATE remote_tasks SET task_id = $1, earlier_tasks = $2, state = $3, next_check_at = $4, \
-                     backoff_ms = $5, last_error = NULL, updated_at = $6 WHERE thread_id = $7",
-                )
-                .bind(o.task_id)
-                .bind(earlier)
-                .bind(o.state.as_str())
-                .bind(o.next_check_at.0)
-                .bind(o.backoff_ms)
-                .bind(o.now.0)
-                .bind(o.thread.as_str().to_owned())
-                .execute(&mut *tx)
-                .await?;
-                Ok(())
-            })
-        })
-        .await
+        self.write(move |tx| Box::pin(async move { observed(tx, &o, lock).await }))
+            .await
     }
 
     /// Records that following a task hit a problem (shown to admins; the follower retries).

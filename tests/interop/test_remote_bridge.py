@@ -364,3 +364,57 @@ async def test_the_human_allows_the_outgoing_message_in_the_console(gateway):
                                      and any(m["kind"] == "reply" for m in by(v, "helper")))
         assert [r["messageId"] for r in agent.records()] == [posted["message"]]
         assert view["approvals"][0]["decided_via"] == "console"
+
+
+def execute_sql(srv: Server, statements: str) -> None:
+    """Runs SQL on the server's own database, beside it (PostgreSQL through psql, SQLite through
+    Python's sqlite3 on the file the server has open in WAL mode)."""
+    if srv.database_url:
+        subprocess.run(["psql", "-q", "-v", "ON_ERROR_STOP=1", srv.database_url, "-c", statements], check=True,
+                       capture_output=True)
+    else:
+        import sqlite3
+
+        with sqlite3.connect(srv.data_dir / "liaison.db", timeout=30) as db:
+            db.executescript(statements)
+
+
+INJECT = {
+    "sqlite": """CREATE TRIGGER injected BEFORE UPDATE ON remote_tasks WHEN NEW.state = 'completed'
+                 BEGIN SELECT RAISE(ABORT, 'injected failure'); END;""",
+    "postgres": """CREATE FUNCTION injected() RETURNS trigger LANGUAGE plpgsql AS
+                   $$ BEGIN RAISE EXCEPTION 'injected failure'; END $$;
+                   CREATE TRIGGER injected BEFORE UPDATE ON remote_tasks FOR EACH ROW
+                   WHEN (NEW.state = 'completed') EXECUTE FUNCTION injected();""",
+}
+HEAL = {"sqlite": "DROP TRIGGER injected;", "postgres": "DROP TRIGGER injected ON remote_tasks; DROP FUNCTION injected();"}
+
+
+async def test_the_remote_task_s_state_commits_with_the_message_it_posts(gateway):
+    """While recording the remote task's `completed` fails (an injected trigger), its answer is not
+    in the thread either: the state shown and the message commit together or not at all. Once the
+    fault is gone, the follower's retry brings both, once."""
+    srv = gateway
+    backend = "postgres" if srv.database_url else "sqlite"
+    with remote_agent() as agent:
+        s = setup(srv, agent, policy={"outbound": "auto"})
+        execute_sql(srv, INJECT[backend])
+        async with connect(srv, s["agent"]) as client:
+            posted = await call(client, "post", kind="question", channel=s["channel"], to=["helper"],
+                                body="complete the summary of Q3")
+            thread = posted["thread"]
+            # The remote answers at once; the follower sees `completed` and fails to record it.
+            deadline = time.monotonic() + 8
+            seen_trouble = False
+            while time.monotonic() < deadline:
+                view = await call(client, "thread", thread=thread)
+                replies = [m for m in by(view, "helper") if m["kind"] == "reply"]
+                assert not replies or rstate(view) == "completed", json.dumps(view, indent=1)[:3000]
+                seen_trouble = seen_trouble or bool(view.get("remote", {}).get("last_error"))
+                await anyio.sleep(0.1)
+            assert agent.records(), "the question reached the remote"
+            assert rstate(view) != "completed" and not by(view, "helper")
+            execute_sql(srv, HEAL[backend])
+            view = await wait_thread(client, thread, lambda v: rstate(v) == "completed", timeout=90)
+            replies = [m for m in by(view, "helper") if m["kind"] == "reply"]
+            assert len(replies) == 1 and "complete the summary of Q3" in replies[0]["body"]

@@ -44,6 +44,10 @@ pub struct NewMessage {
     pub written_by: WrittenBy,
     /// A reply's structured result.
     pub result: Option<ReplyResult>,
+    /// For a remote agent's message (the follower's post): the remote task's state it reports,
+    /// recorded in the post's own transaction, so the thread never shows the message with the
+    /// state before it (or the state without its message).
+    pub observed: Option<RemoteObservation>,
 }
 
 impl NewMessage {

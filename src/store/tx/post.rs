@@ -65,6 +65,22 @@ pub(in crate::store) async fn post_in(
     lock: &'static str,
     cache: &WebhookCache,
 ) -> Result<(PostOutcome, bool)> {
+    // The remote task's state a remote agent's message reports commits with it, a replay of the
+    // message included (the state seen again is recorded again).
+    let observed = m.observed.clone();
+    let done = write_post(tx, m, lock, cache).await?;
+    if let Some(o) = &observed {
+        remote_hops::observed(tx, o, lock).await?;
+    }
+    Ok(done)
+}
+
+async fn write_post(
+    tx: &mut Conn,
+    m: NewMessage,
+    lock: &'static str,
+    cache: &WebhookCache,
+) -> Result<(PostOutcome, bool)> {
     // A new thread checks its key in the statement that creates it (one round trip less);
     // a post in an existing thread checks first.
     if !m.opens_thread

@@ -7,8 +7,8 @@
 use super::enqueue::insert as insert_delivery;
 use crate::domain::{ThreadId, Timestamp};
 use crate::store::db::{Conn, query};
-use crate::store::error::Result;
-use crate::store::model::input::{NewDelivery, NewMessage, RemoteHop};
+use crate::store::error::{Result, StoreError};
+use crate::store::model::input::{NewDelivery, NewMessage, RemoteHop, RemoteObservation};
 use crate::store::model::records::remote_tasks::remote_endpoint;
 
 /// Hook of the posting transaction: the thread's row on its first message to the remote, and the
@@ -62,4 +62,45 @@ pub(in crate::store) async fn enqueue(
         },
     )
     .await
+}
+
+/// Records what the follower observed of a thread's remote task: its state and when to look
+/// next; a task id different from the current one starts a new round (the old id joins
+/// `earlier_tasks`). In the transaction of the message that reports it, when there is one.
+pub(in crate::store) async fn observed(
+    tx: &mut Conn,
+    o: &RemoteObservation,
+    lock: &'static str,
+) -> Result<()> {
+    let sql = format!("SELECT task_id, earlier_tasks FROM remote_tasks WHERE thread_id = $1{lock}");
+    let row = query(sql)
+        .bind(o.thread.as_str().to_owned())
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(StoreError::NotFound("remote task"))?;
+    let current: Option<String> = row.try_get("task_id")?;
+    let mut earlier: Vec<String> =
+        serde_json::from_str(&row.try_get::<String, _>("earlier_tasks")?)
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    if let Some(old) = current.filter(|old| *old != o.task_id)
+        && !earlier.contains(&old)
+    {
+        earlier.push(old);
+    }
+    let earlier =
+        serde_json::to_string(&earlier).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    query(
+        "UPDATE remote_tasks SET task_id = $1, earlier_tasks = $2, state = $3, next_check_at = $4, \
+         backoff_ms = $5, last_error = NULL, updated_at = $6 WHERE thread_id = $7",
+    )
+    .bind(o.task_id.clone())
+    .bind(earlier)
+    .bind(o.state.as_str())
+    .bind(o.next_check_at.0)
+    .bind(o.backoff_ms)
+    .bind(o.now.0)
+    .bind(o.thread.as_str().to_owned())
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
 }
