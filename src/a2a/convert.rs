@@ -13,7 +13,9 @@
 //!
 //! Service errors map onto the A2A error table here too, so every binding answers alike.
 
-use crate::domain::{Kind, MessageId, TaskState, ThreadId, Timestamp};
+use crate::domain::{
+    ENVELOPE_EXTENSION, Envelope, Kind, MessageId, TaskState, ThreadId, Timestamp,
+};
 use crate::service::{
     ErrorCode, PushConfigSpec, ServiceError, TaskApproval, TaskMessage, TaskView, client_message_id,
 };
@@ -97,8 +99,14 @@ pub fn incoming_message(m: pb::Message) -> Result<TaskMessage, A2aError> {
             Some(pbjson_types::value::Kind::StringValue(s)) => Some(s.clone()),
             _ => None,
         });
+    let envelope = m
+        .metadata
+        .as_ref()
+        .and_then(|s| s.fields.get(ENVELOPE_EXTENSION))
+        .and_then(|v| envelope_of(v, &m.message_id));
     let (body, attachments) = parts_in(m.parts)?;
     Ok(TaskMessage {
+        envelope,
         message_id: m.message_id,
         task_id,
         context_id: (!m.context_id.is_empty()).then_some(m.context_id),
@@ -106,6 +114,40 @@ pub fn incoming_message(m: pb::Message) -> Result<TaskMessage, A2aError> {
         body,
         attachments,
         reference_task_ids,
+    })
+}
+
+/// The liaison envelope a message's metadata carries (SPEC §4, [`ENVELOPE_EXTENSION`]); data that
+/// is not one is ignored with a warning, never refused.
+fn envelope_of(value: &pbjson_types::Value, message_id: &str) -> Option<Envelope> {
+    let parsed = serde_json::to_value(value)
+        .map_err(|e| e.to_string())
+        .and_then(Envelope::from_json);
+    match parsed {
+        Ok(envelope) => Some(envelope),
+        Err(why) => {
+            tracing::warn!(
+                message_id = %crate::domain::text::quote(message_id),
+                extension = ENVELOPE_EXTENSION,
+                "Ignored malformed liaison envelope data: {why}."
+            );
+            None
+        }
+    }
+}
+
+/// The extension data of a reply's artifact: its kind and structured result.
+fn reply_envelope(m: &MessageRecord) -> Option<pbjson_types::Struct> {
+    let envelope = Envelope {
+        kind: Kind::Reply,
+        impact: None,
+        result: m.result.clone(),
+    };
+    let value: pbjson_types::Value = serde_json::from_value(envelope.to_json()).ok()?;
+    let mut fields = std::collections::HashMap::new();
+    fields.insert(ENVELOPE_EXTENSION.to_owned(), value);
+    Some(pbjson_types::Struct {
+        fields: fields.into_iter().collect(),
     })
 }
 
@@ -163,13 +205,15 @@ pub fn artifact(m: &MessageRecord) -> pb::Artifact {
         artifact_id: m.id.to_string(),
         name: "reply".into(),
         parts,
+        metadata: reply_envelope(m),
+        extensions: vec![ENVELOPE_EXTENSION.to_owned()],
         ..Default::default()
     }
 }
 
 /// The media type of the data part carrying a reply's structured result (SPEC §4): its data is
 /// the result object (`status`, `summary`, `changed`, `checks`, `links`).
-pub const RESULT_MEDIA_TYPE: &str = "application/vnd.liaison.result+json";
+pub use crate::domain::RESULT_MEDIA_TYPE;
 
 /// A reply's structured result as a data part next to the reply's text.
 fn result_part(result: &crate::domain::ReplyResult) -> pb::Part {

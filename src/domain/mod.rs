@@ -10,6 +10,7 @@ mod channel;
 pub mod delivery;
 mod digest;
 pub mod duration;
+mod envelope;
 mod ids;
 mod label;
 mod message;
@@ -29,6 +30,7 @@ pub use approval::{
 };
 pub use channel::{APPROVAL_TTL_RANGE, ApprovalPolicy, PolicyChange, PolicyDecision};
 pub use digest::{hex, sha256_hex};
+pub use envelope::{ENVELOPE_EXTENSION, Envelope, RESULT_MEDIA_TYPE};
 pub use ids::{ApprovalId, ChannelName, MessageId, PersonId, ThreadId};
 pub use label::{BODY_PREFIX, Label, LabelLanguage, render_for_agent};
 pub use message::{

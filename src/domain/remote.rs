@@ -92,6 +92,9 @@ pub struct RemoteUpdate {
     /// The status message's files and data, then a completed task's artifacts (their text parts
     /// are joined into the body).
     pub attachments: Vec<Attachment>,
+    /// A completed task's structured result, when another liaison's reply carried one in its
+    /// envelope (SPEC §4).
+    pub result: Option<super::ReplyResult>,
 }
 
 /// The name the shipped Agent Card gives a liaison server. Left as it is, every other liaison it

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use super::CallError;
 use crate::domain::delivery::{SendFailure, SendResult};
-use crate::domain::{RemoteState, RemoteUpdate};
+use crate::domain::{
+    ENVELOPE_EXTENSION, Envelope, Kind, RESULT_MEDIA_TYPE, RemoteState, RemoteUpdate, ReplyResult,
+};
 use crate::wire::pb;
 
 /// The first and longest wait between two polls of a task that does not change.
@@ -74,6 +76,7 @@ pub fn status_update(task_id: &str, status: &pb::TaskStatus) -> Result<RemoteUpd
         text,
         event_key,
         attachments,
+        result: None,
     })
 }
 
@@ -89,10 +92,14 @@ pub fn task_update(task: &pb::Task) -> Result<RemoteUpdate, String> {
         .ok_or_else(|| format!("the remote sent task {} without a status", task.id))?;
     let mut update = status_update(&task.id, status)?;
     if update.state == RemoteState::Completed {
+        // Another liaison's reply says its structured result in its envelope; its copy as a data
+        // part (for other clients) is then not an attachment too.
+        update.result = task.artifacts.iter().find_map(artifact_result);
         let parts: Vec<pb::Part> = task
             .artifacts
             .iter()
             .flat_map(|a| a.parts.iter().cloned())
+            .filter(|p| update.result.is_none() || p.media_type != RESULT_MEDIA_TYPE)
             .collect();
         let (text, attachments) =
             crate::wire::parts::parts_in(parts).map_err(|e| format!("an artifact: {e}"))?;
@@ -107,6 +114,29 @@ pub fn task_update(task: &pb::Task) -> Result<RemoteUpdate, String> {
     Ok(update)
 }
 
+/// The structured result an artifact's liaison envelope carries; data that is not a valid
+/// envelope of a reply is ignored with a warning.
+fn artifact_result(a: &pb::Artifact) -> Option<ReplyResult> {
+    let value = a.metadata.as_ref()?.fields.get(ENVELOPE_EXTENSION)?;
+    let parsed = serde_json::to_value(value)
+        .map_err(|e| e.to_string())
+        .and_then(Envelope::from_json);
+    match parsed {
+        Ok(envelope) if envelope.kind == Kind::Reply => envelope.result,
+        Ok(envelope) => {
+            tracing::warn!(kind = %envelope.kind, "Ignored a liaison envelope on an artifact that is not a reply's.");
+            None
+        }
+        Err(why) => {
+            tracing::warn!(
+                extension = ENVELOPE_EXTENSION,
+                "Ignored malformed liaison envelope data on an artifact: {why}."
+            );
+            None
+        }
+    }
+}
+
 /// A direct message answer (no task): a completed exchange.
 pub fn message_update(m: &pb::Message) -> Result<RemoteUpdate, String> {
     let (text, attachments) = crate::wire::parts::parts_in(m.parts.clone())
@@ -117,6 +147,7 @@ pub fn message_update(m: &pb::Message) -> Result<RemoteUpdate, String> {
         text,
         event_key: format!("message:{}", m.message_id),
         attachments,
+        result: None,
     })
 }
 

@@ -324,6 +324,11 @@ impl Service {
                 outcome,
                 attachments: update.attachments.clone(),
                 idempotency_key: Some(key),
+                result: if kind == Kind::Reply {
+                    update.result.clone()
+                } else {
+                    None
+                },
                 ..Default::default()
             };
             match self.post_observed(&caller, req, observation.clone()).await {

@@ -67,6 +67,21 @@ pub struct OutboundSend {
     pub continue_task: Option<String>,
     /// The token to give the remote for push notifications, when liaison follows it by push.
     pub push_token: Option<String>,
+    /// The message's envelope (kind, impact, result), when the remote's card declares liaison's
+    /// envelope extension ([`crate::domain::ENVELOPE_EXTENSION`]); none for any other agent.
+    pub envelope: Option<crate::domain::Envelope>,
+}
+
+/// Whether a card (its JSON as fetched) declares liaison's envelope extension.
+fn declares_envelope(card: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(card).is_ok_and(|c| {
+        c["capabilities"]["extensions"]
+            .as_array()
+            .is_some_and(|list| {
+                list.iter()
+                    .any(|e| e["uri"] == crate::domain::ENVELOPE_EXTENSION)
+            })
+    })
 }
 
 /// Why a delivery cannot be sent (permanent: the delivery dies, and a send closes the thread).
@@ -381,12 +396,25 @@ impl Service {
             ),
             None => None,
         };
+        let declared = self
+            .inner
+            .store
+            .remote(&task.remote)
+            .await
+            .map_err(internal)?
+            .is_some_and(|r| declares_envelope(&r.card));
+        let envelope = declared.then(|| crate::domain::Envelope {
+            kind: message.kind,
+            impact: message.impact,
+            result: message.result.clone(),
+        });
         Ok(OutboundSend {
             target,
             message,
             task,
             continue_task,
             push_token,
+            envelope,
         })
     }
 

@@ -34,6 +34,9 @@ pub struct TaskMessage {
     pub body: String,
     pub attachments: Vec<Attachment>,
     pub reference_task_ids: Vec<ThreadId>,
+    /// What another liaison says of the message (the envelope extension): honoured only within
+    /// the party's skills, and only to strengthen the route's own envelope.
+    pub envelope: Option<crate::domain::Envelope>,
 }
 
 /// A task as a party sees it: its thread (with the task state) and messages.
@@ -290,7 +293,28 @@ impl Service {
 
     /// Opens a new task from a party's message: routed by its skill, in the route's channel.
     async fn open_task(&self, caller: &Caller, msg: TaskMessage, key: String) -> Result<Opened> {
-        let route = self.route_for(caller.id(), msg.skill.as_deref()).await?;
+        let route = match (&msg.skill, &msg.envelope) {
+            (None, Some(envelope)) => match self.route_of_envelope(caller, envelope).await? {
+                Some(route) => route,
+                None => self.route_for(caller.id(), None).await?,
+            },
+            _ => self.route_for(caller.id(), msg.skill.as_deref()).await?,
+        };
+        // Another liaison's envelope may only make the route's own stronger (SPEC §4): a request
+        // with an effect stays one here and meets this side's approval.
+        let (kind, impact) = match &msg.envelope {
+            Some(envelope) => envelope.strengthen(route.kind, route.impact),
+            None => (route.kind, route.impact),
+        };
+        if (kind, impact) != (route.kind, route.impact) {
+            tracing::info!(
+                party = %caller.id(),
+                skill = %route.id,
+                kind = %kind,
+                impact = ?impact,
+                "The sender's envelope asks for more than the skill's route: the task opens as a request with that effect."
+            );
+        }
         if !self.may_use(caller, &route).await? {
             return Err(ServiceError::forbidden(format!(
                 "skill {:?} is not open to you (you are not in its channel); \
@@ -302,10 +326,10 @@ impl Service {
             self.own_task(caller, r).await?;
         }
         let req = PostRequest {
-            kind: Some(route.kind),
+            kind: Some(kind),
             channel: Some(route.channel.clone()),
-            impact: if route.kind == Kind::Request {
-                Some(route.impact.unwrap_or(Impact::None))
+            impact: if kind == Kind::Request {
+                Some(impact.unwrap_or(Impact::None))
             } else {
                 None
             },
@@ -611,6 +635,21 @@ impl Service {
                 format!("no task {id} (unknown, or not yours)"),
             )),
         }
+    }
+
+    /// The first skill the party may use whose route is what `envelope` describes (kind, and a
+    /// request's impact); none when no such skill is open to it.
+    async fn route_of_envelope(
+        &self,
+        caller: &Caller,
+        envelope: &crate::domain::Envelope,
+    ) -> Result<Option<SkillRoute>> {
+        for skill in &self.inner.settings.skills {
+            if envelope.matches(skill.kind, skill.impact) && self.may_use(caller, skill).await? {
+                return Ok(Some(skill.clone()));
+            }
+        }
+        Ok(None)
     }
 
     async fn route_for(&self, party: &PersonId, skill: Option<&str>) -> Result<SkillRoute> {

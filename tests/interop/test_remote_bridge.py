@@ -37,10 +37,10 @@ schedule_s = [1, 1]
 """
 
 
-def launch(data_dir: Path, database_url: str | None) -> Server:
+def launch(data_dir: Path, database_url: str | None, extra_config: str = "") -> Server:
     """`liaison serve` on a data dir (kept across restarts), with loopback allowed outbound."""
     config = data_dir / "test-config.toml"
-    config.write_text(CONFIG)
+    config.write_text(extra_config + CONFIG)
     cmd = [str(binary()), "serve", "--data-dir", str(data_dir), "--listen", "127.0.0.1:0",
            "--config", str(config)]
     if database_url:

@@ -224,7 +224,17 @@ impl CardDefinition {
             capabilities: Some(pb::AgentCapabilities {
                 streaming: Some(capabilities.streaming),
                 push_notifications: Some(capabilities.push_notifications),
-                extensions: Vec::new(),
+                extensions: vec![pb::AgentExtension {
+                    uri: crate::domain::ENVELOPE_EXTENSION.to_owned(),
+                    description: "liaison's envelope: a message's kind, a request's impact and a \
+                                  reply's structured result, in message.metadata under this URI. \
+                                  Honoured only within the sender's skills, and only to \
+                                  strengthen a route: a request with an effect always meets this \
+                                  team's approval."
+                        .to_owned(),
+                    required: false,
+                    params: None,
+                }],
                 extended_agent_card: Some(capabilities.extended_agent_card),
             }),
             security_schemes,

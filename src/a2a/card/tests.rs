@@ -152,7 +152,13 @@ fn shipped_card_lists_every_binding_at_the_public_url() {
         ])
     );
     assert_eq!(
-        value["capabilities"],
+        value["capabilities"]["extensions"][0]["uri"],
+        crate::domain::ENVELOPE_EXTENSION
+    );
+    let mut capabilities = value["capabilities"].clone();
+    capabilities.as_object_mut().unwrap().remove("extensions");
+    assert_eq!(
+        capabilities,
         json!({"streaming": true, "pushNotifications": true, "extendedAgentCard": true})
     );
     assert_eq!(

@@ -4,7 +4,8 @@
 //! `SendMessage` with `returnImmediately` (the task is followed, not waited for), the message id =
 //! liaison's message id (so a retried send is the same message to the remote), the thread's
 //! `contextId`, the task id when answering an interrupted task, `referenceTaskIds` for a new round,
-//! the skill in `metadata.skill`, and, when liaison follows by push, a push config pointing at its
+//! the skill in `metadata.skill`, liaison's envelope (kind, impact, result) under
+//! `metadata[ENVELOPE_EXTENSION]` when the remote's card declares it, and, when liaison follows by push, a push config pointing at its
 //! own receiver with a token it keeps sealed. What the remote answers is recorded through the
 //! service, and the follower ([`super::follower`]) takes over.
 
@@ -111,6 +112,15 @@ impl Sender {
                 },
             );
         }
+        let mut extensions = Vec::new();
+        if let Some(envelope) = &send.envelope
+            && let Ok(value) = serde_json::from_value(envelope.to_json())
+        {
+            metadata
+                .fields
+                .insert(crate::domain::ENVELOPE_EXTENSION.into(), value);
+            extensions.push(crate::domain::ENVELOPE_EXTENSION.to_owned());
+        }
         let reference_task_ids = if send.continue_task.is_none() {
             send.task
                 .task_id
@@ -129,7 +139,7 @@ impl Sender {
             role: pb::Role::User as i32,
             parts: crate::wire::parts::parts_out(&m.body, &m.attachments),
             metadata: (!metadata.fields.is_empty()).then_some(metadata),
-            extensions: Vec::new(),
+            extensions,
             reference_task_ids,
         };
         let push = send
