@@ -267,6 +267,7 @@ impl Service {
             remote: None,
             written_by: crate::domain::WrittenBy::Agent,
             result: None,
+            fencing_token: None,
         }
     }
 

@@ -182,3 +182,168 @@ async fn an_expired_claim_can_be_taken_and_a_reply_releases_it() {
         ErrorCode::NotClaimable
     );
 }
+
+#[tokio::test]
+async fn fencing_tokens_strictly_increase_across_holders_and_a_renewal_keeps_its_token() {
+    let env = TestEnv::new().await;
+    let (thread, _alice) = request_thread(&env).await;
+    let a = env
+        .caller("bob", liaison::domain::Scope::Agent, "claude@bob:1")
+        .await;
+    let b = env
+        .caller("bob", liaison::domain::Scope::Agent, "codex@bob:2")
+        .await;
+    let s = &env.service;
+    let on = || ClaimTarget::Thread(thread.clone());
+    let claim = |c| s.claim(c, on(), ClaimAction::Claim, None);
+    let first = claim(&a).await.unwrap().unwrap();
+    assert!(first.fencing_token >= 1);
+    // The same session renewing keeps its token, before and after its lease ran out.
+    env.clock.advance_secs(300);
+    assert_eq!(
+        claim(&a).await.unwrap().unwrap().fencing_token,
+        first.fencing_token
+    );
+    env.clock.advance_secs(601);
+    assert_eq!(
+        claim(&a).await.unwrap().unwrap().fencing_token,
+        first.fencing_token
+    );
+    // A new holder gets a greater token: after a takeover, and after a release.
+    env.clock.advance_secs(601);
+    let second = claim(&b).await.unwrap().unwrap();
+    assert!(second.fencing_token > first.fencing_token);
+    s.claim(&b, on(), ClaimAction::Release, None).await.unwrap();
+    let third = claim(&a).await.unwrap().unwrap();
+    assert!(third.fencing_token > second.fencing_token);
+    // The thread view shows the live claim with its token.
+    let view = s.thread(&a, &thread, None, None).await.unwrap();
+    assert_eq!(view.claim.unwrap().fencing_token, third.fencing_token);
+}
+
+#[tokio::test]
+async fn a_stale_fencing_token_is_refused_naming_the_holder_and_nothing_is_written() {
+    let env = TestEnv::new().await;
+    let (thread, _alice) = request_thread(&env).await;
+    let a = env
+        .caller("bob", liaison::domain::Scope::Agent, "claude@bob:1")
+        .await;
+    let b = env
+        .caller("bob", liaison::domain::Scope::Agent, "codex@bob:2")
+        .await;
+    let s = &env.service;
+    let on = || ClaimTarget::Thread(thread.clone());
+    let fenced = |body: &str, token: Option<i64>| PostRequest {
+        fencing_token: token,
+        ..post("announce", None, Some(&thread), body)
+    };
+    let old = s
+        .claim(&a, on(), ClaimAction::Claim, None)
+        .await
+        .unwrap()
+        .unwrap()
+        .fencing_token;
+    // While A holds the claim, and after its lease ran out with nobody claiming since, its token
+    // is good.
+    s.post(&a, fenced("working on it", Some(old)))
+        .await
+        .unwrap();
+    env.clock.advance_secs(601);
+    s.post(&a, fenced("still on it", Some(old))).await.unwrap();
+
+    let new = s
+        .claim(&b, on(), ClaimAction::Claim, None)
+        .await
+        .unwrap()
+        .unwrap()
+        .fencing_token;
+    assert!(new > old);
+    let before = s.thread(&a, &thread, None, None).await.unwrap();
+
+    let refused = s
+        .post(&a, fenced("late result", Some(old)))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, ErrorCode::StaleClaim);
+    let details = refused.details.unwrap();
+    assert_eq!(details["fencing_token"], old);
+    assert_eq!(details["holder"]["person"], "bob");
+    assert_eq!(details["holder"]["session"], "codex@bob:2");
+    assert_eq!(details["holder"]["fencing_token"], new);
+    assert!(
+        refused.message.contains("codex@bob:2"),
+        "{}",
+        refused.message
+    );
+    // A reply (which would end B's claim) is refused the same way.
+    assert_eq!(
+        s.post(
+            &a,
+            PostRequest {
+                fencing_token: Some(old),
+                ..post("reply", None, Some(&thread), "done")
+            }
+        )
+        .await
+        .unwrap_err()
+        .code,
+        ErrorCode::StaleClaim
+    );
+    let after = s.thread(&a, &thread, None, None).await.unwrap();
+    assert_eq!(after.thread.message_count, before.thread.message_count);
+    assert_eq!(after.messages.len(), before.messages.len());
+    assert_eq!(
+        after.claim.as_ref().unwrap().session.as_str(),
+        "codex@bob:2"
+    );
+
+    // A's renewal with its old token is refused too, and leaves B's claim as it was.
+    let renewal = s
+        .claim_fenced(&a, on(), ClaimAction::Claim, None, Some(old))
+        .await
+        .unwrap_err();
+    assert_eq!(renewal.code, ErrorCode::StaleClaim);
+    assert_eq!(renewal.details.unwrap()["holder"]["session"], "codex@bob:2");
+    let held = s
+        .thread(&a, &thread, None, None)
+        .await
+        .unwrap()
+        .claim
+        .unwrap();
+    assert_eq!(
+        (held.session.as_str(), held.fencing_token),
+        ("codex@bob:2", new)
+    );
+    // B's own token is stale in A's hands: it is B's claim.
+    assert_eq!(
+        s.post(&a, fenced("not mine", Some(new)))
+            .await
+            .unwrap_err()
+            .code,
+        ErrorCode::StaleClaim
+    );
+
+    // B posts and renews with its token; a token never issued is invalid input, not stale.
+    s.post(&b, fenced("taking over", Some(new))).await.unwrap();
+    let renewed = s
+        .claim_fenced(&b, on(), ClaimAction::Claim, None, Some(new))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(renewed.fencing_token, new);
+    for never in [new + 1, 0] {
+        let e = s.post(&b, fenced("?", Some(never))).await.unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidInput, "{never}: {}", e.message);
+    }
+    assert_eq!(
+        s.claim_fenced(&b, on(), ClaimAction::Claim, None, Some(new + 1))
+            .await
+            .unwrap_err()
+            .code,
+        ErrorCode::InvalidInput
+    );
+    // A post without a token behaves as before, from either session.
+    s.post(&a, fenced("a note", None)).await.unwrap();
+    let last = s.thread(&b, &thread, None, None).await.unwrap();
+    assert_eq!(last.thread.message_count, after.thread.message_count + 2);
+}

@@ -578,6 +578,7 @@ async fn posts_opening_threads_together_get_the_answers_they_would_alone() {
         remote: None,
         written_by: liaison::domain::WrittenBy::Agent,
         result: None,
+        fencing_token: None,
     };
     let earlier = store
         .post(new("earlier", &["bob"], Some("used")))
@@ -738,6 +739,7 @@ async fn posts_to_any_number_of_recipients_reach_each_inbox_once_in_order() {
         remote: None,
         written_by: liaison::domain::WrittenBy::Agent,
         result: None,
+        fencing_token: None,
     };
     let refused = store.post(ghostly.clone()).await;
     assert!(

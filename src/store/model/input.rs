@@ -44,6 +44,9 @@ pub struct NewMessage {
     pub written_by: WrittenBy,
     /// A reply's structured result.
     pub result: Option<ReplyResult>,
+    /// The claim's fencing token the author's session posts under (in an existing thread, with
+    /// `agent`): checked in the post's transaction, which refuses a stale one and writes nothing.
+    pub fencing_token: Option<i64>,
 }
 
 impl NewMessage {
