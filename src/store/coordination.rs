@@ -24,7 +24,7 @@ impl Store {
     /// Claims `thread` for `session` of `person` until `expires_at`, atomically. The same session
     /// claiming again renews its lease and keeps its fencing token; a new holder (no claim, or an
     /// expired one of another session taken over) gets the thread's next token. With `fence`, the
-    /// caller's token is checked first, in the same transaction ([`fence::check`]): a stale one
+    /// caller's token is checked first, in the same transaction (`tx::fence::check`): a stale one
     /// refuses the claim and nothing is written. The thread's newest approval, if any, gates the
     /// claim in the same transaction: pending refuses it, approved is consumed by it (SPEC §5:
     /// single use), consumed lets the work go on (a renewal, or another session of the recipients
