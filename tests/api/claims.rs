@@ -1,4 +1,4 @@
-//! Claims: one winner among concurrent sessions, lease expiry, release by reply.
+//! Claims: one winner among concurrent sessions, lease expiry, release by reply, fencing tokens.
 
 use liaison::domain::Impact;
 use liaison::service::{ClaimAction, ClaimTarget, ErrorCode, PostRequest};
@@ -346,4 +346,124 @@ async fn a_stale_fencing_token_is_refused_naming_the_holder_and_nothing_is_writt
     s.post(&a, fenced("a note", None)).await.unwrap();
     let last = s.thread(&b, &thread, None, None).await.unwrap();
     assert_eq!(last.thread.message_count, after.thread.message_count + 2);
+}
+
+/// `/api/v1` passes the token through both ways and answers a stale one with HTTP 409.
+#[tokio::test]
+async fn over_api_v1_a_stale_fencing_token_is_a_409_naming_the_holder() {
+    use serde_json::{Value, json};
+    let db = crate::helpers::TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (url, admin, stop) = crate::admin_http::spawn_app(&db, dir.path()).await;
+    let http = reqwest::Client::new();
+    let send = |path: &str, token: &str, agent: Option<&str>, body: Value| {
+        let mut r = http
+            .post(format!("{url}{path}"))
+            .bearer_auth(token)
+            .json(&body);
+        if let Some(agent) = agent {
+            r = r.header("liaison-agent", agent);
+        }
+        r.send()
+    };
+    let mut secrets = Vec::new();
+    for id in ["ana", "ben"] {
+        let r = send(
+            "/admin/v1/persons",
+            &admin,
+            None,
+            json!({"id": id, "display_name": id}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+        let r: Value = send(
+            "/admin/v1/tokens",
+            &admin,
+            None,
+            json!({"person": id, "scopes": ["agent"]}),
+        )
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+        secrets.push(r["token"]["secret"].as_str().unwrap().to_owned());
+    }
+    let (ana, ben) = (&secrets[0], &secrets[1]);
+    let r = send(
+        "/admin/v1/channels",
+        &admin,
+        None,
+        json!({"name": "fence", "members": ["ana", "ben"]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let asked: Value = send(
+        "/api/v1/messages",
+        ana,
+        None,
+        json!({"kind": "handoff", "channel": "fence", "body": "Take it"}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let thread = asked["thread"].as_str().unwrap().to_owned();
+    let (one, two) = ("claude@ben:1", "codex@ben:2");
+    let first: Value = send(
+        "/api/v1/claims",
+        ben,
+        Some(one),
+        json!({"thread": thread, "lease_s": 1}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let old = first["claim"]["fencing_token"].as_i64().unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1300)).await;
+    let second: Value = send("/api/v1/claims", ben, Some(two), json!({"thread": thread}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let new = second["claim"]["fencing_token"].as_i64().unwrap();
+    assert!(new > old, "{second}");
+
+    let refused = send(
+        "/api/v1/messages",
+        ben,
+        Some(one),
+        json!({"kind": "announce", "thread": thread, "body": "late", "fencing_token": old}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(refused.status(), 409);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "stale_claim", "{body}");
+    assert_eq!(body["error"]["details"]["holder"]["session"], two, "{body}");
+    let renewal = send(
+        "/api/v1/claims",
+        ben,
+        Some(one),
+        json!({"thread": thread, "action": "renew", "fencing_token": old}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(renewal.status(), 409);
+    let ok = send(
+        "/api/v1/messages",
+        ben,
+        Some(two),
+        json!({"kind": "announce", "thread": thread, "body": "fresh", "fencing_token": new}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(ok.status(), 200, "{}", ok.text().await.unwrap());
+    stop.cancel();
 }
