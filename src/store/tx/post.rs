@@ -40,7 +40,8 @@ impl QueuedPost {
     /// Writes the post alone.
     pub(in crate::store) async fn run(&self, tx: &mut Conn) -> Result<Posted> {
         match post_in(tx, self.m.clone(), self.lock, &self.cache).await {
-            // Refused before anything was written, like a stale fencing token.
+            // Refusals found before the post wrote anything (a reused key, a stale fencing token):
+            // the job succeeds, and the caller is refused after the commit.
             Err(StoreError::IdempotencyMismatch) => Ok(Err(StoreError::IdempotencyMismatch)),
             Err(e @ (StoreError::StaleClaim { .. } | StoreError::UnknownFencingToken(_))) => {
                 Ok(Err(e))
