@@ -520,6 +520,7 @@ pub fn a2a_kind(code: ErrorCode) -> ErrorKind {
         // State conflicts of claims, leases and approvals: the request is valid, but cannot be
         // carried out on the task as it stands (gRPC FAILED_PRECONDITION in v1.0.1).
         ErrorCode::AlreadyClaimed
+        | ErrorCode::StaleClaim
         | ErrorCode::NotClaimable
         | ErrorCode::LeaseHeld
         | ErrorCode::ApprovalPending

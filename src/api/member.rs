@@ -8,7 +8,7 @@
 //! | `GET /api/v1/inbox?consumer=C&after=N&limit=L&wait_s=S` | the MCP `inbox` tool |
 //! | `GET /api/v1/threads/{id}?cursor=N&limit=L` | the MCP `thread` tool |
 //! | `POST /api/v1/messages` (the `post` tool's arguments) | the MCP `post` tool |
-//! | `POST /api/v1/claims` (`{"thread", "action", "lease_s", "agent"}`) | the MCP `claim` tool |
+//! | `POST /api/v1/claims` (`{"thread", "action", "lease_s", "fencing_token", "agent"}`) | the MCP `claim` tool |
 
 use axum::Json;
 use axum::extract::{FromRequestParts, Path, State};
@@ -118,7 +118,9 @@ pub(super) async fn claim(
         ClaimActionArg::Claim | ClaimActionArg::Renew => ClaimAction::Claim,
         ClaimActionArg::Release => ClaimAction::Release,
     };
-    let claim = s.claim(&c, target, action, args.lease_s).await?;
+    let claim = s
+        .claim_fenced(&c, target, action, args.lease_s, args.fencing_token)
+        .await?;
     Ok(Json(json!({ "claim": claim })))
 }
 

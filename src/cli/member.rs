@@ -93,6 +93,10 @@ pub struct PostArgs {
     /// For a question, request or handoff to a remote agent: the skill to ask for.
     #[arg(long)]
     pub skill: Option<String>,
+    /// In a thread your session claimed: the fencing token the claim returned; the post is
+    /// refused (stale_claim) if another session claimed the thread since.
+    #[arg(long)]
+    pub fencing_token: Option<i64>,
     /// Markdown text; `-` reads it from standard input. A text that begins with `-` (a list
     /// item, a negative number) is taken as the text.
     #[arg(allow_hyphen_values = true)]
@@ -111,6 +115,10 @@ pub struct ClaimArgs {
     /// Lease length (e.g. 10m; default the server's).
     #[arg(long, value_parser = crate::domain::duration::parse)]
     pub lease: Option<Seconds>,
+    /// Renew carrying the fencing token your claim returned: refused (stale_claim) if another
+    /// session claimed the thread since.
+    #[arg(long)]
+    pub fencing_token: Option<i64>,
     #[command(flatten)]
     pub member: MemberArgs,
 }
@@ -173,6 +181,9 @@ pub(super) async fn post(a: PostArgs) -> anyhow::Result<()> {
     if !a.to.is_empty() {
         args["to"] = json!(a.to);
     }
+    if let Some(token) = a.fencing_token {
+        args["fencing_token"] = json!(token);
+    }
     let receipt = request(&a.member, "POST", "/api/v1/messages", Some(args)).await?;
     show(&a.member, &receipt, vec![render::posted(&receipt)])
 }
@@ -182,6 +193,9 @@ pub(super) async fn claim(a: ClaimArgs) -> anyhow::Result<()> {
     let mut body = json!({ "thread": a.id, "action": action });
     if let Some(lease) = a.lease {
         body["lease_s"] = json!(lease.0);
+    }
+    if let Some(token) = a.fencing_token {
+        body["fencing_token"] = json!(token);
     }
     let answer = request(&a.member, "POST", "/api/v1/claims", Some(body)).await?;
     show(&a.member, &answer, vec![render::claimed(&answer["claim"])])

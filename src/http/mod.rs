@@ -206,6 +206,7 @@ pub fn http_status(code: ErrorCode) -> u16 {
         ErrorCode::InvalidInput | ErrorCode::ThreadRequired | ErrorCode::CursorAhead => 400,
         ErrorCode::ThreadClosed
         | ErrorCode::AlreadyClaimed
+        | ErrorCode::StaleClaim
         | ErrorCode::NotClaimable
         | ErrorCode::ApprovalPending
         | ErrorCode::ApprovalDecided

@@ -127,6 +127,10 @@ pub(crate) struct PostArgs {
     /// "changed": ["entity", …], "checks": [{"name", "outcome": "passed"|"failed"|"skipped"}],
     /// "links": [{"url", "title"}]}. An A2A client receives it as a data part.
     pub result: Option<serde_json::Value>,
+    /// In a thread your session claimed: the `fencing_token` your claim returned. If the lease
+    /// expired and another session claimed the thread since, the post is refused with
+    /// `stale_claim` (naming the holder) and nothing is posted. Omit it to post as before.
+    pub fencing_token: Option<i64>,
     /// Your agent identity `agent_id@host:session` (self-declared, shown as such, never trusted).
     pub agent: Option<String>,
 }
@@ -169,6 +173,7 @@ impl PostArgs {
                         .map_err(|e| ServiceError::invalid(format!("result: {e}")))
                 })
                 .transpose()?,
+            fencing_token: self.fencing_token,
         })
     }
 }
@@ -220,6 +225,10 @@ pub(crate) struct ClaimArgs {
     pub action: ClaimActionArg,
     /// Lease in seconds (default 600); claim or renew again before it ends.
     pub lease_s: Option<u64>,
+    /// For a renewal of a given thread: the `fencing_token` your claim returned. If the lease
+    /// expired and another session claimed the thread since, the renewal is refused with
+    /// `stale_claim` (naming the holder). Not for `next` or release.
+    pub fencing_token: Option<i64>,
     /// Your agent identity `agent_id@host:session` (self-declared, shown as such, never trusted).
     pub agent: Option<String>,
 }

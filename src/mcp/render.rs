@@ -376,10 +376,15 @@ pub(crate) fn claimed(claim: &Value) -> String {
         return "Claim released.".to_owned();
     }
     format!(
-        "You (self-declared session {}) hold thread {} until {}.",
+        "You (self-declared session {}) hold thread {} until {}, with fencing token {}: pass it \
+         as fencing_token on posts and renewals to be refused if another session claimed the \
+         thread since.",
         text::quote(claim["session"].as_str().unwrap_or_default()),
         claim["thread"].as_str().unwrap_or("?"),
-        claim["expires_at"].as_str().unwrap_or("?")
+        claim["expires_at"].as_str().unwrap_or("?"),
+        claim["fencing_token"]
+            .as_i64()
+            .map_or_else(|| "?".to_owned(), |t| t.to_string())
     )
 }
 

@@ -80,7 +80,31 @@ impl Service {
         action: ClaimAction,
         lease_s: Option<u64>,
     ) -> Result<Option<ClaimRecord>> {
+        self.claim_fenced(caller, target, action, lease_s, None)
+            .await
+    }
+
+    /// [`Service::claim`], the claim of a given thread carrying the fencing token the caller's
+    /// session was given: a renewal with a stale token (the lease expired and another session
+    /// claimed the thread since) is refused with `stale_claim` naming the holder, and one with a
+    /// token the thread never issued with `invalid_input`; the check is part of the claim's
+    /// transaction. A renewal keeps its token; a new holder gets the thread's next one.
+    pub async fn claim_fenced(
+        &self,
+        caller: &Caller,
+        target: ClaimTarget,
+        action: ClaimAction,
+        lease_s: Option<u64>,
+        fencing_token: Option<i64>,
+    ) -> Result<Option<ClaimRecord>> {
         caller.require_participant()?;
+        if fencing_token.is_some()
+            && (action == ClaimAction::Release || matches!(target, ClaimTarget::Next))
+        {
+            return Err(ServiceError::invalid(
+                "fencing_token renews a claim on a given thread: `next` and release take none",
+            ));
+        }
         let session = caller.session()?.clone();
         let lease_s = ttl(lease_s, self.inner.settings.claim_lease_s, "lease_s")?;
         let now = self.now();
@@ -97,7 +121,7 @@ impl Service {
                     .claimable_threads(caller.id(), now, 20)
                     .await?
                 {
-                    match self.claim_thread(caller, &session, id, lease_s).await {
+                    match self.claim_thread(caller, &session, id, lease_s, None).await {
                         Ok(claim) => return Ok(claim),
                         Err(e)
                             if matches!(
@@ -136,7 +160,8 @@ impl Service {
             }
             return Ok(None);
         }
-        self.claim_thread(caller, &session, thread, lease_s).await
+        self.claim_thread(caller, &session, thread, lease_s, fencing_token)
+            .await
     }
 
     async fn claim_thread(
@@ -145,6 +170,7 @@ impl Service {
         session: &crate::domain::AgentIdentity,
         thread: ThreadId,
         lease_s: u64,
+        fencing_token: Option<i64>,
     ) -> Result<Option<ClaimRecord>> {
         let now = self.now();
         let (record, _) = self.visible_thread(caller, &thread).await?;
@@ -178,6 +204,7 @@ impl Service {
                 session.clone(),
                 now,
                 now.plus_secs(lease_s),
+                fencing_token,
             )
             .await?;
         match attempt {
@@ -189,7 +216,7 @@ impl Service {
                 }
                 // The opener's console shows who holds the claim.
                 self.inner.bus.publish(&Topic::seen(&record.opened_by));
-                tracing::debug!(thread = %thread, session = %claim.session, "Thread claimed.");
+                tracing::debug!(thread = %thread, session = %claim.session, fencing_token = claim.fencing_token, "Thread claimed.");
                 Ok(Some(claim))
             }
             ClaimAttempt::Held(holder) => Err(ServiceError::new(

@@ -34,6 +34,9 @@ named_enum! {
         CursorAhead = "cursor_ahead",
         /// Another agent session holds the claim.
         AlreadyClaimed = "already_claimed",
+        /// The fencing token carried is stale: the claim's lease expired and another session
+        /// claimed the thread since (or holds the claim); `details.holder` is the live claim.
+        StaleClaim = "stale_claim",
         /// Only open request and handoff threads addressed to the caller can be claimed.
         NotClaimable = "not_claimable",
         /// An approval is pending for this request; it cannot be claimed yet.
@@ -148,6 +151,29 @@ impl From<StoreError> for ServiceError {
                 ErrorCode::IdempotencyConflict,
                 "this idempotency_key was already used for a different message; use a new key",
             ),
+            StoreError::StaleClaim { token, holder } => {
+                let message = match &holder {
+                    Some(h) => format!(
+                        "fencing token {token} is stale: thread {} was claimed since by {} \
+                         (self-declared session {}, fencing token {}) until {}; nothing was \
+                         written",
+                        h.thread,
+                        h.person,
+                        crate::domain::text::quote(h.session.as_str()),
+                        h.fencing_token,
+                        h.expires_at
+                    ),
+                    None => format!(
+                        "fencing token {token} is stale: another session claimed the thread \
+                         since (no claim on it is live now); nothing was written"
+                    ),
+                };
+                ServiceError::new(ErrorCode::StaleClaim, message)
+                    .with_details(serde_json::json!({ "fencing_token": token, "holder": holder }))
+            }
+            StoreError::UnknownFencingToken(token) => ServiceError::invalid(format!(
+                "no claim of this thread has fencing token {token}; pass the token your claim returned"
+            )),
             StoreError::CursorAhead { after, last } => ServiceError::new(
                 ErrorCode::CursorAhead,
                 format!(

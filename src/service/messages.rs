@@ -91,6 +91,12 @@ pub struct PostRequest {
     /// For a reply: its structured result (SPEC §4).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<ReplyResult>,
+    /// In a thread the caller's session claimed: the fencing token its claim returned. The post is
+    /// refused with `stale_claim` (and nothing written) when another session claimed the thread
+    /// since. Not part of what an idempotency key stands for: a retry carrying a newer token
+    /// replays the earlier post.
+    #[serde(skip)]
+    pub fencing_token: Option<i64>,
 }
 
 /// What a post returns.
@@ -227,6 +233,12 @@ impl Service {
             )
         })?;
         check_fields(kind, &req)?;
+        if req.fencing_token.is_some() && caller.agent.is_none() {
+            return Err(ServiceError::invalid(
+                "a fencing token is your claim's: declare the agent identity (agent_id@host:session) \
+                 that claimed the thread",
+            ));
+        }
 
         // Resolve the thread (if any) and the channel; unknown and invisible look the same.
         let existing = match &req.thread {
@@ -371,6 +383,7 @@ impl Service {
             written_by: caller.writes_as(),
             result: req.result,
             observed,
+            fencing_token: req.fencing_token,
         };
         let approval_id = new.approval.as_ref().map(|a| a.id.clone());
         let remote = new.remote.as_ref().map(|hop| hop.remote.clone());
@@ -704,6 +717,18 @@ fn check_fields(kind: Kind, req: &PostRequest) -> Result<()> {
         if subject.chars().count() > MAX_SUBJECT_CHARS || subject.contains(['\n', '\r']) {
             return Err(ServiceError::invalid(format!(
                 "subject must be one line of at most {MAX_SUBJECT_CHARS} characters"
+            )));
+        }
+    }
+    if let Some(token) = req.fencing_token {
+        if req.thread.is_none() {
+            return Err(ServiceError::invalid(
+                "fencing_token is for a post in a thread your session claimed: give `thread`",
+            ));
+        }
+        if token < 1 {
+            return Err(ServiceError::invalid(format!(
+                "no claim of this thread has fencing token {token}; pass the token your claim returned"
             )));
         }
     }

@@ -268,6 +268,7 @@ impl Service {
             written_by: crate::domain::WrittenBy::Agent,
             result: None,
             observed: None,
+            fencing_token: None,
         }
     }
 

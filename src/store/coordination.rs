@@ -7,12 +7,12 @@ use super::db::{Conn, query};
 use super::error::Result;
 use super::model::input::NewProgress;
 use super::model::records::coordination::{
-    ClaimAttempt, ClaimRecord, LeaseAttempt, LeaseRecord, PROGRESS_COLUMNS, PresenceRecord,
-    ProgressAdded, ProgressRecord, claim, lease, presence, progress,
+    CLAIM_COLUMNS, ClaimAttempt, ClaimRecord, LeaseAttempt, LeaseRecord, PROGRESS_COLUMNS,
+    PresenceRecord, ProgressAdded, ProgressRecord, claim, lease, presence, progress,
 };
 use super::model::records::inbox::EntryContent;
 use super::tx::inbox::append_entry;
-use super::tx::{approvals, task_events};
+use super::tx::{approvals, fence, task_events};
 use super::{Backend, Store};
 use crate::domain::{AgentIdentity, ApprovalState, PersonId, ThreadId, Timestamp};
 
@@ -22,10 +22,13 @@ const FLEET_SCOPE: &str = "(SELECT m2.person_id FROM channel_members m1 JOIN cha
 
 impl Store {
     /// Claims `thread` for `session` of `person` until `expires_at`, atomically. The same session
-    /// claiming again renews its lease; an expired claim is taken over. The thread's newest
-    /// approval, if any, gates the claim in the same transaction: pending refuses it, approved is
-    /// consumed by it (SPEC §5: single use), consumed lets the work go on (a renewal, or another
-    /// session of the recipients after the first one's lease expired).
+    /// claiming again renews its lease and keeps its fencing token; a new holder (no claim, or an
+    /// expired one of another session taken over) gets the thread's next token. With `fence`, the
+    /// caller's token is checked first, in the same transaction (`tx::fence::check`): a stale one
+    /// refuses the claim and nothing is written. The thread's newest approval, if any, gates the
+    /// claim in the same transaction: pending refuses it, approved is consumed by it (SPEC §5:
+    /// single use), consumed lets the work go on (a renewal, or another session of the recipients
+    /// after the first one's lease expired).
     pub async fn claim(
         &self,
         thread: ThreadId,
@@ -33,6 +36,7 @@ impl Store {
         session: AgentIdentity,
         now: Timestamp,
         expires_at: Timestamp,
+        fence: Option<i64>,
     ) -> Result<ClaimAttempt> {
         let lock = self.for_update();
         let cache = self.webhooks.clone();
@@ -48,43 +52,75 @@ impl Store {
                 if state.as_deref().is_none_or(|s| s == "closed") {
                     return Ok(ClaimAttempt::Closed);
                 }
+                if let Some(token) = fence {
+                    fence::check(tx, &thread, &person, &session, token, now).await?;
+                }
                 let gate = approvals::latest_in(tx, &thread, lock).await?;
                 if let Some(a) = &gate
                     && !a.state.allows_work()
                 {
                     return Ok(ClaimAttempt::AwaitingApproval(Box::new(a.clone())));
                 }
-                let won = query(
-                    "INSERT INTO claims (thread_id, person_id, session, claimed_at, expires_at) \
-                     VALUES ($1, $2, $3, $4, $5) \
-                     ON CONFLICT (thread_id) DO UPDATE SET \
-                     claimed_at = CASE WHEN claims.expires_at > $4 THEN claims.claimed_at ELSE excluded.claimed_at END, \
-                     person_id = excluded.person_id, session = excluded.session, expires_at = excluded.expires_at \
-                     WHERE claims.expires_at <= $4 \
-                     OR (claims.person_id = excluded.person_id AND claims.session = excluded.session) \
-                     RETURNING thread_id, person_id, session, claimed_at, expires_at",
+                // The thread's row is locked (PostgreSQL) or the writer is alone (SQLite): the
+                // claim read here is the one the write below replaces.
+                let sql = format!("SELECT {CLAIM_COLUMNS} FROM claims WHERE thread_id = $1");
+                let current = query(sql)
+                    .bind(thread.as_str().to_owned())
+                    .fetch_optional(&mut *tx)
+                    .await?
+                    .as_ref()
+                    .map(claim)
+                    .transpose()?;
+                let renewal = current
+                    .as_ref()
+                    .is_some_and(|c| c.person == person && c.session == session);
+                if let Some(c) = current.as_ref().filter(|c| !renewal && c.expires_at > now) {
+                    return Ok(ClaimAttempt::Held(c.clone()));
+                }
+                let (claimed_at, fencing_token) = match &current {
+                    Some(c) if renewal => {
+                        let live = c.expires_at > now;
+                        (if live { c.claimed_at } else { now }, c.fencing_token)
+                    }
+                    _ => {
+                        let token: i64 = query(
+                            "UPDATE threads SET claim_fence = claim_fence + 1 WHERE id = $1 \
+                             RETURNING claim_fence",
+                        )
+                        .bind(thread.as_str().to_owned())
+                        .fetch_one(&mut *tx)
+                        .await?
+                        .try_get("claim_fence")?;
+                        (now, token)
+                    }
+                };
+                query(
+                    "INSERT INTO claims (thread_id, person_id, session, claimed_at, expires_at, fencing_token) \
+                     VALUES ($1, $2, $3, $4, $5, $6) \
+                     ON CONFLICT (thread_id) DO UPDATE SET person_id = excluded.person_id, \
+                     session = excluded.session, claimed_at = excluded.claimed_at, \
+                     expires_at = excluded.expires_at, fencing_token = excluded.fencing_token",
                 )
                 .bind(thread.as_str().to_owned())
                 .bind(person.as_str().to_owned())
                 .bind(session.as_str().to_owned())
-                .bind(now.0)
+                .bind(claimed_at.0)
                 .bind(expires_at.0)
-                .fetch_optional(&mut *tx)
+                .bind(fencing_token)
+                .execute(&mut *tx)
                 .await?;
-                if let Some(row) = won {
-                    if let Some(a) = gate.filter(|a| a.state == ApprovalState::Approved) {
-                        approvals::consume(tx, &a, &person, &session, now).await?;
-                    }
-                    task_events::on_claim(tx, &cache, &thread, now).await?;
-                    return Ok(ClaimAttempt::Claimed(claim(&row)?));
+                if let Some(a) = gate.filter(|a| a.state == ApprovalState::Approved) {
+                    approvals::consume(tx, &a, &person, &session, now).await?;
                 }
-                let row = query(
-                    "SELECT thread_id, person_id, session, claimed_at, expires_at FROM claims WHERE thread_id = $1",
-                )
-                .bind(thread.as_str().to_owned())
-                .fetch_one(&mut *tx)
-                .await?;
-                Ok(ClaimAttempt::Held(claim(&row)?))
+                task_events::on_claim(tx, &cache, &thread, now).await?;
+                Ok(ClaimAttempt::Claimed(ClaimRecord {
+                    thread,
+                    person,
+                    session,
+                    claimed_at,
+                    expires_at,
+                    fencing_token,
+                }))
             })
         })
         .await
@@ -119,10 +155,9 @@ impl Store {
         thread: &ThreadId,
         now: Timestamp,
     ) -> Result<Option<ClaimRecord>> {
-        let row = query(
-            "SELECT thread_id, person_id, session, claimed_at, expires_at FROM claims \
-             WHERE thread_id = $1 AND expires_at > $2",
-        )
+        let row = query(format!(
+            "SELECT {CLAIM_COLUMNS} FROM claims WHERE thread_id = $1 AND expires_at > $2"
+        ))
         .bind(thread.as_str().to_owned())
         .bind(now.0)
         .fetch_optional(&self.pool)
@@ -441,10 +476,10 @@ impl Store {
 
     /// The live claims `person` holds, newest first.
     pub async fn claims_of(&self, person: &PersonId, now: Timestamp) -> Result<Vec<ClaimRecord>> {
-        let rows = query(
-            "SELECT thread_id, person_id, session, claimed_at, expires_at FROM claims \
-             WHERE person_id = $1 AND expires_at > $2 ORDER BY claimed_at DESC, thread_id",
-        )
+        let rows = query(format!(
+            "SELECT {CLAIM_COLUMNS} FROM claims \
+             WHERE person_id = $1 AND expires_at > $2 ORDER BY claimed_at DESC, thread_id"
+        ))
         .bind(person.as_str().to_owned())
         .bind(now.0)
         .fetch_all(&self.pool)

@@ -17,6 +17,17 @@ pub enum StoreError {
     /// An idempotency key was reused for a different message.
     #[error("idempotency key reused with a different message")]
     IdempotencyMismatch,
+    /// A fencing token that is no longer the thread's: another session claimed the thread since
+    /// it was issued (or holds the claim it names). `holder` is the thread's live claim, if any.
+    /// Nothing was written.
+    #[error("fencing token {token} is stale")]
+    StaleClaim {
+        token: i64,
+        holder: Option<Box<ClaimHolder>>,
+    },
+    /// A fencing token no claim of the thread was ever given (above its counter, or below 1).
+    #[error("no claim of this thread has fencing token {0}")]
+    UnknownFencingToken(i64),
     /// `after` is beyond the last entry of the inbox.
     #[error("cursor {after} is ahead of the inbox (last entry {last})")]
     CursorAhead { after: i64, last: i64 },
@@ -32,6 +43,18 @@ pub enum StoreError {
     InvalidData(String),
     #[error("database error: {0}")]
     Database(String),
+}
+
+/// A thread's claim as a refusal names it: the store's claim record, which this file must not
+/// depend on, converts into it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ClaimHolder {
+    pub thread: crate::domain::ThreadId,
+    pub person: crate::domain::PersonId,
+    pub session: crate::domain::AgentIdentity,
+    pub claimed_at: crate::domain::Timestamp,
+    pub expires_at: crate::domain::Timestamp,
+    pub fencing_token: i64,
 }
 
 impl From<sqlx::Error> for StoreError {

@@ -57,7 +57,7 @@ use db::{BoxFut, Conn};
 
 pub use activity::{OpenedThread, WEEK_MS, WeekCount};
 pub use cache::TTL as DIRECTORY_TTL;
-pub use error::{Result, StoreError};
+pub use error::{ClaimHolder, Result, StoreError};
 pub use model::input::{
     AdminChange, AuditFilter, DeliveryFilter, FinishedAttempt, NewApproval, NewLink, NewMessage,
     NewProgress, NewRemoteTask, NewTask, OnAllow, RemoteHop, RemoteObservation, RemoteUpdate,

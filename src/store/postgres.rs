@@ -90,6 +90,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "remote tasks by remote",
         include_str!("migrations/postgres/0015_remote_tasks_by_remote.sql"),
     ),
+    (
+        16,
+        "claim fencing",
+        include_str!("migrations/postgres/0016_claim_fencing.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {

@@ -1,4 +1,4 @@
-//! Claims: one winner among concurrent sessions, lease expiry, release by reply.
+//! Claims: one winner among concurrent sessions, lease expiry, release by reply, fencing tokens.
 
 use liaison::domain::Impact;
 use liaison::service::{ClaimAction, ClaimTarget, ErrorCode, PostRequest};
@@ -181,4 +181,289 @@ async fn an_expired_claim_can_be_taken_and_a_reply_releases_it() {
         .code,
         ErrorCode::NotClaimable
     );
+}
+
+#[tokio::test]
+async fn fencing_tokens_strictly_increase_across_holders_and_a_renewal_keeps_its_token() {
+    let env = TestEnv::new().await;
+    let (thread, _alice) = request_thread(&env).await;
+    let a = env
+        .caller("bob", liaison::domain::Scope::Agent, "claude@bob:1")
+        .await;
+    let b = env
+        .caller("bob", liaison::domain::Scope::Agent, "codex@bob:2")
+        .await;
+    let s = &env.service;
+    let on = || ClaimTarget::Thread(thread.clone());
+    let claim = |c| s.claim(c, on(), ClaimAction::Claim, None);
+    let first = claim(&a).await.unwrap().unwrap();
+    assert!(first.fencing_token >= 1);
+    // The same session renewing keeps its token, before and after its lease ran out.
+    env.clock.advance_secs(300);
+    assert_eq!(
+        claim(&a).await.unwrap().unwrap().fencing_token,
+        first.fencing_token
+    );
+    env.clock.advance_secs(601);
+    assert_eq!(
+        claim(&a).await.unwrap().unwrap().fencing_token,
+        first.fencing_token
+    );
+    // A new holder gets a greater token: after a takeover, and after a release.
+    env.clock.advance_secs(601);
+    let second = claim(&b).await.unwrap().unwrap();
+    assert!(second.fencing_token > first.fencing_token);
+    s.claim(&b, on(), ClaimAction::Release, None).await.unwrap();
+    let third = claim(&a).await.unwrap().unwrap();
+    assert!(third.fencing_token > second.fencing_token);
+    // The thread view shows the live claim with its token.
+    let view = s.thread(&a, &thread, None, None).await.unwrap();
+    assert_eq!(view.claim.unwrap().fencing_token, third.fencing_token);
+}
+
+#[tokio::test]
+async fn a_stale_fencing_token_is_refused_naming_the_holder_and_nothing_is_written() {
+    let env = TestEnv::new().await;
+    let (thread, _alice) = request_thread(&env).await;
+    let a = env
+        .caller("bob", liaison::domain::Scope::Agent, "claude@bob:1")
+        .await;
+    let b = env
+        .caller("bob", liaison::domain::Scope::Agent, "codex@bob:2")
+        .await;
+    let s = &env.service;
+    let on = || ClaimTarget::Thread(thread.clone());
+    let fenced = |body: &str, token: Option<i64>| PostRequest {
+        fencing_token: token,
+        ..post("announce", None, Some(&thread), body)
+    };
+    let old = s
+        .claim(&a, on(), ClaimAction::Claim, None)
+        .await
+        .unwrap()
+        .unwrap()
+        .fencing_token;
+    // While A holds the claim, and after its lease ran out with nobody claiming since, its token
+    // is good.
+    s.post(&a, fenced("working on it", Some(old)))
+        .await
+        .unwrap();
+    env.clock.advance_secs(601);
+    s.post(&a, fenced("still on it", Some(old))).await.unwrap();
+
+    let new = s
+        .claim(&b, on(), ClaimAction::Claim, None)
+        .await
+        .unwrap()
+        .unwrap()
+        .fencing_token;
+    assert!(new > old);
+    let before = s.thread(&a, &thread, None, None).await.unwrap();
+
+    let refused = s
+        .post(&a, fenced("late result", Some(old)))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, ErrorCode::StaleClaim);
+    let details = refused.details.unwrap();
+    assert_eq!(details["fencing_token"], old);
+    assert_eq!(details["holder"]["person"], "bob");
+    assert_eq!(details["holder"]["session"], "codex@bob:2");
+    assert_eq!(details["holder"]["fencing_token"], new);
+    assert!(
+        refused.message.contains("codex@bob:2"),
+        "{}",
+        refused.message
+    );
+    // A reply (which would end B's claim) is refused the same way.
+    assert_eq!(
+        s.post(
+            &a,
+            PostRequest {
+                fencing_token: Some(old),
+                ..post("reply", None, Some(&thread), "done")
+            }
+        )
+        .await
+        .unwrap_err()
+        .code,
+        ErrorCode::StaleClaim
+    );
+    let after = s.thread(&a, &thread, None, None).await.unwrap();
+    assert_eq!(after.thread.message_count, before.thread.message_count);
+    assert_eq!(after.messages.len(), before.messages.len());
+    assert_eq!(
+        after.claim.as_ref().unwrap().session.as_str(),
+        "codex@bob:2"
+    );
+
+    // A's renewal with its old token is refused too, and leaves B's claim as it was.
+    let renewal = s
+        .claim_fenced(&a, on(), ClaimAction::Claim, None, Some(old))
+        .await
+        .unwrap_err();
+    assert_eq!(renewal.code, ErrorCode::StaleClaim);
+    assert_eq!(renewal.details.unwrap()["holder"]["session"], "codex@bob:2");
+    let held = s
+        .thread(&a, &thread, None, None)
+        .await
+        .unwrap()
+        .claim
+        .unwrap();
+    assert_eq!(
+        (held.session.as_str(), held.fencing_token),
+        ("codex@bob:2", new)
+    );
+    // B's own token is stale in A's hands: it is B's claim.
+    assert_eq!(
+        s.post(&a, fenced("not mine", Some(new)))
+            .await
+            .unwrap_err()
+            .code,
+        ErrorCode::StaleClaim
+    );
+
+    // B posts and renews with its token; a token never issued is invalid input, not stale.
+    s.post(&b, fenced("taking over", Some(new))).await.unwrap();
+    let renewed = s
+        .claim_fenced(&b, on(), ClaimAction::Claim, None, Some(new))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(renewed.fencing_token, new);
+    for never in [new + 1, 0] {
+        let e = s.post(&b, fenced("?", Some(never))).await.unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidInput, "{never}: {}", e.message);
+    }
+    assert_eq!(
+        s.claim_fenced(&b, on(), ClaimAction::Claim, None, Some(new + 1))
+            .await
+            .unwrap_err()
+            .code,
+        ErrorCode::InvalidInput
+    );
+    // A post without a token behaves as before, from either session.
+    s.post(&a, fenced("a note", None)).await.unwrap();
+    let last = s.thread(&b, &thread, None, None).await.unwrap();
+    assert_eq!(last.thread.message_count, after.thread.message_count + 2);
+}
+
+/// `/api/v1` passes the token through both ways and answers a stale one with HTTP 409.
+#[tokio::test]
+async fn over_api_v1_a_stale_fencing_token_is_a_409_naming_the_holder() {
+    use serde_json::{Value, json};
+    let db = crate::helpers::TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (url, admin, stop) = crate::admin_http::spawn_app(&db, dir.path()).await;
+    let http = reqwest::Client::new();
+    let send = |path: &str, token: &str, agent: Option<&str>, body: Value| {
+        let mut r = http
+            .post(format!("{url}{path}"))
+            .bearer_auth(token)
+            .json(&body);
+        if let Some(agent) = agent {
+            r = r.header("liaison-agent", agent);
+        }
+        r.send()
+    };
+    let mut secrets = Vec::new();
+    for id in ["ana", "ben"] {
+        let r = send(
+            "/admin/v1/persons",
+            &admin,
+            None,
+            json!({"id": id, "display_name": id}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+        let r: Value = send(
+            "/admin/v1/tokens",
+            &admin,
+            None,
+            json!({"person": id, "scopes": ["agent"]}),
+        )
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+        secrets.push(r["token"]["secret"].as_str().unwrap().to_owned());
+    }
+    let (ana, ben) = (&secrets[0], &secrets[1]);
+    let r = send(
+        "/admin/v1/channels",
+        &admin,
+        None,
+        json!({"name": "fence", "members": ["ana", "ben"]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let asked: Value = send(
+        "/api/v1/messages",
+        ana,
+        None,
+        json!({"kind": "handoff", "channel": "fence", "body": "Take it"}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let thread = asked["thread"].as_str().unwrap().to_owned();
+    let (one, two) = ("claude@ben:1", "codex@ben:2");
+    let first: Value = send(
+        "/api/v1/claims",
+        ben,
+        Some(one),
+        json!({"thread": thread, "lease_s": 1}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let old = first["claim"]["fencing_token"].as_i64().unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1300)).await;
+    let second: Value = send("/api/v1/claims", ben, Some(two), json!({"thread": thread}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let new = second["claim"]["fencing_token"].as_i64().unwrap();
+    assert!(new > old, "{second}");
+
+    let refused = send(
+        "/api/v1/messages",
+        ben,
+        Some(one),
+        json!({"kind": "announce", "thread": thread, "body": "late", "fencing_token": old}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(refused.status(), 409);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "stale_claim", "{body}");
+    assert_eq!(body["error"]["details"]["holder"]["session"], two, "{body}");
+    let renewal = send(
+        "/api/v1/claims",
+        ben,
+        Some(one),
+        json!({"thread": thread, "action": "renew", "fencing_token": old}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(renewal.status(), 409);
+    let ok = send(
+        "/api/v1/messages",
+        ben,
+        Some(two),
+        json!({"kind": "announce", "thread": thread, "body": "fresh", "fencing_token": new}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(ok.status(), 200, "{}", ok.text().await.unwrap());
+    stop.cancel();
 }

@@ -579,6 +579,7 @@ async fn posts_opening_threads_together_get_the_answers_they_would_alone() {
         written_by: liaison::domain::WrittenBy::Agent,
         result: None,
         observed: None,
+        fencing_token: None,
     };
     let earlier = store
         .post(new("earlier", &["bob"], Some("used")))
@@ -740,6 +741,7 @@ async fn posts_to_any_number_of_recipients_reach_each_inbox_once_in_order() {
         written_by: liaison::domain::WrittenBy::Agent,
         result: None,
         observed: None,
+        fencing_token: None,
     };
     let refused = store.post(ghostly.clone()).await;
     assert!(

@@ -43,6 +43,46 @@ async def test_two_sessions_race_to_claim_and_exactly_one_wins(server, tokens, m
         assert got["claim"]["thread"] == req["thread"]
 
 
+async def test_a_stale_fencing_token_is_refused_after_another_session_took_the_claim(server, tokens):
+    async with connect(server, tokens["alice"]) as alice, \
+            connect(server, tokens["bob"], agent="claude@bobmac:31") as one, \
+            connect(server, tokens["bob"], agent="codex@bobmac:32") as two:
+        req = await call(alice, "post", kind="request", channel="demo", impact="none", body="Fence me.")
+        thread = req["thread"]
+        first = (await call(one, "claim", thread=thread, lease_s=1))["claim"]
+        token = first["fencing_token"]
+        assert token >= 1
+        renewed = await one.call_tool("claim", {"thread": thread, "action": "renew", "lease_s": 1,
+                                               "fencing_token": token})
+        assert not renewed.is_error
+        assert renewed.structured_content["claim"]["fencing_token"] == token
+        assert f"fencing token {token}" in renewed.content[0].text
+        await call(one, "post", kind="announce", thread=thread, body="On it.", fencing_token=token)
+
+        await anyio.sleep(1.3)  # The lease runs out; the other session claims.
+        second = (await call(two, "claim", thread=thread))["claim"]
+        assert second["fencing_token"] > token
+        before = await call(alice, "thread", thread=thread)
+
+        err, text = await call_error(one, "post", kind="reply", thread=thread, body="Done (late).",
+                                     fencing_token=token)
+        assert err["code"] == "stale_claim"
+        assert err["details"]["holder"]["session"] == "codex@bobmac:32"
+        assert err["details"]["holder"]["fencing_token"] == second["fencing_token"]
+        assert "codex@bobmac:32" in text
+        after = await call(alice, "thread", thread=thread)
+        assert len(after["messages"]) == len(before["messages"])
+        assert after["claim"]["session"] == "codex@bobmac:32"
+
+        err, _ = await call_error(one, "claim", thread=thread, action="renew", fencing_token=token)
+        assert err["code"] == "stale_claim"
+        err, _ = await call_error(two, "post", kind="announce", thread=thread, body="?",
+                                  fencing_token=second["fencing_token"] + 5)
+        assert err["code"] == "invalid_input"
+        await call(two, "post", kind="reply", thread=thread, body="Done.",
+                   fencing_token=second["fencing_token"])
+
+
 async def test_sessions_without_a_declared_identity_are_told_apart(server, tokens):
     async with connect(server, tokens["alice"]) as alice, connect(server, tokens["bob"]) as one, \
             connect(server, tokens["bob"]) as two:

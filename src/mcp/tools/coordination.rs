@@ -62,7 +62,7 @@ impl Tools {
             };
             let claim = match self
                 .service
-                .claim(&c, target.clone(), action, a.lease_s)
+                .claim_fenced(&c, target.clone(), action, a.lease_s, a.fencing_token)
                 .await
             {
                 // The channel may let this approver's human decide through the client:
@@ -81,7 +81,9 @@ impl Tools {
                         Stateless::Ask(form) => return Ok(CallToolResponse::InputRequired(*form)),
                         Stateless::Pending => return Err(e),
                         Stateless::Allowed => {
-                            self.service.claim(&c, target, action, a.lease_s).await?
+                            self.service
+                                .claim_fenced(&c, target, action, a.lease_s, a.fencing_token)
+                                .await?
                         }
                     }
                 }
@@ -89,7 +91,9 @@ impl Tools {
                     if !elicit::ask(&self.service, &c, &ctx.peer, &e).await? {
                         return Err(e);
                     }
-                    self.service.claim(&c, target, action, a.lease_s).await?
+                    self.service
+                        .claim_fenced(&c, target, action, a.lease_s, a.fencing_token)
+                        .await?
                 }
                 other => other?,
             };

@@ -48,6 +48,9 @@ pub struct NewMessage {
     /// recorded in the post's own transaction, so the thread never shows the message with the
     /// state before it (or the state without its message).
     pub observed: Option<RemoteObservation>,
+    /// The claim's fencing token the author's session posts under (in an existing thread, with
+    /// `agent`): checked in the post's transaction, which refuses a stale one and writes nothing.
+    pub fencing_token: Option<i64>,
 }
 
 impl NewMessage {

@@ -1,14 +1,14 @@
 //! One post: the transaction that stores a message atomically with everything it implies
 //! (idempotency, the thread state machine's transition, its rows through `post_rows`, then its
 //! approval, its outbox hooks, a remote agent's round and a reply's release of the claim), and the
-//! post as the writer queues it ([`QueuedPost`]). It calls `post_rows`, `approvals`, `enqueue` and
-//! `remote_hops`, and must not depend on any operation (`impl Store`).
+//! post as the writer queues it ([`QueuedPost`]). It calls `post_rows`, `approvals`, `enqueue`,
+//! `fence` and `remote_hops`, and must not depend on any operation (`impl Store`).
 
 use std::sync::Arc;
 
 use super::enqueue::{self, WebhookCache};
 use super::post_rows::{Opening, insert_message_rows};
-use super::{approvals, remote_hops};
+use super::{approvals, fence, remote_hops};
 use crate::domain::{Kind, Outcome, PersonId, TaskEvent, TaskState, ThreadState, WrittenBy};
 use crate::store::db::{Conn, query};
 use crate::store::error::{Result, StoreError, json_err};
@@ -40,7 +40,12 @@ impl QueuedPost {
     /// Writes the post alone.
     pub(in crate::store) async fn run(&self, tx: &mut Conn) -> Result<Posted> {
         match post_in(tx, self.m.clone(), self.lock, &self.cache).await {
+            // Refusals found before the post wrote anything (a reused key, a stale fencing token):
+            // the job succeeds, and the caller is refused after the commit.
             Err(StoreError::IdempotencyMismatch) => Ok(Err(StoreError::IdempotencyMismatch)),
+            Err(e @ (StoreError::StaleClaim { .. } | StoreError::UnknownFencingToken(_))) => {
+                Ok(Err(e))
+            }
             done => done.map(Ok),
         }
     }
@@ -103,6 +108,11 @@ async fn write_post(
             .await?
             .ok_or(StoreError::NotFound("thread"))?;
         let mut record = thread(&row)?;
+        // The thread's row is locked (PostgreSQL) or the writer is alone (SQLite): no claim can
+        // be made between this check and the post's rows.
+        if let (Some(token), Some(session)) = (m.fencing_token, &m.agent) {
+            fence::check(tx, &m.thread, &m.author, session, token, m.created_at).await?;
+        }
         if let Some(task) = &mut record.task {
             let by_party = m.author == record.opened_by;
             task.state = task.state.apply(TaskEvent::Posted {

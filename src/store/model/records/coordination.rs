@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::approvals::ApprovalRecord;
 use crate::domain::{AgentIdentity, LeaseMode, PersonId, ThreadId, Timestamp, Transition};
 use crate::store::db::Row;
-use crate::store::error::Result;
+use crate::store::error::{ClaimHolder, Result};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ClaimRecord {
@@ -16,6 +16,27 @@ pub struct ClaimRecord {
     pub session: AgentIdentity,
     pub claimed_at: Timestamp,
     pub expires_at: Timestamp,
+    /// The thread's fencing token for this holder: strictly greater than every token an earlier
+    /// holder of the thread was given; the same session renewing keeps it. A post or a renewal
+    /// carrying it is refused once another session has claimed the thread since.
+    pub fencing_token: i64,
+}
+
+/// The columns [`claim`] reads.
+pub(in crate::store) const CLAIM_COLUMNS: &str =
+    "thread_id, person_id, session, claimed_at, expires_at, fencing_token";
+
+impl From<&ClaimRecord> for ClaimHolder {
+    fn from(c: &ClaimRecord) -> Self {
+        ClaimHolder {
+            thread: c.thread.clone(),
+            person: c.person.clone(),
+            session: c.session.clone(),
+            claimed_at: c.claimed_at,
+            expires_at: c.expires_at,
+            fencing_token: c.fencing_token,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -71,6 +92,7 @@ pub(in crate::store) fn claim(row: &Row) -> Result<ClaimRecord> {
         session: AgentIdentity::parse(row.try_get::<String, _>("session")?)?,
         claimed_at: Timestamp(row.try_get("claimed_at")?),
         expires_at: Timestamp(row.try_get("expires_at")?),
+        fencing_token: row.try_get("fencing_token")?,
     })
 }
 
