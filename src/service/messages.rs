@@ -431,11 +431,28 @@ impl Service {
         let limit = super::page_limit(limit)?;
         let (thread, _) = self.visible_thread(caller, id).await?;
         let after = after.unwrap_or(0).max(0);
-        let mut messages = self
-            .inner
-            .store
-            .thread_messages(id, after, limit + 1)
-            .await?;
+        // A remote agent's message commits with its task's state (SPEC §8b): read the state
+        // around the messages, and again if it moved meanwhile, so the page never shows the
+        // remote's answer beside the state before it, nor the state without the answer.
+        let mut remote = self.inner.store.remote_task(id).await?;
+        let mut messages = Vec::new();
+        for _ in 0..4 {
+            messages = self
+                .inner
+                .store
+                .thread_messages(id, after, limit + 1)
+                .await?;
+            let now = self.inner.store.remote_task(id).await?;
+            let mark = |r: &Option<crate::store::RemoteTaskRecord>| {
+                r.as_ref()
+                    .map(|r| (r.task_id.clone(), r.state, r.updated_at, r.next_check_at))
+            };
+            let settled = mark(&now) == mark(&remote);
+            remote = now;
+            if settled {
+                break;
+            }
+        }
         let next_cursor = if messages.len() as i64 > limit {
             messages.truncate(limit as usize);
             messages.last().map(|m| m.position)
@@ -458,7 +475,7 @@ impl Service {
         }
         Ok(ThreadView {
             approvals: self.thread_approvals(id).await?,
-            remote: self.inner.store.remote_task(id).await?,
+            remote,
             progress: self.inner.store.progress_notes(id, 50).await?,
             thread,
             claim,
