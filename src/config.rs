@@ -36,7 +36,17 @@ struct Raw {
     tls: Option<TlsFiles>,
     #[serde(default)]
     metrics: RawMetrics,
+    #[serde(default)]
+    telemetry: RawTelemetry,
     outbox: RawOutbox,
+}
+
+/// `[telemetry]`: where OpenTelemetry traces go (`crate::telemetry`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTelemetry {
+    /// The OTLP/HTTP base URL; unset (and no `OTEL_EXPORTER_OTLP_*ENDPOINT`): no traces.
+    otlp_endpoint: Option<String>,
 }
 
 /// `[metrics]`: who may scrape `/metrics`.
@@ -230,6 +240,7 @@ external = { per_s = 2000, burst = 4000 }
 auth_failures = { per_s = 10, burst = 50 }
 streams_per_party = 32
 [metrics]
+[telemetry]
 [outbox]
 schedule_s = [5, 30, 120, 600, 1800, 3600, 7200, 14400, 28800, 28800]
 jitter = 0.2
@@ -273,6 +284,8 @@ pub struct Config {
     pub server: ServerSettings,
     /// The bearer token `/metrics` wants (`[metrics] token`); open when none.
     pub metrics_token: Option<String>,
+    /// Where traces are exported (`[telemetry]`).
+    pub telemetry: crate::telemetry::Settings,
 }
 
 /// Values given on the command line; each overrides the file and the environment.
@@ -404,6 +417,9 @@ impl Config {
             tls: raw.tls,
             server,
             metrics_token: raw.metrics.token.filter(|t| !t.trim().is_empty()),
+            telemetry: crate::telemetry::Settings {
+                otlp_endpoint: raw.telemetry.otlp_endpoint.filter(|u| !u.trim().is_empty()),
+            },
         })
     }
 

@@ -8,7 +8,8 @@
 //!
 //! 1. Pure: [`domain`] (ids, kinds, the thread, task and approval state machines, the label, the
 //!    rules for showing untrusted text, the delivery retry policy, secrets' primitives) and
-//!    [`metrics`] (the process's registry, and who the request's caller is).
+//!    [`metrics`] (the process's registry, and who the request's caller is), [`telemetry`]
+//!    (OpenTelemetry traces: the `span!` every layer opens, W3C trace context in and out).
 //! 2. Adapters to the world, no rules: [`store`] (SQLite and PostgreSQL behind one `Store`; group
 //!    commit), [`bus`] (the wake-up bus that ends long-polls), [`clock`], [`net`] (the listener,
 //!    TLS, the SSRF-safe outbound client), [`wire`] (the A2A protocol types shared by the server
@@ -49,5 +50,6 @@ pub mod net;
 pub mod remote;
 pub mod service;
 pub mod store;
+pub mod telemetry;
 pub mod wire;
 pub mod workers;

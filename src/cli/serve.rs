@@ -42,7 +42,12 @@ pub(super) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         database_url: args.database_url,
     };
     let config = Config::load(&overrides, std::env::vars())?;
-    super::logging::init(config.log_format);
+    // The OTLP exporter's HTTP client is built at once, and wants the TLS provider.
+    crate::net::tls::install_crypto_provider();
+    let exporter = super::logging::init(config.log_format, &config.telemetry)?;
+    if exporter.is_some() {
+        tracing::info!("Exporting traces over OTLP/HTTP.");
+    }
 
     let shutdown = CancellationToken::new();
     let app = App::build(config, shutdown.clone()).await?;
@@ -71,7 +76,12 @@ pub(super) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         tracing::info!("Shutting down.");
         shutdown.cancel();
     });
-    app.run_until_stopped().await
+    let served = app.run_until_stopped().await;
+    if let Some(exporter) = exporter {
+        // The batch exporter's flush blocks on its own thread's answer.
+        let _ = tokio::task::spawn_blocking(move || exporter.shutdown()).await;
+    }
+    served
 }
 
 async fn wait_for_signal() {

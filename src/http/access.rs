@@ -10,6 +10,7 @@ use axum::extract::{MatchedPath, Request};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::Response;
+use tracing::Instrument as _;
 
 use crate::metrics::RequestLabels;
 
@@ -34,7 +35,30 @@ pub async fn observe(req: Request, next: Next) -> Response {
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/grpc"));
     let front = front_of(req.uri().path(), grpc);
-    let (response, caller) = crate::metrics::with_caller(next.run(req)).await;
+    // Named by the method alone, as the HTTP conventions say when the route is not known yet
+    // (it is an attribute once the router matched it).
+    let span = crate::telemetry::span!(
+        method.as_str(),
+        otel.kind = "server",
+        trace_id = tracing::field::Empty
+    );
+    if !span.is_none() {
+        crate::telemetry::continue_from(&span, req.headers());
+        crate::telemetry::record_trace_id(&span);
+        crate::telemetry::attribute(&span, "http.request.method", method.clone());
+        crate::telemetry::attribute(&span, "url.path", req.uri().path().to_owned());
+        crate::telemetry::attribute(&span, "liaison.front", front);
+        if grpc
+            && let Some((service, rpc)) = req.uri().path().trim_start_matches('/').split_once('/')
+        {
+            crate::telemetry::attribute(&span, "rpc.system", "grpc");
+            crate::telemetry::attribute(&span, "rpc.service", service.to_owned());
+            crate::telemetry::attribute(&span, "rpc.method", rpc.to_owned());
+        }
+    }
+    let (response, caller) = crate::metrics::with_caller(next.run(req))
+        .instrument(span.clone())
+        .await;
     let elapsed = started.elapsed();
     let route = response
         .extensions()
@@ -50,6 +74,19 @@ pub async fn observe(req: Request, next: Next) -> Response {
     let outcome = outcome(&response, grpc);
     let caller = caller.as_deref().unwrap_or("-");
     let latency_ms = elapsed.as_secs_f64() * 1000.0;
+    if !span.is_none() {
+        crate::telemetry::attribute(&span, "http.route", route.clone());
+        crate::telemetry::attribute(
+            &span,
+            "http.response.status_code",
+            i64::from(status.as_u16()),
+        );
+        crate::telemetry::attribute(&span, "liaison.caller", caller.to_owned());
+        if outcome == "server_error" {
+            crate::telemetry::failed(&span, status);
+        }
+    }
+    let _in_span = span.enter();
     if front == "ops" {
         tracing::debug!(target: "liaison::access", %method, %route, status = status.as_u16(), latency_ms, %caller, "Request.");
     } else {

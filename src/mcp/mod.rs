@@ -239,6 +239,10 @@ async fn bearer(State(front): State<Front>, mut req: Request, next: Next) -> Res
     };
     let token = caller.token_id.clone();
     req.extensions_mut().insert::<Caller>(caller);
+    if crate::telemetry::on() {
+        req.extensions_mut()
+            .insert(crate::telemetry::RequestSpan(tracing::Span::current()));
+    }
     let response = next.run(req).await;
     match (&named, busy) {
         (Some(id), _) if ending && response.status().is_success() => {

@@ -189,6 +189,8 @@ impl OutboundClient {
         max_bytes: usize,
     ) -> Result<Fetched, FetchError> {
         let parsed = self.checked(url).map_err(FetchError::Send)?;
+        let mut headers = headers;
+        crate::telemetry::inject(&mut headers);
         let mut request = self.http.request(method, parsed).headers(headers);
         if let Some(body) = body {
             request = request.body(body);
@@ -236,6 +238,8 @@ impl OutboundClient {
         body: Option<Vec<u8>>,
     ) -> Result<reqwest::Response, SendFailure> {
         let parsed = self.checked(url)?;
+        let mut headers = headers;
+        crate::telemetry::inject(&mut headers);
         let mut request = self.streams.request(method, parsed).headers(headers);
         if let Some(body) = body {
             request = request.body(body);
@@ -303,12 +307,15 @@ impl OutboundClient {
         Err(SendFailure::Connect(last))
     }
 
-    /// POSTs `body` to `url`; never follows a redirect (a 3xx is returned as it is).
+    /// POSTs `body` to `url`; never follows a redirect (a 3xx is returned as it is). Like every
+    /// request of this client, it carries the current span's trace context while tracing is on.
     pub async fn post(&self, url: &str, headers: HeaderMap, body: Vec<u8>) -> SendResult {
         let parsed = match self.checked(url) {
             Ok(u) => u,
             Err(f) => return SendResult::Failed(f),
         };
+        let mut headers = headers;
+        crate::telemetry::inject(&mut headers);
         let response = match self
             .http
             .post(parsed)

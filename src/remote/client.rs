@@ -72,14 +72,17 @@ impl A2aClient {
         mut req: pb::SendMessageRequest,
     ) -> Result<pb::SendMessageResponse, CallError> {
         req.tenant = tenant(t);
-        let result = match t.binding {
-            Binding::JsonRpc => self.jsonrpc(t, "SendMessage", &req).await,
-            Binding::HttpJson => {
-                self.rest(t, reqwest::Method::POST, "/message:send", Some(&req))
-                    .await
+        let result = traced_call(t, "SendMessage", async {
+            match t.binding {
+                Binding::JsonRpc => self.jsonrpc(t, "SendMessage", &req).await,
+                Binding::HttpJson => {
+                    self.rest(t, reqwest::Method::POST, "/message:send", Some(&req))
+                        .await
+                }
+                Binding::Grpc => self.grpc_unary(t, "SendMessage", req).await,
             }
-            Binding::Grpc => self.grpc_unary(t, "SendMessage", req).await,
-        };
+        })
+        .await;
         self.settle(t, result)
     }
 
@@ -89,14 +92,17 @@ impl A2aClient {
         mut req: pb::SendMessageRequest,
     ) -> Result<EventStream, CallError> {
         req.tenant = tenant(t);
-        let result = match t.binding {
-            Binding::JsonRpc => self.jsonrpc_stream(t, "SendStreamingMessage", &req).await,
-            Binding::HttpJson => {
-                self.rest_stream(t, reqwest::Method::POST, "/message:stream", Some(&req))
-                    .await
+        let result = traced_call(t, "SendStreamingMessage", async {
+            match t.binding {
+                Binding::JsonRpc => self.jsonrpc_stream(t, "SendStreamingMessage", &req).await,
+                Binding::HttpJson => {
+                    self.rest_stream(t, reqwest::Method::POST, "/message:stream", Some(&req))
+                        .await
+                }
+                Binding::Grpc => self.grpc_stream(t, "SendStreamingMessage", req).await,
             }
-            Binding::Grpc => self.grpc_stream(t, "SendStreamingMessage", req).await,
-        };
+        })
+        .await;
         self.settle(t, result)
     }
 
@@ -109,15 +115,18 @@ impl A2aClient {
             tenant: tenant(t),
             id: task_id.to_owned(),
         };
-        let result = match t.binding {
-            Binding::JsonRpc => self.jsonrpc_stream(t, "SubscribeToTask", &req).await,
-            Binding::HttpJson => {
-                let path = format!("/tasks/{}:subscribe", segment(task_id));
-                self.rest_stream::<()>(t, reqwest::Method::GET, &path, None)
-                    .await
+        let result = traced_call(t, "SubscribeToTask", async {
+            match t.binding {
+                Binding::JsonRpc => self.jsonrpc_stream(t, "SubscribeToTask", &req).await,
+                Binding::HttpJson => {
+                    let path = format!("/tasks/{}:subscribe", segment(task_id));
+                    self.rest_stream::<()>(t, reqwest::Method::GET, &path, None)
+                        .await
+                }
+                Binding::Grpc => self.grpc_stream(t, "SubscribeToTask", req).await,
             }
-            Binding::Grpc => self.grpc_stream(t, "SubscribeToTask", req).await,
-        };
+        })
+        .await;
         self.settle(t, result)
     }
 
@@ -127,15 +136,18 @@ impl A2aClient {
             id: task_id.to_owned(),
             history_length: None,
         };
-        let result = match t.binding {
-            Binding::JsonRpc => self.jsonrpc(t, "GetTask", &req).await,
-            Binding::HttpJson => {
-                let path = format!("/tasks/{}", segment(task_id));
-                self.rest::<(), _>(t, reqwest::Method::GET, &path, None)
-                    .await
+        let result = traced_call(t, "GetTask", async {
+            match t.binding {
+                Binding::JsonRpc => self.jsonrpc(t, "GetTask", &req).await,
+                Binding::HttpJson => {
+                    let path = format!("/tasks/{}", segment(task_id));
+                    self.rest::<(), _>(t, reqwest::Method::GET, &path, None)
+                        .await
+                }
+                Binding::Grpc => self.grpc_unary(t, "GetTask", req).await,
             }
-            Binding::Grpc => self.grpc_unary(t, "GetTask", req).await,
-        };
+        })
+        .await;
         self.settle(t, result)
     }
 
@@ -149,14 +161,17 @@ impl A2aClient {
             id: task_id.to_owned(),
             metadata: None,
         };
-        let result = match t.binding {
-            Binding::JsonRpc => self.jsonrpc(t, "CancelTask", &req).await,
-            Binding::HttpJson => {
-                let path = format!("/tasks/{}:cancel", segment(task_id));
-                self.rest(t, reqwest::Method::POST, &path, Some(&req)).await
+        let result = traced_call(t, "CancelTask", async {
+            match t.binding {
+                Binding::JsonRpc => self.jsonrpc(t, "CancelTask", &req).await,
+                Binding::HttpJson => {
+                    let path = format!("/tasks/{}:cancel", segment(task_id));
+                    self.rest(t, reqwest::Method::POST, &path, Some(&req)).await
+                }
+                Binding::Grpc => self.grpc_unary(t, "CancelTask", req).await,
             }
-            Binding::Grpc => self.grpc_unary(t, "CancelTask", req).await,
-        };
+        })
+        .await;
         self.settle(t, result)
     }
 
@@ -555,6 +570,28 @@ fn events(
             futures::future::ready(Some(item))
         });
     Box::pin(stream)
+}
+
+/// Runs one call to a remote agent in its span (while tracing is on): a client span named by the
+/// A2A method, whose context the call's requests carry.
+async fn traced_call<T>(
+    t: &RemoteTarget,
+    method: &'static str,
+    call: impl std::future::Future<Output = Result<T, CallError>>,
+) -> Result<T, CallError> {
+    use tracing::Instrument as _;
+    let span = crate::telemetry::span!(method, otel.kind = "client");
+    if span.is_none() {
+        return call.await;
+    }
+    crate::telemetry::attribute(&span, "rpc.system", "a2a");
+    crate::telemetry::attribute(&span, "rpc.method", method);
+    crate::telemetry::attribute(&span, "server.address", t.url.clone());
+    let out = call.instrument(span.clone()).await;
+    if let Err(e) = &out {
+        crate::telemetry::failed(&span, e);
+    }
+    out
 }
 
 #[cfg(test)]

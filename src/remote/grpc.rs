@@ -191,6 +191,7 @@ async fn send<Req: prost::Message>(
         hyper::header::TE,
         hyper::header::HeaderValue::from_static("trailers"),
     );
+    crate::telemetry::inject(headers);
     let response = sender
         .send_request(request)
         .await

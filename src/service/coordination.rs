@@ -97,6 +97,22 @@ impl Service {
         lease_s: Option<u64>,
         fencing_token: Option<i64>,
     ) -> Result<Option<ClaimRecord>> {
+        let thread = match &target {
+            ClaimTarget::Thread(t) => Some(t.clone()),
+            ClaimTarget::Next => None,
+        };
+        let claim = self.claim_untraced(caller, target, action, lease_s, fencing_token);
+        self.traced("service.claim", thread.as_ref(), claim).await
+    }
+
+    async fn claim_untraced(
+        &self,
+        caller: &Caller,
+        target: ClaimTarget,
+        action: ClaimAction,
+        lease_s: Option<u64>,
+        fencing_token: Option<i64>,
+    ) -> Result<Option<ClaimRecord>> {
         caller.require_participant()?;
         if fencing_token.is_some()
             && (action == ClaimAction::Release || matches!(target, ClaimTarget::Next))

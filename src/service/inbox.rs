@@ -162,6 +162,11 @@ impl Service {
     /// Reads (and with `wait_s`, waits for) the caller's inbox. Dropping the returned future ends
     /// the wait and acknowledges nothing beyond the `after` the caller passed.
     pub async fn inbox(&self, caller: &Caller, req: InboxRequest) -> Result<InboxPage> {
+        self.traced("service.inbox", None, self.inbox_untraced(caller, req))
+            .await
+    }
+
+    async fn inbox_untraced(&self, caller: &Caller, req: InboxRequest) -> Result<InboxPage> {
         caller.require_participant()?;
         check_consumer(&req.consumer)?;
         let limit = match req.limit {

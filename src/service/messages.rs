@@ -183,7 +183,13 @@ impl Service {
     /// Posts a message. See SPEC §3 for the rules enforced here.
     pub async fn post(&self, caller: &Caller, req: PostRequest) -> Result<PostReceipt> {
         caller.require_participant()?;
-        self.post_as(caller, req, None).await
+        let thread = req.thread.clone();
+        self.traced(
+            "service.post",
+            thread.as_ref(),
+            self.post_as(caller, req, None),
+        )
+        .await
     }
 
     /// Posts for any authenticated author (members through `post`, parties through the task

@@ -27,6 +27,7 @@ mod remote_send;
 mod remotes;
 mod sessions;
 mod tasks;
+mod traced;
 mod webhooks;
 
 use std::collections::HashMap;

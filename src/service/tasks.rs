@@ -164,6 +164,15 @@ const MAX_TASK_MESSAGES: i64 = 1000;
 impl Service {
     /// Handles a party's message: a new task routed by skill, or the next message of a task.
     pub async fn send_task_message(&self, caller: &Caller, msg: TaskMessage) -> Result<TaskView> {
+        self.traced(
+            "service.send_task_message",
+            None,
+            self.send_task_untraced(caller, msg),
+        )
+        .await
+    }
+
+    async fn send_task_untraced(&self, caller: &Caller, msg: TaskMessage) -> Result<TaskView> {
         caller.require_party()?;
         input::storable("message", &msg)?;
         if msg.message_id.is_empty() || msg.message_id.len() > 200 {

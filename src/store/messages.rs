@@ -21,6 +21,7 @@ impl Store {
             m,
             lock: self.for_update(),
             cache: self.webhooks.clone(),
+            trace: None,
         };
         let (outcome, enqueued) = self.writer.post(post).await??;
         Ok(PostOutcome {
@@ -45,6 +46,24 @@ impl Store {
             .fetch_optional(&self.pool)
             .await?;
         row.as_ref().map(thread).transpose()
+    }
+
+    /// The trace context of the request that opened thread `id`, kept while tracing was on.
+    pub async fn thread_trace(
+        &self,
+        id: &ThreadId,
+    ) -> Result<Option<crate::telemetry::TraceContext>> {
+        let row = query("SELECT traceparent, tracestate FROM thread_traces WHERE thread_id = $1")
+            .bind(id.as_str().to_owned())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| {
+            Ok(crate::telemetry::TraceContext {
+                traceparent: r.try_get("traceparent")?,
+                tracestate: r.try_get("tracestate")?,
+            })
+        })
+        .transpose()
     }
 
     /// Messages of a thread with `position > after`, in order, at most `limit`.

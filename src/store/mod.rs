@@ -49,6 +49,7 @@ mod signing_keys;
 mod sqlite;
 #[cfg(test)]
 pub(crate) mod test_db;
+mod trace;
 mod tx;
 mod webhooks;
 mod writer;

@@ -95,6 +95,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "claim fencing",
         include_str!("migrations/postgres/0016_claim_fencing.sql"),
     ),
+    (
+        18,
+        "trace context",
+        include_str!("migrations/postgres/0018_trace_context.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {

@@ -89,6 +89,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "claim fencing",
         include_str!("migrations/sqlite/0016_claim_fencing.sql"),
     ),
+    (
+        18,
+        "trace context",
+        include_str!("migrations/sqlite/0018_trace_context.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {

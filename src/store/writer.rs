@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use sqlx::any::AnyConnectOptions;
 use sqlx::{AnyConnection, Connection, Executor};
 use tokio::sync::{mpsc, oneshot};
+use tracing::Instrument as _;
 
 use super::db::{BoxFut, Conn};
 use super::error::{Result, StoreError};
@@ -68,6 +69,9 @@ trait Job: Send {
     /// `Some(false)` when the database itself failed it (not a conflict or a refused rule), `None`
     /// when it has not run or failed for its own reasons.
     fn storage(&self) -> Option<bool>;
+    /// Notes on the caller's span, while tracing is on, how many writes its commit carried and how
+    /// long the COMMIT took.
+    fn traced(&self, jobs: usize, commit_ms: f64);
 }
 
 /// [`Job::storage`] of a job's outcome.
@@ -123,18 +127,20 @@ struct Queued<T, O> {
     op: O,
     outcome: Option<Result<T>>,
     reply: oneshot::Sender<Result<T>>,
+    trace: Traced,
 }
 
 impl<T: Send + 'static, O: Op<T>> Job for Queued<T, O> {
     fn run<'c>(&'c mut self, conn: &'c mut Conn) -> BoxFut<'c, bool> {
         let run = self.op.call(conn);
         let outcome = &mut self.outcome;
-        Box::pin(async move {
+        let context = self.trace.context.clone();
+        Box::pin(super::trace::within(context, async move {
             let result = run.await;
             let ok = result.is_ok();
             *outcome = Some(result);
             ok
-        })
+        }))
     }
 
     fn repeatable(&self) -> bool {
@@ -151,6 +157,38 @@ impl<T: Send + 'static, O: Op<T>> Job for Queued<T, O> {
 
     fn storage(&self) -> Option<bool> {
         storage(&self.outcome)
+    }
+
+    fn traced(&self, jobs: usize, commit_ms: f64) {
+        self.trace.note(jobs, commit_ms);
+    }
+}
+
+/// What a job keeps of its caller's trace (nothing while tracing is off): the context its rows
+/// record (a delivery's, a new thread's) and the span of its wait for the commit.
+struct Traced {
+    context: Option<crate::telemetry::TraceContext>,
+    span: tracing::Span,
+}
+
+impl Traced {
+    /// The caller's, taken before it waits.
+    fn here() -> Traced {
+        if !crate::telemetry::on() {
+            return Traced {
+                context: None,
+                span: tracing::Span::none(),
+            };
+        }
+        let context = crate::telemetry::TraceContext::current();
+        let span = crate::telemetry::span!("store.commit", otel.kind = "client");
+        crate::telemetry::attribute(&span, "db.system.name", "liaison-store");
+        Traced { context, span }
+    }
+
+    fn note(&self, jobs: usize, commit_ms: f64) {
+        crate::telemetry::attribute(&self.span, "liaison.group_size", jobs as i64);
+        crate::telemetry::attribute(&self.span, "liaison.commit_ms", commit_ms);
     }
 }
 
@@ -169,12 +207,14 @@ struct PostJob {
     post: QueuedPost,
     outcome: Option<Result<Posted>>,
     reply: oneshot::Sender<Result<Posted>>,
+    trace: Traced,
 }
 
 impl Job for PostJob {
     fn run<'c>(&'c mut self, conn: &'c mut Conn) -> BoxFut<'c, bool> {
         Box::pin(async move {
-            let result = self.post.run(conn).await;
+            let context = self.post.trace.clone();
+            let result = super::trace::within(context, self.post.run(conn)).await;
             let ok = result.is_ok();
             self.outcome = Some(result);
             ok
@@ -203,6 +243,10 @@ impl Job for PostJob {
 
     fn storage(&self) -> Option<bool> {
         storage(&self.outcome)
+    }
+
+    fn traced(&self, jobs: usize, commit_ms: f64) {
+        self.trace.note(jobs, commit_ms);
     }
 }
 
@@ -340,15 +384,22 @@ impl BatchWriter {
 
     /// Queues a post: run alone, or on PostgreSQL written with the posts that open a thread
     /// queued next to it ([`post_group`]).
-    pub(super) async fn post(&self, post: QueuedPost) -> Result<Posted> {
+    pub(super) async fn post(&self, mut post: QueuedPost) -> Result<Posted> {
         let (reply, rx) = oneshot::channel();
-        self.send(Box::new(PostJob {
-            post,
-            outcome: None,
-            reply,
-        }))
-        .await?;
-        rx.await.map_err(|_| stopped())?
+        let trace = Traced::here();
+        post.trace = trace.context.clone();
+        let span = trace.span.clone();
+        let waited = async {
+            self.send(Box::new(PostJob {
+                post,
+                outcome: None,
+                reply,
+                trace,
+            }))
+            .await?;
+            rx.await.map_err(|_| stopped())?
+        };
+        waited.instrument(span).await
     }
 
     async fn submit<T, O>(&self, op: O) -> Result<T>
@@ -357,13 +408,19 @@ impl BatchWriter {
         O: Op<T> + 'static,
     {
         let (reply, rx) = oneshot::channel::<Result<T>>();
-        self.send(Box::new(Queued {
-            op,
-            outcome: None,
-            reply,
-        }))
-        .await?;
-        rx.await.map_err(|_| stopped())?
+        let trace = Traced::here();
+        let span = trace.span.clone();
+        let waited = async {
+            self.send(Box::new(Queued {
+                op,
+                outcome: None,
+                reply,
+                trace,
+            }))
+            .await?;
+            rx.await.map_err(|_| stopped())?
+        };
+        waited.instrument(span).await
     }
 
     async fn send(&self, job: Box<dyn Job>) -> Result<()> {
@@ -433,7 +490,13 @@ async fn run_writer(
         }
         let started = std::time::Instant::now();
         let commit = bookkeeping(&mut conn, "COMMIT").await;
-        crate::metrics::get().group_commit(ran.len(), started.elapsed(), commit.is_ok());
+        let took = started.elapsed();
+        crate::metrics::get().group_commit(ran.len(), took, commit.is_ok());
+        if crate::telemetry::on() {
+            for job in &ran {
+                job.traced(ran.len(), took.as_secs_f64() * 1000.0);
+            }
+        }
         match &commit {
             Ok(()) => {
                 let outcomes = ran.iter().filter_map(|job| job.storage());

@@ -12,6 +12,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("domain", 1),
     ("clock", 2),
     ("metrics", 1),
+    ("telemetry", 1),
     // Adapters to the world, no rules (the clock reads the system time).
     ("store", 2),
     ("bus", 2),

@@ -149,6 +149,25 @@ impl ServerHandler for Tools {
     fn get_info(&self) -> ServerConfig {
         server_info()
     }
+
+    /// Runs the tool in the span of the HTTP request that carried the call (rmcp runs it in a
+    /// task of its own), so that its spans belong to that request's trace.
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+        use tracing::Instrument as _;
+        let span = context
+            .extensions
+            .get::<Parts>()
+            .and_then(|p| p.extensions.get::<crate::telemetry::RequestSpan>())
+            .map_or_else(tracing::Span::none, |s| s.0.clone());
+        crate::telemetry::attribute(&span, "mcp.method.name", "tools/call");
+        crate::telemetry::attribute(&span, "gen_ai.tool.name", request.name.to_string());
+        let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
+        self.tool_router.call(call).instrument(span).await
+    }
 }
 
 /// What liaison says about itself on both transports: tools only, and how to treat what it returns.

@@ -16,10 +16,13 @@ use crate::store::model::input::{Audience, LoggedEvent, NewApproval, NewDelivery
 use crate::store::model::records::approvals::ApprovalRecord;
 use crate::store::model::records::outbox::{PUSH_EVENT, push_endpoint, webhook_endpoint};
 
+/// Queues `d`, with the trace context of the write that queues it (its attempts continue it).
 pub(in crate::store) async fn insert(tx: &mut Conn, d: NewDelivery<'_>) -> Result<()> {
+    let trace = crate::store::trace::current();
     query(
         "INSERT INTO deliveries (endpoint, order_key, url, event_type, event_id, thread_id, event_seq, payload, \
-         state, attempts, next_attempt_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', 0, $9, $9)",
+         state, attempts, next_attempt_at, created_at, traceparent, tracestate) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', 0, $9, $9, $10, $11)",
     )
     .bind(d.endpoint.to_owned())
     .bind(d.order_key.to_owned())
@@ -30,6 +33,8 @@ pub(in crate::store) async fn insert(tx: &mut Conn, d: NewDelivery<'_>) -> Resul
     .bind(d.event_seq)
     .bind(d.payload.map(str::to_owned))
     .bind(d.now.0)
+    .bind(trace.as_ref().map(|t| t.traceparent.clone()))
+    .bind(trace.and_then(|t| t.tracestate))
     .execute(&mut *tx)
     .await?;
     Ok(())

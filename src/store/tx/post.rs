@@ -28,6 +28,8 @@ pub(in crate::store) struct QueuedPost {
     pub m: NewMessage,
     pub lock: &'static str,
     pub cache: Arc<WebhookCache>,
+    /// The trace context of the caller, while tracing is on (set by the writer).
+    pub trace: Option<crate::telemetry::TraceContext>,
 }
 
 /// A post's answer. A key used for another request is refused before the post writes anything,
@@ -273,6 +275,9 @@ pub(super) async fn after_rows(
     event: Option<(i64, TaskState)>,
     thread_record: &ThreadRecord,
 ) -> Result<bool> {
+    if m.opens_thread {
+        crate::store::trace::opened(tx, m.thread.as_str()).await?;
+    }
     let mut enqueued = enqueue::on_message(tx, cache, m, position).await?;
     if let Some(a) = &m.approval {
         approvals::insert(tx, a, m).await?;

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::bus::{Topic, WakeBus};
 use crate::domain::Timestamp;
@@ -101,16 +102,43 @@ impl Worker {
     async fn attempt(&self, d: DeliveryRecord) -> anyhow::Result<Step> {
         let started_at = self.service.clock_now();
         let clock = Instant::now();
-        let result = if d.event_type.starts_with("remote.") {
-            match &self.remote {
-                Some(sender) => sender.deliver(&d).await,
-                None => SendResult::Failed(SendFailure::Request(
-                    "this process does not send to remote agents".into(),
-                )),
+        // The attempt continues the trace of the operation that queued the delivery; the
+        // requests it makes carry its context (`traceparent`).
+        let span = crate::telemetry::span!(
+            "outbox.attempt",
+            otel.kind = "client",
+            trace_id = tracing::field::Empty
+        );
+        if !span.is_none() {
+            crate::telemetry::adopt(&span, d.trace.as_ref());
+            crate::telemetry::record_trace_id(&span);
+            crate::telemetry::attribute(&span, "liaison.delivery", d.id);
+            crate::telemetry::attribute(&span, "liaison.event_type", d.event_type.clone());
+            crate::telemetry::attribute(&span, "liaison.attempt", d.attempts);
+        }
+        let send = async {
+            if d.event_type.starts_with("remote.") {
+                match &self.remote {
+                    Some(sender) => sender.deliver(&d).await,
+                    None => SendResult::Failed(SendFailure::Request(
+                        "this process does not send to remote agents".into(),
+                    )),
+                }
+            } else {
+                self.post(&d, started_at).await
             }
-        } else {
-            self.post(&d, started_at).await
         };
+        let result = send.instrument(span.clone()).await;
+        match &result {
+            SendResult::Status { code, .. } => {
+                crate::telemetry::attribute(&span, "http.response.status_code", i64::from(*code));
+                if !(200..300).contains(code) {
+                    crate::telemetry::failed(&span, format!("answered {code}"));
+                }
+            }
+            SendResult::Failed(f) => crate::telemetry::failed(&span, f.class()),
+        }
+        drop(span);
         let latency = clock.elapsed();
         let (verdict, finished) = self
             .service

@@ -100,6 +100,19 @@ impl Follower {
     /// One turn with a claimed task: read it (poll, push) or hold its stream open until it ends
     /// or breaks; then give the lease back.
     async fn follow(&self, task: RemoteTaskRecord, shutdown: CancellationToken) {
+        use tracing::Instrument as _;
+        // The turn continues the trace of the thread's first message (the internal agent's
+        // request), so the remote's answers land in it.
+        let span = crate::telemetry::span!("remote.follow", trace_id = tracing::field::Empty);
+        if !span.is_none() {
+            let at = self.service.thread_trace(&task.thread).await;
+            crate::telemetry::adopt(&span, at.as_ref());
+            crate::telemetry::record_trace_id(&span);
+        }
+        self.follow_turn(task, shutdown).instrument(span).await;
+    }
+
+    async fn follow_turn(&self, task: RemoteTaskRecord, shutdown: CancellationToken) {
         let thread = task.thread.clone();
         let Some(task_id) = task.task_id.clone() else {
             return;

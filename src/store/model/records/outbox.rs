@@ -66,6 +66,10 @@ pub struct DeliveryRecord {
     pub created_at: Timestamp,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<Timestamp>,
+    /// The trace context of the operation that queued it (kept while tracing is on); its
+    /// attempts continue that trace.
+    #[serde(skip)]
+    pub trace: Option<crate::telemetry::TraceContext>,
 }
 
 /// One recorded attempt of a delivery.
@@ -155,7 +159,7 @@ pub fn webhook_endpoint(id: &str) -> String {
 }
 
 pub(in crate::store) const DELIVERY_COLUMNS: &str = "id, endpoint, url, event_type, event_id, thread_id, event_seq, payload, state, \
-     attempts, next_attempt_at, last_status, last_error, created_at, finished_at";
+     attempts, next_attempt_at, last_status, last_error, created_at, finished_at, traceparent, tracestate";
 
 pub(in crate::store) fn delivery(row: &Row) -> Result<DeliveryRecord> {
     Ok(DeliveryRecord {
@@ -177,6 +181,12 @@ pub(in crate::store) fn delivery(row: &Row) -> Result<DeliveryRecord> {
         last_error: row.try_get("last_error")?,
         created_at: Timestamp(row.try_get("created_at")?),
         finished_at: row.try_get::<Option<i64>, _>("finished_at")?.map(Timestamp),
+        trace: row
+            .try_get::<Option<String>, _>("traceparent")?
+            .map(|traceparent| crate::telemetry::TraceContext {
+                traceparent,
+                tracestate: row.try_get("tracestate").ok().flatten(),
+            }),
     })
 }
 
