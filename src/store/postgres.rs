@@ -95,6 +95,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "claim fencing",
         include_str!("migrations/postgres/0016_claim_fencing.sql"),
     ),
+    (
+        17,
+        "retention",
+        include_str!("migrations/postgres/0017_retention.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {

@@ -89,6 +89,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "claim fencing",
         include_str!("migrations/sqlite/0016_claim_fencing.sql"),
     ),
+    (
+        17,
+        "retention",
+        include_str!("migrations/sqlite/0017_retention.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {
@@ -130,7 +135,7 @@ pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {
 }
 
 /// The file of a `sqlite://PATH` (or `sqlite:PATH`) URL, without its `?options`.
-fn file_path(url: &str) -> Result<PathBuf> {
+pub(super) fn file_path(url: &str) -> Result<PathBuf> {
     let rest = url
         .strip_prefix("sqlite://")
         .or_else(|| url.strip_prefix("sqlite:"))
