@@ -53,9 +53,20 @@ fn copy(source: &Path, dest: &Path) -> Result<()> {
         // All pages in one step: the snapshot of one read transaction. Steps of a few pages
         // would restart from the first page whenever the live writer commits, and under a
         // steady write load might never finish.
-        backup
-            .run_to_completion(-1, Duration::ZERO, None)
-            .map_err(|e| StoreError::Database(format!("the backup failed: {e}")))?;
+        loop {
+            match backup
+                .step(-1)
+                .map_err(|e| StoreError::Database(format!("the backup failed: {e}")))?
+            {
+                rusqlite::backup::StepResult::Done => break,
+                // The live writer holds a lock a moment (a checkpoint): try again shortly.
+                rusqlite::backup::StepResult::Busy | rusqlite::backup::StepResult::Locked => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                // More pages cannot remain after a step of all pages; step again regardless.
+                _ => {}
+            }
+        }
     }
     let check: String = to
         .query_row("PRAGMA quick_check", [], |r| r.get(0))
