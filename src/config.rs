@@ -39,6 +39,34 @@ struct Raw {
     #[serde(default)]
     telemetry: RawTelemetry,
     outbox: RawOutbox,
+    #[serde(default)]
+    retention: RawRetention,
+}
+
+/// `[retention]`: how long each kind of record is kept; 0 or absent keeps it forever.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRetention {
+    #[serde(default, deserialize_with = "seconds")]
+    closed_threads: u64,
+    #[serde(default, deserialize_with = "seconds")]
+    task_events: u64,
+    #[serde(default, deserialize_with = "seconds")]
+    delivery_attempts: u64,
+    #[serde(default, deserialize_with = "seconds")]
+    audit: u64,
+}
+
+impl RawRetention {
+    fn resolve(&self) -> crate::service::Retention {
+        let keep = |s: u64| (s > 0).then(|| Duration::from_secs(s));
+        crate::service::Retention {
+            closed_threads: keep(self.closed_threads),
+            task_events: keep(self.task_events),
+            delivery_attempts: keep(self.delivery_attempts),
+            audit: keep(self.audit),
+        }
+    }
 }
 
 /// `[telemetry]`: where OpenTelemetry traces go (`crate::telemetry`).
@@ -250,6 +278,7 @@ connect_timeout_s = 5
 timeout_s = 15
 allow = []
 concurrency = 64
+[retention]
 "#;
 
 /// Top-level fields without a default, which the environment may still set.
@@ -286,6 +315,8 @@ pub struct Config {
     pub metrics_token: Option<String>,
     /// Where traces are exported (`[telemetry]`).
     pub telemetry: crate::telemetry::Settings,
+    /// How long each kind of record is kept (`[retention]`); forever unless configured.
+    pub retention: crate::service::Retention,
 }
 
 /// Values given on the command line; each overrides the file and the environment.
@@ -420,6 +451,7 @@ impl Config {
             telemetry: crate::telemetry::Settings {
                 otlp_endpoint: raw.telemetry.otlp_endpoint.filter(|u| !u.trim().is_empty()),
             },
+            retention: raw.retention.resolve(),
         })
     }
 
@@ -732,6 +764,35 @@ mod tests {
             ],
         ] {
             assert!(with_env(&bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn retention_keeps_every_kind_forever_unless_configured() {
+        let c = Config::load(&Overrides::default(), []).unwrap();
+        assert_eq!(c.retention, crate::service::Retention::default());
+        assert!(!c.retention.purges());
+        let c = with_env(&[
+            ("LIAISON_RETENTION__CLOSED_THREADS", "90d"),
+            ("LIAISON_RETENTION__DELIVERY_ATTEMPTS", "3600"),
+            ("LIAISON_RETENTION__AUDIT", "0"),
+        ])
+        .unwrap();
+        assert_eq!(
+            c.retention.closed_threads,
+            Some(Duration::from_secs(90 * 86_400))
+        );
+        assert_eq!(
+            c.retention.delivery_attempts,
+            Some(Duration::from_secs(3_600))
+        );
+        assert_eq!((c.retention.task_events, c.retention.audit), (None, None));
+        for bad in [
+            ("LIAISON_RETENTION__MESSAGES", "1d"),
+            ("LIAISON_RETENTION__AUDIT", "ten days"),
+            ("LIAISON_RETENTION__TASK_EVENTS", "-1"),
+        ] {
+            assert!(with_env(&[bad]).is_err(), "{bad:?}");
         }
     }
 }

@@ -84,6 +84,14 @@ pub struct Metrics {
     pool_open: Gauge,
     pool_idle: Gauge,
     writes_failing: Gauge,
+    /// Records removed by the retention sweep, by kind.
+    retention_purged: Family<KindLabels, Counter>,
+}
+
+/// One kind of record the retention sweep purges.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: &'static str,
 }
 
 fn latency_histogram() -> Histogram {
@@ -168,6 +176,13 @@ impl Metrics {
             pool_idle,
             writes_failing,
         ] = gauges;
+        let retention_purged = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "retention_purged",
+            "Records the retention sweep removed, by kind (threads, messages, task_events, \
+             deliveries, delivery_attempts, audit)",
+            retention_purged.clone(),
+        );
         Self {
             registry,
             requests,
@@ -183,7 +198,16 @@ impl Metrics {
             pool_open,
             pool_idle,
             writes_failing,
+            retention_purged,
         }
+    }
+
+    /// Counts `n` records of `kind` removed by the retention sweep.
+    pub fn retention_purged(&self, kind: &'static str, n: u64) {
+        // Every kind appears from the first sweep on, at 0 until something is purged.
+        self.retention_purged
+            .get_or_create(&KindLabels { kind })
+            .inc_by(n);
     }
 
     /// Records one request.

@@ -54,6 +54,8 @@ pub struct App {
     bus: Arc<dyn WakeBus>,
     /// The signing keys: reloaded on every replica when one rotates.
     keys: Arc<crate::keys::KeyManager>,
+    /// How long each kind of record is kept; the retention sweep runs when any is purged.
+    retention: crate::service::Retention,
 }
 
 impl App {
@@ -262,6 +264,7 @@ impl App {
             follower,
             bus,
             keys,
+            retention: config.retention,
         })
     }
 
@@ -297,6 +300,17 @@ impl App {
             "approval sweep",
             crate::workers::sweep::sweep_approvals(self.service.clone(), shutdown.clone()).boxed(),
         );
+        if self.retention.purges() {
+            start(
+                "retention sweep",
+                crate::workers::sweep::sweep_retention(
+                    self.service.clone(),
+                    self.retention,
+                    shutdown.clone(),
+                )
+                .boxed(),
+            );
+        }
         start(
             "outbox worker",
             self.worker
@@ -441,7 +455,7 @@ fn derived_public_url(scheme: &str, addr: SocketAddr) -> String {
 
 /// Creates `dir` (and its parents) if missing, the directory itself readable by its owner only:
 /// it holds the master key, the bootstrap token and the database.
-fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
+pub fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
     if dir.is_dir() {
         return Ok(());
     }

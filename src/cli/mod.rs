@@ -9,6 +9,7 @@
 mod admin;
 pub mod agent;
 mod approvals;
+mod backup;
 mod keys;
 pub mod logging;
 mod member;
@@ -55,6 +56,12 @@ pub struct Cli {
 pub enum Command {
     /// Initialise the data directory if empty, then serve.
     Serve(serve::ServeArgs),
+    /// Back up a SQLite server, running or not, into a new directory DEST: a consistent copy of
+    /// the database (SQLite's online backup API) with master.key and admin.token. PostgreSQL:
+    /// pg_dump (README, "Backup and restore").
+    Backup(backup::BackupArgs),
+    /// Restore a backup directory SRC into a new data directory (--data-dir), then `serve` it.
+    Restore(backup::RestoreArgs),
     /// Manage people (members and external parties).
     #[command(subcommand)]
     Person(admin::PersonCommand),
@@ -180,6 +187,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     crate::net::tls::install_crypto_provider();
     match cli.command {
         Command::Serve(args) => serve::run(args).await,
+        Command::Backup(args) => backup::backup(args),
+        Command::Restore(args) => backup::restore(args),
         Command::Person(c) => admin::person(c).await,
         Command::Party(c) => admin::party(c).await,
         Command::Token(c) => admin::token(c).await,

@@ -25,6 +25,7 @@ mod receipts;
 mod remote_follow;
 mod remote_send;
 mod remotes;
+mod retention;
 mod sessions;
 mod tasks;
 mod traced;
@@ -57,6 +58,7 @@ pub use remote_send::OutboundSend;
 pub use remotes::{
     REMOTE_TASKS_SHOWN, RefreshReport, RefreshSpec, RemoteAgent, RemoteSpec, RemoteView,
 };
+pub use retention::{Purged, Retention};
 pub use sessions::{
     IssuedLink, LINK_TTL_S, MAX_LINK_TTL_S, OpenedSession, SESSION_TTL_S, ThreadFilter,
     session_csrf,

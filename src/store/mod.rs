@@ -24,11 +24,13 @@
 //!   blocks: [`messages`] (the post, message and thread reads), [`inbox`], [`approvals`],
 //!   [`outbox`] (the lease queue), [`webhooks`], [`remote_tasks`], [`parties`] (the task event
 //!   log, parties, push configs), [`links`] (the console's links and sessions), [`people`],
-//!   [`remotes`], [`coordination`], [`signing_keys`]. Nothing imports them, and they do not
+//!   [`remotes`], [`coordination`], [`signing_keys`], [`retention`] (the retention sweep's
+//!   bounded purges), [`backup`] (SQLite's online backup). Nothing imports them, and they do not
 //!   import one another.
 
 mod activity;
 mod approvals;
+mod backup;
 mod cache;
 mod coordination;
 mod db;
@@ -45,6 +47,7 @@ mod postgres;
 mod readers;
 mod remote_tasks;
 mod remotes;
+mod retention;
 mod signing_keys;
 mod sqlite;
 #[cfg(test)]
@@ -57,6 +60,7 @@ mod writer;
 use db::{BoxFut, Conn};
 
 pub use activity::{OpenedThread, WEEK_MS, WeekCount};
+pub use backup::sqlite_file;
 pub use cache::TTL as DIRECTORY_TTL;
 pub use error::{ClaimHolder, Result, StoreError};
 pub use model::input::{
@@ -85,6 +89,7 @@ pub use model::records::remotes::RemoteRecord;
 pub use model::records::threads::{
     MessageRecord, PostOutcome, PushConfigRecord, TaskEventRecord, TaskInfo, ThreadRecord,
 };
+pub use retention::{PURGE_BATCH, PurgedDeliveries, PurgedThreads};
 
 /// Which database the store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -96,6 +96,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("migrations/postgres/0016_claim_fencing.sql"),
     ),
     (
+        17,
+        "retention",
+        include_str!("migrations/postgres/0017_retention.sql"),
+    ),
+    (
         18,
         "trace context",
         include_str!("migrations/postgres/0018_trace_context.sql"),

@@ -90,6 +90,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("migrations/sqlite/0016_claim_fencing.sql"),
     ),
     (
+        17,
+        "retention",
+        include_str!("migrations/sqlite/0017_retention.sql"),
+    ),
+    (
         18,
         "trace context",
         include_str!("migrations/sqlite/0018_trace_context.sql"),
@@ -135,7 +140,7 @@ pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {
 }
 
 /// The file of a `sqlite://PATH` (or `sqlite:PATH`) URL, without its `?options`.
-fn file_path(url: &str) -> Result<PathBuf> {
+pub(super) fn file_path(url: &str) -> Result<PathBuf> {
     let rest = url
         .strip_prefix("sqlite://")
         .or_else(|| url.strip_prefix("sqlite:"))

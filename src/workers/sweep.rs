@@ -1,12 +1,15 @@
 //! The approval sweep: expires approvals whose deadline passed (closing their threads), until
 //! shutdown. A claim or decision on an approval past its deadline expires it at once, so the sweep
 //! only bounds how late an untouched thread is closed.
+//!
+//! The retention sweep: purges what `[retention]` no longer keeps, every [`RETENTION_SWEEP`]
+//! (the service purges in bounded transactions, so the writer is never held for long).
 
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::service::Service;
+use crate::service::{Retention, Service};
 
 /// How often pending approvals are checked for expiry.
 pub const APPROVAL_SWEEP: Duration = Duration::from_secs(15);
@@ -19,6 +22,24 @@ pub async fn sweep_approvals(service: Service, shutdown: CancellationToken) {
         }
         tokio::select! {
             () = tokio::time::sleep(APPROVAL_SWEEP) => {}
+            () = shutdown.cancelled() => return,
+        }
+    }
+}
+
+/// How often records past their retention are purged.
+pub const RETENTION_SWEEP: Duration = Duration::from_secs(600);
+
+/// Purges what `retention` no longer keeps, at start and then every [`RETENTION_SWEEP`], until
+/// `shutdown`. On PostgreSQL every replica sweeps; their purges lock the rows they take, so two
+/// never remove the same rows twice and each only finds less to do.
+pub async fn sweep_retention(service: Service, retention: Retention, shutdown: CancellationToken) {
+    loop {
+        if let Err(e) = service.purge_expired(&retention).await {
+            tracing::warn!(error = %e, "Could not purge records past their retention; will retry.");
+        }
+        tokio::select! {
+            () = tokio::time::sleep(RETENTION_SWEEP) => {}
             () = shutdown.cancelled() => return,
         }
     }

@@ -26,6 +26,7 @@ mod posting;
 mod remotes;
 mod replicas;
 mod resources;
+mod retention;
 mod tasks;
 mod webhooks;
 mod workspace;
