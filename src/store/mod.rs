@@ -24,7 +24,8 @@
 //!   blocks: [`messages`] (the post, message and thread reads), [`inbox`], [`approvals`],
 //!   [`outbox`] (the lease queue), [`webhooks`], [`remote_tasks`], [`parties`] (the task event
 //!   log, parties, push configs), [`links`] (the console's links and sessions), [`people`],
-//!   [`remotes`], [`coordination`], [`signing_keys`]. Nothing imports them, and they do not
+//!   [`remotes`], [`coordination`], [`signing_keys`], [`activity`] and [`figures`] (what the
+//!   console's activity page and `/metrics` count). Nothing imports them, and they do not
 //!   import one another.
 
 mod activity;
@@ -33,6 +34,7 @@ mod cache;
 mod coordination;
 mod db;
 mod error;
+mod figures;
 mod inbox;
 mod links;
 mod messages;
@@ -58,6 +60,7 @@ use db::{BoxFut, Conn};
 pub use activity::{OpenedThread, WEEK_MS, WeekCount};
 pub use cache::TTL as DIRECTORY_TTL;
 pub use error::{ClaimHolder, Result, StoreError};
+pub use figures::{ApprovalFigures, InboxFigures, OutboxFigures};
 pub use model::input::{
     AdminChange, AuditFilter, DeliveryFilter, FinishedAttempt, NewApproval, NewLink, NewMessage,
     NewProgress, NewRemoteTask, NewTask, OnAllow, RemoteHop, RemoteObservation, RemoteUpdate,
@@ -190,14 +193,6 @@ impl Store {
     /// Connections of the read pool: open, and idle among them (for `/metrics`).
     pub fn pool_usage(&self) -> (u32, usize) {
         self.pool.usage()
-    }
-
-    /// Approvals waiting for a decision (for `/metrics`).
-    pub async fn pending_approvals(&self) -> Result<i64> {
-        db::query("SELECT COUNT(*) AS n FROM approvals WHERE state = 'pending'")
-            .fetch_one(&self.pool)
-            .await?
-            .try_get("n")
     }
 
     /// Closes connections after in-flight writes finish.
