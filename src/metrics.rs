@@ -4,7 +4,9 @@
 //!
 //! One registry per process ([`get`]): request counters and latency histograms (recorded by the
 //! HTTP front's access log), and the group-commit figures (recorded by the store's writer).
-//! Gauges of live things (inbox waiters, open A2A streams, MCP sessions, pending approvals,
+//! Delivery attempts by outcome (recorded by the outbox worker) and rate-limit refusals by reason
+//! (recorded by the service's limits) are counted as they happen. Gauges of live things (inbox
+//! waiters and depth, open A2A streams, MCP sessions, pending approvals, the outbox's backlog,
 //! database connections) are set from a [`Live`] reading at scrape time by `GET /metrics`
 //! (`crate::http::metrics`). Labels are low-cardinality by construction: the front, the HTTP
 //! method, the route *template* (never the path), the outcome class.
@@ -84,6 +86,15 @@ pub struct Metrics {
     pool_open: Gauge,
     pool_idle: Gauge,
     writes_failing: Gauge,
+    deliveries: Family<OutcomeLabels, Counter>,
+    rate_limited: Family<ReasonLabels, Counter>,
+    outbox_pending: Gauge,
+    outbox_dead: Gauge,
+    outbox_oldest_due_age: Gauge,
+    approvals_oldest_age: Gauge,
+    approvals_expiring_soon: Gauge,
+    inbox_depth: Gauge,
+    inbox_depth_max: Gauge,
     /// Records removed by the retention sweep, by kind.
     retention_purged: Family<KindLabels, Counter>,
 }
@@ -93,6 +104,16 @@ pub struct Metrics {
 struct KindLabels {
     kind: &'static str,
 }
+
+/// The outcomes of a delivery attempt (`liaison_outbox_deliveries_total`).
+pub const DELIVERY_OUTCOMES: [&str; 3] = ["delivered", "retried", "dead"];
+
+/// The reasons of a rate-limit refusal (`liaison_rate_limited_total`): the caller's class, whose
+/// per-token bucket ran dry, or `auth_failures` for an address refused after failed logins.
+pub const RATE_LIMIT_REASONS: [&str; 5] = ["agent", "human", "admin", "external", "auth_failures"];
+
+/// The reasons of `liaison_connections_refused_total`.
+const CONNECTION_REFUSALS: [&str; 2] = ["per_address", "reserve"];
 
 fn latency_histogram() -> Histogram {
     Histogram::new(LATENCY_BUCKETS)
@@ -113,7 +134,7 @@ impl Metrics {
         let refused = Family::<ReasonLabels, Counter>::default();
         registry.register(
             "connections_refused",
-            "Connections closed at once because their address held its share of the cap",
+            "Connections closed at once by the cap, by reason: per_address (the address held its share) or reserve (only the reserve for new addresses was left)",
             refused.clone(),
         );
         let batch_size = Histogram::new(BATCH_BUCKETS);
@@ -183,6 +204,72 @@ impl Metrics {
              deliveries, delivery_attempts, audit)",
             retention_purged.clone(),
         );
+        let deliveries = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "outbox_deliveries",
+            "Delivery attempts by outcome: delivered, retried (failed, due again) or dead",
+            deliveries.clone(),
+        );
+        let rate_limited = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "rate_limited",
+            "Requests refused as rate_limited, by reason (the caller's class, or auth_failures)",
+            rate_limited.clone(),
+        );
+        let store_gauges: [Gauge; 7] = Default::default();
+        let named = [
+            (
+                "outbox_pending",
+                "Deliveries not yet delivered nor dead (retrying included)",
+            ),
+            ("outbox_dead", "Dead deliveries still kept"),
+            (
+                "outbox_oldest_due_age_seconds",
+                "How long the oldest due pending delivery has been due (0: none is due)",
+            ),
+            (
+                "approvals_oldest_pending_age_seconds",
+                "How long the oldest pending approval has waited (0: none is pending)",
+            ),
+            (
+                "approvals_expiring_soon",
+                "Pending approvals that expire within the next 15 minutes (or are past their deadline)",
+            ),
+            (
+                "inbox_depth",
+                "Inbox entries not yet acknowledged, summed over every consumer seen",
+            ),
+            (
+                "inbox_depth_max",
+                "The most inbox entries one consumer has yet to acknowledge",
+            ),
+        ];
+        for ((name, help), gauge) in named.into_iter().zip(store_gauges.iter()) {
+            registry.register(name, help, gauge.clone());
+        }
+        let [
+            outbox_pending,
+            outbox_dead,
+            outbox_oldest_due_age,
+            approvals_oldest_age,
+            approvals_expiring_soon,
+            inbox_depth,
+            inbox_depth_max,
+        ] = store_gauges;
+        // Every known label set exists from the start, so a fresh server exposes each series a
+        // dashboard panel or an alert rule names.
+        for outcome in DELIVERY_OUTCOMES {
+            let _ = deliveries.get_or_create(&OutcomeLabels { outcome });
+        }
+        for reason in RATE_LIMIT_REASONS {
+            let _ = rate_limited.get_or_create(&ReasonLabels { reason });
+        }
+        for reason in CONNECTION_REFUSALS {
+            let _ = refused.get_or_create(&ReasonLabels { reason });
+        }
+        for outcome in ["ok", "error"] {
+            let _ = commits.get_or_create(&OutcomeLabels { outcome });
+        }
         Self {
             registry,
             requests,
@@ -198,6 +285,15 @@ impl Metrics {
             pool_open,
             pool_idle,
             writes_failing,
+            deliveries,
+            rate_limited,
+            outbox_pending,
+            outbox_dead,
+            outbox_oldest_due_age,
+            approvals_oldest_age,
+            approvals_expiring_soon,
+            inbox_depth,
+            inbox_depth_max,
             retention_purged,
         }
     }
@@ -208,6 +304,20 @@ impl Metrics {
         self.retention_purged
             .get_or_create(&KindLabels { kind })
             .inc_by(n);
+    }
+
+    /// Counts one delivery attempt that ended in `outcome`, one of [`DELIVERY_OUTCOMES`].
+    pub fn delivery(&self, outcome: &'static str) {
+        self.deliveries
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
+    }
+
+    /// Counts one request refused as rate-limited for `reason`, one of [`RATE_LIMIT_REASONS`].
+    pub fn rate_limited(&self, reason: &'static str) {
+        self.rate_limited
+            .get_or_create(&ReasonLabels { reason })
+            .inc();
     }
 
     /// Records one request.
@@ -241,8 +351,19 @@ impl Metrics {
         self.inbox_waiters.set(live.inbox_waiters as i64);
         self.a2a_streams.set(live.a2a_streams as i64);
         self.mcp_sessions.set(live.mcp_sessions as i64);
-        if let Some(n) = live.pending_approvals {
-            self.pending_approvals.set(n);
+        if let Some(a) = live.approvals {
+            self.pending_approvals.set(a.pending);
+            self.approvals_oldest_age.set(a.oldest_age_s);
+            self.approvals_expiring_soon.set(a.expiring_soon);
+        }
+        if let Some(o) = live.outbox {
+            self.outbox_pending.set(o.pending);
+            self.outbox_dead.set(o.dead);
+            self.outbox_oldest_due_age.set(o.oldest_due_age_s);
+        }
+        if let Some(i) = live.inbox {
+            self.inbox_depth.set(i.depth);
+            self.inbox_depth_max.set(i.depth_max);
         }
         self.pool_open.set(i64::from(live.pool_open));
         self.pool_idle.set(live.pool_idle as i64);
@@ -260,12 +381,39 @@ pub struct Live {
     pub inbox_waiters: usize,
     pub a2a_streams: usize,
     pub mcp_sessions: usize,
-    /// `None` when they could not be counted (the gauge keeps its last value).
-    pub pending_approvals: Option<i64>,
+    /// `None` when they could not be read (the gauges keep their last values).
+    pub approvals: Option<LiveApprovals>,
+    /// `None` when it could not be read (the gauges keep their last values).
+    pub outbox: Option<LiveOutbox>,
+    /// `None` when they could not be read (the gauges keep their last values).
+    pub inbox: Option<LiveInbox>,
     pub pool_open: u32,
     pub pool_idle: usize,
     /// Whether the writer's writes fail now.
     pub writes_failing: bool,
+}
+
+/// Pending approvals, as a scrape reads them from the store.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LiveApprovals {
+    pub pending: i64,
+    pub oldest_age_s: i64,
+    pub expiring_soon: i64,
+}
+
+/// The outbox, as a scrape reads it from the store.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LiveOutbox {
+    pub pending: i64,
+    pub dead: i64,
+    pub oldest_due_age_s: i64,
+}
+
+/// The inboxes' depth, as a scrape reads it from the store.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LiveInbox {
+    pub depth: i64,
+    pub depth_max: i64,
 }
 
 tokio::task_local! {
@@ -288,4 +436,91 @@ pub async fn with_caller<T>(request: impl Future<Output = T>) -> (T, Option<Stri
             (out, caller)
         })
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every metric family of a scrape, with its help text.
+    fn families(text: &str) -> Vec<(String, String)> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("# HELP "))
+            .map(|l| {
+                let (name, help) = l.split_once(' ').unwrap_or((l, ""));
+                (name.to_owned(), help.to_owned())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_metric_has_a_help_text_and_a_type() {
+        let text = get().render(&Live::default());
+        let typed = text.lines().filter(|l| l.starts_with("# TYPE ")).count();
+        let helped = families(&text);
+        assert_eq!(helped.len(), typed, "{text}");
+        for (name, help) in &helped {
+            assert!(name.starts_with("liaison_"), "{name}");
+            assert!(help.len() > 10, "{name} has no help text worth the name");
+        }
+    }
+
+    #[test]
+    fn a_fresh_registry_exposes_every_labelled_series_the_dashboards_name() {
+        let text = Metrics::new().render(&Live::default());
+        for outcome in DELIVERY_OUTCOMES {
+            let series = format!("liaison_outbox_deliveries_total{{outcome=\"{outcome}\"}} 0");
+            assert!(text.contains(&series), "{series} missing:\n{text}");
+        }
+        for reason in RATE_LIMIT_REASONS {
+            let series = format!("liaison_rate_limited_total{{reason=\"{reason}\"}} 0");
+            assert!(text.contains(&series), "{series} missing:\n{text}");
+        }
+        for reason in CONNECTION_REFUSALS {
+            let series = format!("liaison_connections_refused_total{{reason=\"{reason}\"}} 0");
+            assert!(text.contains(&series), "{series} missing:\n{text}");
+        }
+        assert!(text.contains("liaison_store_group_commits_total{outcome=\"error\"} 0"));
+    }
+
+    #[test]
+    fn the_live_gauges_take_the_scrapes_readings_and_keep_them_when_one_fails() {
+        let metrics = Metrics::new();
+        let live = Live {
+            approvals: Some(LiveApprovals {
+                pending: 3,
+                oldest_age_s: 120,
+                expiring_soon: 1,
+            }),
+            outbox: Some(LiveOutbox {
+                pending: 5,
+                dead: 2,
+                oldest_due_age_s: 9,
+            }),
+            inbox: Some(LiveInbox {
+                depth: 11,
+                depth_max: 7,
+            }),
+            ..Live::default()
+        };
+        let expected = [
+            "liaison_approvals_pending 3",
+            "liaison_approvals_oldest_pending_age_seconds 120",
+            "liaison_approvals_expiring_soon 1",
+            "liaison_outbox_pending 5",
+            "liaison_outbox_dead 2",
+            "liaison_outbox_oldest_due_age_seconds 9",
+            "liaison_inbox_depth 11",
+            "liaison_inbox_depth_max 7",
+        ];
+        let text = metrics.render(&live);
+        for line in expected {
+            assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
+        }
+        // A reading that failed (None) leaves the last values.
+        let text = metrics.render(&Live::default());
+        for line in expected {
+            assert!(text.lines().any(|l| l == line), "{line} lost:\n{text}");
+        }
+    }
 }

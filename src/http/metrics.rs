@@ -13,7 +13,7 @@ use axum::routing;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 
 use crate::domain::secret::same;
-use crate::metrics::Live;
+use crate::metrics::{Live, LiveApprovals, LiveInbox, LiveOutbox};
 use crate::service::Service;
 
 /// The route of the scrape.
@@ -78,10 +78,35 @@ async fn live(service: &Service) -> Live {
     for m in managers {
         mcp_sessions += m.sessions.read().await.len();
     }
-    let pending_approvals = match service.pending_approval_count().await {
-        Ok(n) => Some(n),
+    let approvals = match service.approval_figures().await {
+        Ok(a) => Some(LiveApprovals {
+            pending: a.pending,
+            oldest_age_s: a.oldest_age_ms / 1000,
+            expiring_soon: a.expiring_soon,
+        }),
         Err(e) => {
-            tracing::warn!(error = %e, "Could not count pending approvals for /metrics.");
+            tracing::warn!(error = %e, "Could not read pending approvals for /metrics.");
+            None
+        }
+    };
+    let outbox = match service.outbox_figures().await {
+        Ok(o) => Some(LiveOutbox {
+            pending: o.pending,
+            dead: o.dead,
+            oldest_due_age_s: o.oldest_due_age_ms / 1000,
+        }),
+        Err(e) => {
+            tracing::warn!(error = %e, "Could not read the outbox for /metrics.");
+            None
+        }
+    };
+    let inbox = match service.inbox_figures().await {
+        Ok(i) => Some(LiveInbox {
+            depth: i.unacknowledged,
+            depth_max: i.deepest,
+        }),
+        Err(e) => {
+            tracing::warn!(error = %e, "Could not read the inboxes' depth for /metrics.");
             None
         }
     };
@@ -90,7 +115,9 @@ async fn live(service: &Service) -> Live {
         inbox_waiters,
         a2a_streams,
         mcp_sessions,
-        pending_approvals,
+        approvals,
+        outbox,
+        inbox,
         pool_open,
         pool_idle,
         writes_failing: service.writes_failing_since().is_some(),

@@ -141,11 +141,6 @@ impl Service {
         (waiters.values().sum(), self.inner.limits.open_streams())
     }
 
-    /// Approvals waiting for a human's decision, all channels (for `/metrics`).
-    pub async fn pending_approval_count(&self) -> Result<i64> {
-        Ok(self.inner.store.pending_approvals().await?)
-    }
-
     /// Since when every write has failed, while they do (for `/readyz` and `/metrics`).
     pub fn writes_failing_since(&self) -> Option<crate::domain::Timestamp> {
         self.inner

@@ -82,6 +82,18 @@ enum Class {
     External,
 }
 
+impl Class {
+    /// Its `reason` on `liaison_rate_limited_total`.
+    fn label(self) -> &'static str {
+        match self {
+            Class::Agent => "agent",
+            Class::Human => "human",
+            Class::Admin => "admin",
+            Class::External => "external",
+        }
+    }
+}
+
 type Keyed<K> = DefaultKeyedRateLimiter<K>;
 
 /// Checks between two sweeps of the keyed buckets (full buckets are forgotten).
@@ -141,6 +153,7 @@ impl Limits {
             return Ok(());
         };
         limiter.check_key(&caller.token_id).map_err(|not_until| {
+            crate::metrics::get().rate_limited(class.label());
             let wait = not_until.wait_time_from(DefaultClock::default().now());
             rate_limited(
                 format!(
@@ -193,6 +206,7 @@ impl Limits {
 
     /// The refusal for an address that [`Limits::blocked`] reports.
     pub(super) fn blocked_error(&self, wait: Duration) -> ServiceError {
+        crate::metrics::get().rate_limited("auth_failures");
         rate_limited(
             format!(
                 "too many failed authentications from this address (more than {} per second); retry after {} s",

@@ -25,7 +25,8 @@
 //!   [`outbox`] (the lease queue), [`webhooks`], [`remote_tasks`], [`parties`] (the task event
 //!   log, parties, push configs), [`links`] (the console's links and sessions), [`people`],
 //!   [`remotes`], [`coordination`], [`signing_keys`], [`retention`] (the retention sweep's
-//!   bounded purges), [`backup`] (SQLite's online backup). Nothing imports them, and they do not
+//!   bounded purges), [`backup`] (SQLite's online backup), [`activity`] and [`figures`] (what the
+//!   console's activity page and `/metrics` count). Nothing imports them, and they do not
 //!   import one another.
 
 mod activity;
@@ -35,6 +36,7 @@ mod cache;
 mod coordination;
 mod db;
 mod error;
+mod figures;
 mod inbox;
 mod links;
 mod messages;
@@ -63,6 +65,7 @@ pub use activity::{OpenedThread, WEEK_MS, WeekCount};
 pub use backup::sqlite_file;
 pub use cache::TTL as DIRECTORY_TTL;
 pub use error::{ClaimHolder, Result, StoreError};
+pub use figures::{ApprovalFigures, InboxFigures, OutboxFigures};
 pub use model::input::{
     AdminChange, AuditFilter, DeliveryFilter, FinishedAttempt, NewApproval, NewLink, NewMessage,
     NewProgress, NewRemoteTask, NewTask, OnAllow, RemoteHop, RemoteObservation, RemoteUpdate,
@@ -196,14 +199,6 @@ impl Store {
     /// Connections of the read pool: open, and idle among them (for `/metrics`).
     pub fn pool_usage(&self) -> (u32, usize) {
         self.pool.usage()
-    }
-
-    /// Approvals waiting for a decision (for `/metrics`).
-    pub async fn pending_approvals(&self) -> Result<i64> {
-        db::query("SELECT COUNT(*) AS n FROM approvals WHERE state = 'pending'")
-            .fetch_one(&self.pool)
-            .await?
-            .try_get("n")
     }
 
     /// Closes connections after in-flight writes finish.

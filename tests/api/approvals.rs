@@ -541,3 +541,64 @@ async fn a_request_nobody_may_approve_is_refused_at_posting() {
     assert_eq!(e.code, ErrorCode::Forbidden);
     assert!(e.message.contains("approve right"), "{e}");
 }
+
+/// `/metrics`'s approval figures at the service's clock: how many are pending, how long the
+/// oldest has waited, how many expire within the next 15 minutes (or are past their deadline,
+/// the sweep not run yet).
+#[tokio::test]
+async fn approval_figures_age_the_oldest_pending_and_count_those_about_to_expire() {
+    let p = people(None).await;
+    let s = &p.env.service;
+    let figures = s.approval_figures().await.unwrap();
+    assert_eq!(
+        (
+            figures.pending,
+            figures.oldest_age_ms,
+            figures.expiring_soon
+        ),
+        (0, 0, 0)
+    );
+    // Two requests an hour apart, each with the default 24-hour deadline.
+    s.post(
+        &p.alice,
+        request(None, "Restart production", Impact::Production),
+    )
+    .await
+    .unwrap();
+    p.env.clock.advance_secs(3600);
+    s.post(
+        &p.alice,
+        request(None, "Migrate the database", Impact::Database),
+    )
+    .await
+    .unwrap();
+    p.env.clock.advance_secs(60);
+    let figures = s.approval_figures().await.unwrap();
+    assert_eq!(
+        (
+            figures.pending,
+            figures.oldest_age_ms,
+            figures.expiring_soon
+        ),
+        (2, 3660 * 1000, 0)
+    );
+    // 14 minutes before the first deadline, only the first is expiring soon.
+    p.env.clock.advance_secs(24 * 3600 - 3660 - 14 * 60);
+    let figures = s.approval_figures().await.unwrap();
+    assert_eq!((figures.pending, figures.expiring_soon), (2, 1));
+    // 16 minutes before the second's deadline it is not counted yet; the first, past its own,
+    // still is until the sweep.
+    p.env.clock.advance_secs(3600 - 2 * 60);
+    assert_eq!(s.approval_figures().await.unwrap().expiring_soon, 1);
+    // The sweep expires the first: the second is then the oldest, and not yet due.
+    assert_eq!(s.expire_approvals().await.unwrap(), 1);
+    let figures = s.approval_figures().await.unwrap();
+    assert_eq!(
+        (
+            figures.pending,
+            figures.oldest_age_ms,
+            figures.expiring_soon
+        ),
+        (1, (24 * 3600 - 16 * 60) * 1000, 0)
+    );
+}

@@ -273,3 +273,40 @@ async fn on_postgres_a_post_on_one_replica_wakes_a_long_poll_on_another() {
     assert_eq!(page.entries.len(), 1);
     stop.cancel();
 }
+
+/// `/metrics`'s inbox depth: what each consumer that has acknowledged once has yet to
+/// acknowledge, summed, and the deepest one.
+#[tokio::test]
+async fn inbox_depth_counts_what_each_known_consumer_has_yet_to_acknowledge() {
+    let env = TestEnv::new().await;
+    let alice = env.member("alice", "claude@a:1").await;
+    let bob = env.member("bob", "codex@b:1").await;
+    env.channel("demo", &["alice", "bob"]).await;
+    let s = &env.service;
+    let figures = s.inbox_figures().await.unwrap();
+    assert_eq!((figures.unacknowledged, figures.deepest), (0, 0));
+    for body in ["one", "two", "three"] {
+        s.post(&alice, post("announce", Some("demo"), None, body))
+            .await
+            .unwrap();
+    }
+    // No consumer of bob has acknowledged anything: nobody is known to drain his inbox.
+    let figures = s.inbox_figures().await.unwrap();
+    assert_eq!((figures.unacknowledged, figures.deepest), (0, 0));
+    let page = s.inbox(&bob, req("claude", None, 0)).await.unwrap();
+    assert_eq!(page.entries.len(), 3);
+    // claude acknowledges one entry, cron two: 2 + 1 left, claude the deepest.
+    s.inbox(&bob, req("claude", Some(1), 0)).await.unwrap();
+    s.inbox(&bob, req("cron", Some(2), 0)).await.unwrap();
+    let figures = s.inbox_figures().await.unwrap();
+    assert_eq!((figures.unacknowledged, figures.deepest), (3, 2));
+    // A new entry deepens both; acknowledging everything empties claude's share.
+    s.post(&alice, post("announce", Some("demo"), None, "four"))
+        .await
+        .unwrap();
+    let figures = s.inbox_figures().await.unwrap();
+    assert_eq!((figures.unacknowledged, figures.deepest), (5, 3));
+    s.inbox(&bob, req("claude", Some(4), 0)).await.unwrap();
+    let figures = s.inbox_figures().await.unwrap();
+    assert_eq!((figures.unacknowledged, figures.deepest), (2, 2));
+}

@@ -968,3 +968,41 @@ async fn outbox_two_workers_on_one_database_never_make_the_same_attempt() {
         assert_eq!(seqs, [format!("{t}:1"), format!("{t}:2")]);
     }
 }
+
+/// `/metrics`'s outbox figures at the service's clock: pending and dead deliveries, and how long
+/// the oldest due one has waited past its time (a retry not yet due is not late).
+#[tokio::test]
+async fn outbox_figures_count_pending_and_dead_and_age_the_oldest_due_delivery() {
+    let outbox = OutboxSettings {
+        schedule: vec![Duration::from_secs(10)],
+        ..outbox_settings()
+    };
+    let s = setup(outbox).await;
+    let figures = |f: liaison::store::OutboxFigures| (f.pending, f.dead, f.oldest_due_age_ms);
+    let service = &s.env.service;
+    assert_eq!(figures(service.outbox_figures().await.unwrap()), (0, 0, 0));
+    let rx = Receiver::start().await;
+    rx.answer(&[Answer::Status(503), Answer::Status(503)]);
+    let task = s.task("m1").await;
+    s.push_to(&task, &rx.url, PushConfigSpec::default()).await;
+    // The task's state is due at once; 7 s later it has waited 7 s.
+    assert_eq!(figures(service.outbox_figures().await.unwrap()), (1, 0, 0));
+    s.env.clock.advance_secs(7);
+    assert_eq!(
+        figures(service.outbox_figures().await.unwrap()),
+        (1, 0, 7000)
+    );
+    // A failed attempt: pending still, due again in 10 s, so not late.
+    let step = s.worker.deliver_next().await.unwrap().unwrap();
+    assert!(matches!(step.verdict, AttemptVerdict::RetryAt(_)));
+    assert_eq!(figures(service.outbox_figures().await.unwrap()), (1, 0, 0));
+    s.env.clock.advance_secs(15);
+    assert_eq!(
+        figures(service.outbox_figures().await.unwrap()),
+        (1, 0, 5000)
+    );
+    // The last attempt fails too: dead, nothing pending.
+    let step = s.worker.deliver_next().await.unwrap().unwrap();
+    assert_eq!(step.verdict, AttemptVerdict::Dead);
+    assert_eq!(figures(service.outbox_figures().await.unwrap()), (0, 1, 0));
+}

@@ -14,6 +14,7 @@ Nothing asserts a duration: a limit is "reached within N calls", far more than a
 from __future__ import annotations
 
 import json
+import time
 import urllib.parse
 import uuid
 
@@ -25,6 +26,7 @@ from a2a.types import GetTaskRequest, a2a_pb2_grpc
 from google.rpc import error_details_pb2, status_pb2
 
 from conftest import start_server, stop_server
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 pytestmark = pytest.mark.anyio
 
@@ -70,6 +72,23 @@ async def until_refused(send, refused, limit=MANY):
 def assert_retry_after(response: httpx.Response):
     assert response.status_code == 429, response.text
     assert int(response.headers["retry-after"]) >= 1
+
+
+
+def refusals(srv) -> dict[str, float]:
+    """`liaison_rate_limited_total` by reason, from a scrape of the (open) `/metrics`, once this
+    address may scrape again (an address refused for failed logins waits on `/metrics` too)."""
+    deadline = time.monotonic() + 30
+    while (r := httpx.get(f"{srv.url}/metrics", timeout=30)).status_code == 429 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert r.status_code == 200, r.text
+    text = r.text
+    return {
+        s.labels["reason"]: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "liaison_rate_limited_total"
+    }
 
 
 async def test_a_token_beyond_its_rate_is_refused_on_every_front(tmp_path, anyio_backend):
@@ -139,6 +158,11 @@ admin = { per_s = 1, burst = 3 }
             )
             assert_retry_after(r)
             assert r.json()["error"]["code"] == "rate_limited"
+        # Every refusal was counted, by the class of the token refused (JSON-RPC, HTTP+JSON and
+        # gRPC for the party; MCP for the agent; the admin API), and none as a failed login.
+        counted = refusals(srv)
+        assert counted["external"] >= 3 and counted["agent"] >= 1 and counted["admin"] >= 1, counted
+        assert counted["human"] == 0 and counted["auth_failures"] == 0, counted
     finally:
         stop_server(srv, dbname)
 
@@ -260,5 +284,8 @@ auth_failures = { per_s = 1, burst = 5 }
             assert r.json()["error"]["code"] == "rate_limited"
             # Health checks are never refused.
             assert (await http.get(f"{srv.url}/healthz")).status_code == 200
+        # The three refusals of a valid token above (and the first 429) count as auth_failures.
+        counted = refusals(srv)
+        assert counted["auth_failures"] >= 4 and counted["external"] == 0, counted
     finally:
         stop_server(srv, dbname)

@@ -17,6 +17,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from standardwebhooks.webhooks import Webhook
 
 from conftest import binary, call, connect, start_server, stop_server, unique
@@ -76,6 +77,18 @@ def cli_fails(srv, *args: str) -> str:
     r = subprocess.run([str(binary()), *args, "--server", srv.url], capture_output=True, text=True, env=env, timeout=30)
     assert r.returncode != 0, r.stdout
     return r.stderr
+
+
+
+def outcomes(srv) -> dict[str, float]:
+    """`liaison_outbox_deliveries_total` by outcome, from a scrape of the (open) `/metrics`."""
+    text = urllib.request.urlopen(f"{srv.url}/metrics", timeout=30).read().decode()
+    return {
+        s.labels["outcome"]: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "liaison_outbox_deliveries_total"
+    }
 
 
 @pytest.fixture
@@ -177,6 +190,7 @@ async def test_a_refused_delivery_is_dead_listed_and_sent_again_by_retry(hook_se
             time.sleep(0.05)
         dead = cli(srv, "deliveries", "list", "--json", "--dead")["deliveries"]
         assert len(dead) == 1 and dead[0]["last_status"] == 410 and dead[0]["event_type"] == "message.created"
+        assert outcomes(srv) == {"delivered": 0, "retried": 0, "dead": 1}
         shown = cli(srv, "deliveries", "show", str(dead[0]["id"]))["delivery"]
         attempt = shown["attempts_made"][0]
         assert attempt["status"] == 410 and attempt["error_class"] == "status" and attempt["latency_ms"] >= 0
@@ -187,6 +201,10 @@ async def test_a_refused_delivery_is_dead_listed_and_sent_again_by_retry(hook_se
         rx.wait_for(2)
         assert [e["type"] for e in rx.events(added["secret"])] == ["message.created", "message.created"]
         assert rx.got[0][0]["webhook-id"] == rx.got[1][0]["webhook-id"]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and outcomes(srv)["delivered"] < 1:
+            time.sleep(0.05)
+        assert outcomes(srv) == {"delivered": 1, "retried": 0, "dead": 1}
         # Retrying a delivery that is not dead, or one that does not exist, fails.
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and cli(srv, "deliveries", "list", "--json", "--dead")["deliveries"]:

@@ -176,6 +176,13 @@ impl Worker {
             ),
             _ => {}
         }
+        if finished.applied {
+            crate::metrics::get().delivery(match verdict {
+                AttemptVerdict::Delivered => "delivered",
+                AttemptVerdict::RetryAt(_) => "retried",
+                AttemptVerdict::Dead => "dead",
+            });
+        }
         if finished.endpoint_disabled {
             tracing::warn!(endpoint = %d.endpoint, "An endpoint was disabled after repeated dead deliveries.");
         }
