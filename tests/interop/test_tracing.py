@@ -116,8 +116,10 @@ def server_span(spans: list[dict], trace_id: str, parent: str) -> dict | None:
 def traced():
     collector = Collector()
     saved = {k: os.environ.get(k) for k in ("LIAISON_OUTBOX__ALLOW", "LIAISON_TELEMETRY__OTLP_ENDPOINT",
-                                            "OTEL_BSP_SCHEDULE_DELAY")}
+                                            "OTEL_BSP_SCHEDULE_DELAY", "RUST_LOG")}
     os.environ["LIAISON_OUTBOX__ALLOW"] = "127.0.0.1"
+    # liaison's INFO lines, the access log among them, to find the trace id on them.
+    os.environ["RUST_LOG"] = "warn,liaison=info"
     os.environ["LIAISON_TELEMETRY__OTLP_ENDPOINT"] = collector.url
     os.environ["OTEL_BSP_SCHEDULE_DELAY"] = "50"
     try:
@@ -274,6 +276,10 @@ async def test_every_front_continues_an_incoming_traceparent(traced):
     assert grpc_span["attributes"]["rpc.method"].string_value == "GetTask"
     assert grpc_span["attributes"]["rpc.service"].string_value == "lf.a2a.v1.A2AService"
     assert server_span(collector.spans, *sent["mcp"])["attributes"]["liaison.front"].string_value == "mcp"
+    # Each request's access log line carries the trace id it continued.
+    for front, (trace_id, _) in sent.items():
+        lines = [l for l in srv.output if f"trace_id={trace_id}" in l]
+        assert any("liaison::access" in l for l in lines), (front, lines)
 
 
 @pytest.mark.anyio
