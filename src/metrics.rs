@@ -139,7 +139,7 @@ impl Metrics {
         );
         let batch_size = Histogram::new(BATCH_BUCKETS);
         let commit_latency = Histogram::new(COMMIT_BUCKETS);
-        let gauges: [Gauge; 7] = Default::default();
+        let gauges: [Gauge; 14] = Default::default();
         registry.register(
             "http_requests",
             "Requests by front, method, route template and outcome",
@@ -185,18 +185,6 @@ impl Metrics {
                 "1 while the writer's writes fail (readiness is then 503), else 0",
             ),
         ];
-        for ((name, help), gauge) in named.into_iter().zip(gauges.iter()) {
-            registry.register(name, help, gauge.clone());
-        }
-        let [
-            inbox_waiters,
-            a2a_streams,
-            mcp_sessions,
-            pending_approvals,
-            pool_open,
-            pool_idle,
-            writes_failing,
-        ] = gauges;
         let retention_purged = Family::<KindLabels, Counter>::default();
         registry.register(
             "retention_purged",
@@ -216,8 +204,7 @@ impl Metrics {
             "Requests refused as rate_limited, by reason (the caller's class, or auth_failures)",
             rate_limited.clone(),
         );
-        let store_gauges: [Gauge; 7] = Default::default();
-        let named = [
+        let store_named = [
             (
                 "outbox_pending",
                 "Deliveries not yet delivered nor dead (retrying included)",
@@ -244,10 +231,18 @@ impl Metrics {
                 "The most inbox entries one consumer has yet to acknowledge",
             ),
         ];
-        for ((name, help), gauge) in named.into_iter().zip(store_gauges.iter()) {
+        // One list, one loop: the process gauges, then those a scrape reads from the store.
+        for ((name, help), gauge) in named.into_iter().chain(store_named).zip(gauges.iter()) {
             registry.register(name, help, gauge.clone());
         }
         let [
+            inbox_waiters,
+            a2a_streams,
+            mcp_sessions,
+            pending_approvals,
+            pool_open,
+            pool_idle,
+            writes_failing,
             outbox_pending,
             outbox_dead,
             outbox_oldest_due_age,
@@ -255,7 +250,7 @@ impl Metrics {
             approvals_expiring_soon,
             inbox_depth,
             inbox_depth_max,
-        ] = store_gauges;
+        ] = gauges;
         // Every known label set exists from the start, so a fresh server exposes each series a
         // dashboard panel or an alert rule names.
         for outcome in DELIVERY_OUTCOMES {

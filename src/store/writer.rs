@@ -389,17 +389,13 @@ impl BatchWriter {
         let trace = Traced::here();
         post.trace = trace.context.clone();
         let span = trace.span.clone();
-        let waited = async {
-            self.send(Box::new(PostJob {
-                post,
-                outcome: None,
-                reply,
-                trace,
-            }))
-            .await?;
-            rx.await.map_err(|_| stopped())?
-        };
-        waited.instrument(span).await
+        let job = Box::new(PostJob {
+            post,
+            outcome: None,
+            reply,
+            trace,
+        });
+        self.queue(job, rx).instrument(span).await
     }
 
     async fn submit<T, O>(&self, op: O) -> Result<T>
@@ -410,17 +406,19 @@ impl BatchWriter {
         let (reply, rx) = oneshot::channel::<Result<T>>();
         let trace = Traced::here();
         let span = trace.span.clone();
-        let waited = async {
-            self.send(Box::new(Queued {
-                op,
-                outcome: None,
-                reply,
-                trace,
-            }))
-            .await?;
-            rx.await.map_err(|_| stopped())?
-        };
-        waited.instrument(span).await
+        let job = Box::new(Queued {
+            op,
+            outcome: None,
+            reply,
+            trace,
+        });
+        self.queue(job, rx).instrument(span).await
+    }
+
+    /// Hands `job` to the writer and waits for the answer it sends on `rx`.
+    async fn queue<T>(&self, job: Box<dyn Job>, rx: oneshot::Receiver<Result<T>>) -> Result<T> {
+        self.send(job).await?;
+        rx.await.map_err(|_| stopped())?
     }
 
     async fn send(&self, job: Box<dyn Job>) -> Result<()> {
