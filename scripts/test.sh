@@ -9,6 +9,8 @@
 #   LIAISON_TEST_PG_SOCKET_DIR  the same server's Unix socket directory, for a shorter pass over
 #                        it (default /var/run/postgresql; skipped when there is no socket)
 #   CARGO_TARGET_DIR     where cargo builds (default: target/ in the repository)
+#   LIAISON_CONTAINER_TEST  skip: leave out the container test; require: fail where podman is
+#                        missing (default: run it where podman is, say why it is skipped elsewhere)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -75,3 +77,6 @@ step "Interop: the official MCP and A2A Python SDKs, CLI and console against the
 
 step "Interop on PostgreSQL"
 LIAISON_TEST_DATABASE_URL=$pg_url .venv/bin/python -m pytest -q tests/interop
+
+step "Containers: the image and the compose topology, run with podman (scripts/container-test.sh)"
+./scripts/container-test.sh
