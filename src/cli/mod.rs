@@ -14,6 +14,7 @@ mod keys;
 pub mod logging;
 mod member;
 mod outbox;
+pub mod reference;
 mod remotes;
 mod serve;
 mod table;
