@@ -1,5 +1,5 @@
 """An example external A2A 1.0 agent, on the official Python SDK (a2a-sdk 1.3.0), to delegate to
-through liaison ("Delegating to external agents" in the README). liaison's own tests run it too.
+through liaison ("Delegating to external agents" in docs/admins.md). liaison's own tests run it too.
 
 Setup and run (from the repository root):
 

@@ -281,6 +281,21 @@ concurrency = 64
 [retention]
 "#;
 
+/// The embedded defaults, as TOML text (the generated configuration reference reads them).
+pub fn defaults() -> &'static str {
+    DEFAULTS
+}
+
+/// Whether `table` deserializes as the raw configuration (before the checks of resolving it);
+/// the error is serde's, naming the field it refused and, for an unknown one, the fields its
+/// section knows. The generated configuration reference walks the types with it.
+pub fn check_raw(table: toml::Table) -> Result<(), String> {
+    toml::Value::Table(table)
+        .try_into::<Raw>()
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
 /// Top-level fields without a default, which the environment may still set.
 const OPTIONAL_FIELDS: &[&str] = &["public_url", "database_url", "tls"];
 

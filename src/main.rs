@@ -8,7 +8,7 @@ use clap::Parser as _;
 /// those were about a fifth of the server's instructions (`callgrind`: 476k instructions per
 /// intake against 422k with mimalloc), largely its slow paths: chunks freed on another thread
 /// than the one that allocated them (the writer's thread and the runtime's), and requests above
-/// its per-thread cache's 1 KiB. Measured side by side (README, Performance): 11–33% more
+/// its per-thread cache's 1 KiB. Measured side by side (docs/performance.md): 11–33% more
 /// intakes per second at 64 in flight on SQLite. Built without transparent huge pages
 /// (`no_thp`): with them its first arena costs 8 MiB more at rest (36.5 against 28.7 MiB).
 #[global_allocator]

@@ -125,8 +125,16 @@ pub fn get() -> &'static Metrics {
     METRICS.get_or_init(Metrics::new)
 }
 
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Metrics {
-    fn new() -> Self {
+    /// A registry of its own. The process records into one ([`get`]); the generated metrics
+    /// reference renders a fresh one.
+    pub fn new() -> Self {
         let mut registry = Registry::with_prefix("liaison");
         let requests = Family::<RequestLabels, Counter>::default();
         let latency: HistogramFamily<RouteLabels> = Family::new_with_constructor(latency_histogram);

@@ -63,7 +63,7 @@ impl Location {
             config.uses_sqlite(),
             "The database is PostgreSQL: back it up with its own tools, `pg_dump -Fc -d DATABASE \
              -f liaison.dump`, and restore with `pg_restore -d NEW_DATABASE liaison.dump` \
-             (README, \"Backup and restore\"); keep the master key with the dump."
+             (docs/operators.md, \"Backup and restore\"); keep the master key with the dump."
         );
         let file = crate::store::sqlite_file(&config.database_url)?;
         Ok((config.data_dir, file))

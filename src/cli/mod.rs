@@ -14,6 +14,7 @@ mod keys;
 pub mod logging;
 mod member;
 mod outbox;
+pub mod reference;
 mod remotes;
 mod serve;
 mod table;
@@ -58,7 +59,7 @@ pub enum Command {
     Serve(serve::ServeArgs),
     /// Back up a SQLite server, running or not, into a new directory DEST: a consistent copy of
     /// the database (SQLite's online backup API) with master.key and admin.token. PostgreSQL:
-    /// pg_dump (README, "Backup and restore").
+    /// pg_dump (docs/operators.md, "Backup and restore").
     Backup(backup::BackupArgs),
     /// Restore a backup directory SRC into a new data directory (--data-dir), then `serve` it.
     Restore(backup::RestoreArgs),

@@ -6,7 +6,7 @@
 //! An IPv4 address counts alone; IPv6 addresses count by their /64 (one host usually has a whole
 //! /64, and per-address shares within it would be free to multiply). An IPv4-mapped IPv6 address
 //! counts as its IPv4 address. Behind a reverse proxy every connection comes from the proxy:
-//! raise the share to `max_connections` there (the README's "Running in production").
+//! raise the share to `max_connections` there (docs/operators.md, "Running in production").
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};

@@ -23,6 +23,7 @@ mod logging;
 mod outbox;
 mod outbox_durability;
 mod posting;
+mod reference;
 mod remotes;
 mod replicas;
 mod resources;

@@ -6,7 +6,7 @@ its tasks, then prints how to run the TCK against it. Stops both on Ctrl-C.
     python tests/tck/run_sut.py --url http://127.0.0.1:8080 --token lsn_…   # agent only
 
 Not collected by pytest (the name does not start with `test_`): the TCK is not on PyPI and cannot
-run in CI. README.md "Conformance" records the results and the commands.
+run in CI. docs/conformance.md records the results and the commands.
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ OUTPUT_TXT = {
 
 def client_message_id(key: str) -> str | None:
     """The client's messageId behind a party message's idempotency key: `a2a:<id>` for its first
-    use, `a2a~<16 hex>:<id>` for a later message under the same id (README "Retries and
+    use, `a2a~<16 hex>:<id>` for a later message under the same id (docs/a2a-clients.md "Retries and
     messageId"); None for any other key."""
     if key.startswith("a2a:"):
         return key.removeprefix("a2a:")

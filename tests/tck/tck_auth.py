@@ -10,7 +10,7 @@ the metadata of every gRPC call on the channels it opens. A request that already
 With `A2A_TCK_UNIQUE_IDS=1` it also makes every `tck_id(...)` call unique (a random suffix after the
 kit's own id, so the messageId prefixes the scenario agent reads are kept). The kit reuses one
 messageId per scenario name for a whole session, which liaison's deduplication by messageId answers
-as retries or refuses as conflicts (README "Conformance"); this mode measures everything else.
+as retries or refuses as conflicts (docs/conformance.md); this mode measures everything else.
 """
 
 from __future__ import annotations
