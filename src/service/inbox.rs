@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::{Caller, DeliveredMessage, ErrorCode, MAX_SLICE_CHARS, Result, Service, ServiceError};
 use crate::bus::Topic;
 use crate::domain::{PersonId, Timestamp};
-use crate::store::{EntryContent, PageEntry};
+use crate::store::{EntryContent, InboxEntry};
 
 /// Characters of body included in an inbox entry (less when the page's bodies together would pass
 /// [`MAX_SLICE_CHARS`]); `read_message` returns the rest.
@@ -228,7 +228,7 @@ impl Service {
         let mut woke = false;
         loop {
             let mut entries =
-                Box::pin(store.inbox_page(&person, position.acked, limit + 1)).await?;
+                Box::pin(store.inbox_entries(&person, position.acked, limit + 1)).await?;
             let more = entries.len() as i64 > limit;
             entries.truncate(limit as usize);
             // Woken with nothing to return: perhaps the token was revoked (its revocation wakes
@@ -245,16 +245,16 @@ impl Service {
             else {
                 let last = entries
                     .last()
-                    .map(|e| e.entry.seq)
+                    .map(|e| e.seq)
                     .unwrap_or(position.acked)
                     .max(position.last);
                 // The "read" of these messages' receipts (SPEC §4), before they are answered.
                 let reads: Vec<_> = entries
                     .iter()
-                    .filter_map(|e| match &e.entry.content {
+                    .filter_map(|e| match &e.content {
                         EntryContent::Message {
                             message, thread, ..
-                        } => Some((e.entry.seq, message.clone(), thread.clone())),
+                        } => Some((e.seq, message.clone(), thread.clone())),
                         EntryContent::Notice { .. } => None,
                     })
                     .collect();
@@ -363,13 +363,13 @@ impl Service {
     async fn page(
         &self,
         consumer: String,
-        entries: Vec<PageEntry>,
+        entries: Vec<InboxEntry>,
         acked: i64,
         last: i64,
         more: bool,
         timed_out: bool,
     ) -> Result<InboxPage> {
-        let cursor = entries.last().map_or(acked, |e| e.entry.seq);
+        let cursor = entries.last().map_or(acked, |e| e.seq);
         let mut items = Vec::with_capacity(entries.len());
         let mut budget = MAX_SLICE_CHARS;
         for entry in entries {
@@ -387,19 +387,20 @@ impl Service {
     }
 
     /// One entry, its body cut to [`PREVIEW_CHARS`] and to what is left of the page's `budget`.
-    /// Its message and thread state came with it (`Store::inbox_page`).
-    async fn item(&self, page_entry: PageEntry, budget: &mut usize) -> Result<InboxItem> {
-        let PageEntry {
-            entry,
-            message: record,
-            thread_state,
-        } = page_entry;
+    async fn item(&self, entry: InboxEntry, budget: &mut usize) -> Result<InboxItem> {
         let content = match entry.content {
-            EntryContent::Message { message, .. } => {
+            EntryContent::Message {
+                message, thread, ..
+            } => {
                 let store = &self.inner.store;
-                let mut record =
-                    record.ok_or_else(|| ServiceError::not_found("message", &message))?;
-                let thread_state = thread_state.map_or("open", |s| s.name());
+                let mut record = store
+                    .message(&message)
+                    .await?
+                    .ok_or_else(|| ServiceError::not_found("message", &message))?;
+                let thread_state = store
+                    .thread(&thread)
+                    .await?
+                    .map_or("open", |t| t.state.name());
                 let body = super::messages::cut_body(&mut record, PREVIEW_CHARS, budget);
                 let approval = if record.kind == crate::domain::Kind::Request {
                     store

@@ -6,9 +6,7 @@
 use super::Store;
 use super::db::query;
 use super::error::{Result, StoreError};
-use super::model::records::inbox::{
-    InboxEntry, InboxPosition, PageEntry, ReceiptRecord, entry, page_entry, receipt,
-};
+use super::model::records::inbox::{InboxEntry, InboxPosition, ReceiptRecord, entry, receipt};
 use crate::domain::{MessageId, PersonId, ThreadId, Timestamp};
 
 impl Store {
@@ -123,34 +121,6 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(entry).collect()
-    }
-
-    /// The entries of `person`'s inbox after `after`, at most `limit`, each with its message and
-    /// its thread's state: a page in one joined statement.
-    pub async fn inbox_page(
-        &self,
-        person: &PersonId,
-        after: i64,
-        limit: i64,
-    ) -> Result<Vec<PageEntry>> {
-        // The entry's columns renamed: the message's share their names.
-        let rows = query(
-            "SELECT e.seq AS e_seq, e.entry_kind AS e_kind, e.message_id AS e_message, \
-             e.thread_id AS e_thread, e.channel AS e_channel, e.notice AS e_notice, \
-             e.created_at AS e_created_at, m.id, m.thread_id, m.channel, m.position, m.kind, \
-             m.author, m.agent, m.recipients, m.subject, m.body, m.attachments, m.impact, \
-             m.outcome, m.refers_to, m.idempotency_key, m.created_at, m.written_by, m.result, \
-             t.state AS t_state, t.asker AS t_asker, t.outcome AS t_outcome \
-             FROM inbox_entries e LEFT JOIN messages m ON m.id = e.message_id \
-             LEFT JOIN threads t ON t.id = e.thread_id \
-             WHERE e.person_id = $1 AND e.seq > $2 ORDER BY e.seq LIMIT $3",
-        )
-        .bind(person.as_str().to_owned())
-        .bind(after)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(page_entry).collect()
     }
 
     /// Records that `consumer`'s inbox call returned these message entries (seq, message, thread):

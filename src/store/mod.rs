@@ -79,9 +79,7 @@ pub use model::records::coordination::{
 pub use model::records::directory::{
     ChannelRecord, MemberRecord, PartyRecord, PersonRecord, TokenRecord,
 };
-pub use model::records::inbox::{
-    EntryContent, InboxEntry, InboxPosition, PageEntry, ReceiptRecord,
-};
+pub use model::records::inbox::{EntryContent, InboxEntry, InboxPosition, ReceiptRecord};
 pub use model::records::links::{LinkKind, LinkRecord, SessionRecord};
 pub use model::records::outbox::{
     AttemptRecord, DeliveryRecord, DeliveryState, EndpointRecord, Finished, PUSH_EVENT,

@@ -1,15 +1,12 @@
 //! A person's inbox: its entries (a message addressed to them, or a notice from the server) and
-//! where one consumer stands in it; with the parsers of an entry's row and of a page's joined row.
-//! It must not depend on any file of the store but `db` (rows), `error` and `threads` (the
-//! message and thread state a page row carries).
+//! where one consumer stands in it; with the parser of an entry's row. It must not depend on any
+//! file of the store but `db` (rows) and `error`.
 
 use serde::Serialize;
 
-use crate::domain::{ChannelName, MessageId, PersonId, ThreadId, ThreadState, Timestamp};
+use crate::domain::{ChannelName, MessageId, PersonId, ThreadId, Timestamp};
 use crate::store::db::Row;
 use crate::store::error::{Result, StoreError, json_err};
-
-use super::threads::{MessageRecord, message, opt_parse};
 
 /// What an inbox entry points at.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -59,62 +56,6 @@ pub(in crate::store) fn entry(row: &Row) -> Result<InboxEntry> {
         seq: row.try_get("seq")?,
         content,
         created_at: Timestamp(row.try_get("created_at")?),
-    })
-}
-
-/// An inbox entry as a page shows it, read in one joined statement with what it points at: the
-/// message (none for a notice, or for a message that is gone) and its thread's state (none when
-/// the thread is gone).
-#[derive(Debug, Clone)]
-pub struct PageEntry {
-    pub entry: InboxEntry,
-    pub message: Option<MessageRecord>,
-    pub thread_state: Option<ThreadState>,
-}
-
-/// Reads a page row: the entry's columns under `e_` names (they share names with the
-/// message's), the message's as [`message`] reads them (all NULL for a notice), the thread's
-/// state under `t_` names (`Store::inbox_page` selects them).
-pub(in crate::store) fn page_entry(row: &Row) -> Result<PageEntry> {
-    let kind: String = row.try_get("e_kind")?;
-    let content = match kind.as_str() {
-        "message" => EntryContent::Message {
-            message: MessageId::parse(row.try_get::<String, _>("e_message")?)?,
-            thread: ThreadId::parse(row.try_get::<String, _>("e_thread")?)?,
-            channel: ChannelName::parse(row.try_get::<String, _>("e_channel")?)?,
-        },
-        "notice" => EntryContent::Notice {
-            notice: serde_json::from_str(&row.try_get::<String, _>("e_notice")?)
-                .map_err(json_err)?,
-        },
-        other => return Err(StoreError::Corrupt(format!("inbox entry kind {other:?}"))),
-    };
-    let message = match row.try_get::<Option<String>, _>("id")? {
-        Some(_) => Some(message(row)?),
-        None => None,
-    };
-    let thread_state = match row.try_get::<Option<String>, _>("t_state")? {
-        Some(name) => {
-            let asker = row
-                .try_get::<Option<String>, _>("t_asker")?
-                .map(PersonId::parse)
-                .transpose()?;
-            let outcome = opt_parse(row.try_get("t_outcome")?)?;
-            Some(
-                ThreadState::from_parts(&name, asker, outcome)
-                    .ok_or_else(|| StoreError::Corrupt(format!("thread state {name:?}")))?,
-            )
-        }
-        None => None,
-    };
-    Ok(PageEntry {
-        entry: InboxEntry {
-            seq: row.try_get("e_seq")?,
-            content,
-            created_at: Timestamp(row.try_get("e_created_at")?),
-        },
-        message,
-        thread_state,
     })
 }
 

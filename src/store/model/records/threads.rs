@@ -123,7 +123,7 @@ pub(in crate::store) const MESSAGE_COLUMNS: &str = "id, thread_id, channel, posi
 pub(in crate::store) const THREAD_COLUMNS: &str = "id, channel, subject, opener_kind, opened_by, state, asker, outcome, \
      message_count, created_at, updated_at, task_state, context_id, skill, reference_task_ids, task_event_seq";
 
-pub(in crate::store) fn opt_parse<T: std::str::FromStr<Err = crate::domain::ParseError>>(
+fn opt_parse<T: std::str::FromStr<Err = crate::domain::ParseError>>(
     v: Option<String>,
 ) -> Result<Option<T>> {
     Ok(v.map(|s| s.parse()).transpose()?)
