@@ -28,15 +28,11 @@
 //!    and on PostgreSQL across two replicas: a second `liaison serve` on the same database with
 //!    the same `LIAISON_MASTER_KEY`, bob waiting on replica 2 while alice posts on replica 1 (the
 //!    wake-up crosses through `LISTEN/NOTIFY`). Checked: bob's page holds exactly alice's message.
-//! 3. **Delegated round trip.** The demo party `partner` sends a *blocking* A2A `SendMessage`
-//!    (JSON-RPC, no `returnImmediately`; the card's default skill `ask` opens a task in channel
-//!    `partners`) while claimer sessions of alice (MCP, [`TRIP_CELLS`]) wait in `inbox`; every
-//!    new task wakes them all, and each then takes tasks with `claim` `thread="next"` until none
-//!    is left, answering each at once with a `reply` (`answer to <task id>`), so the A2A call
-//!    returns the task COMPLETED. tasks/s, p50/p99 of the A2A call and the server's CPU per task
-//!    (the claimers' MCP calls included) at 1, 8 and 32 concurrent A2A clients; below each row,
-//!    the claimers' calls by kind with their mean latency. Checked: every answer is a
-//!    `TASK_STATE_COMPLETED` task whose artifacts hold the reply text naming that task.
+//! 3. **Delegated round trip** (`support/trip.rs`, which `cargo bench --bench roundtrip` runs at
+//!    1, 16 and 64 in flight beside the outbound direction): the demo party `partner`'s blocking
+//!    A2A `SendMessage` answered over MCP by claimer sessions of alice ([`TRIP_CELLS`]), at 1, 8
+//!    and 32 concurrent A2A clients; tasks/s, p50/p99 and the server's CPU per task. Checked:
+//!    every answer is a `TASK_STATE_COMPLETED` task whose artifacts hold the reply naming it.
 //! 4. **Long-poll flood.** [`FLOOD_PEOPLE`] people (created through the admin API), one MCP
 //!    session each, each session holding [`FLOOD_POLLS_PER_SESSION`] `inbox` long-polls
 //!    (`wait_s` 50, re-issued when one ends): 10,000 in all, over as many HTTP/1.1 connections
@@ -71,26 +67,19 @@
 
 #![allow(clippy::disallowed_methods)] // a client of the server under test
 
-use std::collections::BTreeMap;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
-use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
-};
-use rmcp::service::RunningService;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{RoleClient, ServiceExt as _};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio_util::sync::CancellationToken;
 
 #[path = "support/mod.rs"]
 mod support;
+use support::agent::{Agent, CALL_TIMEOUT, clip, close_all, mcp_http};
+use support::server::{Memory, Server, memory_of, print_row, random_hex};
+use support::trip::TripCell;
 use support::{Outcome, measure, percentile};
 
 /// Section 1: posts measured per cell, by tool calls in flight.
@@ -103,8 +92,12 @@ const WAKE_WARMUP: usize = 10;
 /// Section 2: time for bob's long-poll to reach the server before alice posts.
 const WAKE_HEAD_START: Duration = Duration::from_millis(50);
 /// Section 3: (concurrent A2A clients, tasks measured, alice's MCP sessions claiming them).
-const TRIP_CELLS: [(usize, usize, usize); 4] =
-    [(1, 100, 1), (8, 400, 4), (32, 640, 4), (32, 640, 8)];
+const TRIP_CELLS: [TripCell; 4] = [
+    trip(1, 100, 1),
+    trip(8, 400, 4),
+    trip(32, 640, 4),
+    trip(32, 640, 8),
+];
 /// Section 4: people, one MCP session each, each session holding this many long-polls.
 const FLOOD_PEOPLE: usize = 400;
 const FLOOD_POLLS_PER_SESSION: usize = 25;
@@ -112,10 +105,6 @@ const FLOOD_POLLS_PER_SESSION: usize = 25;
 const FLOOD_RAMP_PER_S: usize = 1_000;
 /// Section 4: posts measured before and during the flood, one at a time.
 const FLOOD_POSTS: usize = 200;
-/// Longest one ordinary tool call or A2A request may take before it counts as failed.
-const CALL_TIMEOUT: Duration = Duration::from_secs(30);
-/// The server's stderr, in its data directory.
-const SERVER_LOG: &str = "server.log";
 /// The allocator liaison's binary uses, so that section 6's bare server is measured like it.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -176,7 +165,7 @@ fn sections() -> Vec<u32> {
 async fn run(backend: &str, database_url: Option<&str>, files: u64) {
     println!("\n=== {backend} ===");
     let master_key = random_hex(32);
-    let server = Server::start(database_url, &master_key, true, files).await;
+    let server = Server::start(database_url, &master_key, true, files, "").await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let mut rss = vec![("after startup", server.memory())];
     let sections = sections();
@@ -192,7 +181,10 @@ async fn run(backend: &str, database_url: Option<&str>, files: u64) {
         rss.push(("after section 2", server.memory()));
     }
     if sections.contains(&3) {
-        round_trip(&server, backend).await;
+        println!(
+            "\n[3] Delegated round trip: blocking A2A SendMessage (JSON-RPC) answered over MCP by claimer sessions of alice"
+        );
+        support::trip::round_trip(&server, backend, &TRIP_CELLS).await;
         server.log_summary();
         rss.push(("after section 3", server.memory()));
     }
@@ -253,19 +245,15 @@ async fn post_throughput(server: &Server, backend: &str) {
             }
         };
         let warmup = measure(concurrency, (2 * concurrency).max(30), job.clone()).await;
-        let cpu_before = server.cpu_time();
-        let cell = measure(concurrency, posts, job).await;
-        let cpu = cpu_per(server, cpu_before, posts);
-        let ms = cell.latencies_ms();
-        println!(
-            "{backend:8} {concurrency:>4} {posts:>6} {:>8.0} {:>8.2} {:>8.2} {:>6} {cpu:>11}",
-            ms.len() as f64 / cell.elapsed.as_secs_f64(),
-            percentile(&ms, 0.50),
-            percentile(&ms, 0.99),
-            cell.failed,
+        let label = format!("{backend}-post-{concurrency}");
+        let (cell, cpu) = server.measure_cell(&label, concurrency, posts, job).await;
+        print_row(
+            &format!("{backend:8} {concurrency:>4}"),
+            posts,
+            &warmup,
+            &cell,
+            &cpu,
         );
-        warmup.report("warm-up");
-        cell.report("measured");
     }
     close_all(agents).await;
 }
@@ -322,7 +310,7 @@ async fn wake_ups(
     );
     wake_up(backend, "one node", server, server).await;
     if let Some(url) = database_url {
-        let replica = Server::start(Some(url), master_key, false, files).await;
+        let replica = Server::start(Some(url), master_key, false, files, "").await;
         wake_up(backend, "2 replicas", server, &replica).await;
         replica.log_summary();
         replica.stop().await;
@@ -429,268 +417,14 @@ fn signed_ms(later: Instant, earlier: Instant) -> f64 {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Section 3
+// Section 3 (in `support/trip.rs`, shared with `benches/roundtrip.rs`)
 
-/// What the claimers did, shared by them: per kind of call, how many and their total time.
-#[derive(Default)]
-struct ClaimerLog {
-    calls: Mutex<BTreeMap<&'static str, (usize, Duration)>>,
-    errors: Mutex<Outcome>,
-}
-
-impl ClaimerLog {
-    fn count(&self, what: &'static str, took: Duration) {
-        let mut calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = calls.entry(what).or_default();
-        entry.0 += 1;
-        entry.1 += took;
+const fn trip(concurrency: usize, tasks: usize, claimers: usize) -> TripCell {
+    TripCell {
+        concurrency,
+        tasks,
+        claimers,
     }
-
-    /// Forgets the calls counted so far (the warm-up's).
-    fn forget_calls(&self) {
-        self.calls.lock().unwrap_or_else(|e| e.into_inner()).clear();
-    }
-
-    fn fail(&self, message: String) {
-        self.errors
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .record(Err(message));
-    }
-
-    /// One line per kind of call, then the errors; forgets them.
-    fn report(&self) {
-        let calls = std::mem::take(&mut *self.calls.lock().unwrap_or_else(|e| e.into_inner()));
-        let line: Vec<String> = calls
-            .iter()
-            .map(|(what, (n, took))| {
-                format!(
-                    "{n} {what} (mean {:.2} ms)",
-                    took.as_secs_f64() * 1e3 / *n as f64
-                )
-            })
-            .collect();
-        println!("    claimers' calls: {}", line.join(", "));
-        let errors = std::mem::take(&mut *self.errors.lock().unwrap_or_else(|e| e.into_inner()));
-        errors.report("claimers");
-    }
-}
-
-async fn round_trip(server: &Server, backend: &str) {
-    println!(
-        "\n[3] Delegated round trip: blocking A2A SendMessage (JSON-RPC) answered over MCP by claimer sessions of alice"
-    );
-    println!(
-        "{:8} {:>4} {:>8} {:>6} {:>8} {:>8} {:>8} {:>6} {:>11}",
-        "backend",
-        "conc",
-        "claimers",
-        "tasks",
-        "tasks/s",
-        "p50 ms",
-        "p99 ms",
-        "errors",
-        "srv CPU µs"
-    );
-    let http = mcp_http();
-    let demo = server.demo();
-    let a2a = Arc::new(
-        reqwest::Client::builder()
-            .timeout(CALL_TIMEOUT + Duration::from_secs(30))
-            .build()
-            .expect("an HTTP client"),
-    );
-    let url: Arc<str> = format!("{}/a2a/jsonrpc", server.url).into();
-    let token: Arc<str> = demo.partner.agent_token.as_str().into();
-    for (concurrency, tasks, claimer_count) in TRIP_CELLS {
-        let stop = CancellationToken::new();
-        let log = Arc::new(ClaimerLog::default());
-        let mut claimers = Vec::new();
-        for i in 0..claimer_count {
-            let agent = Agent::connect(&http, &server.mcp_url(), &demo.alice.agent_token).await;
-            claimers.push(tokio::spawn(claim_and_answer(
-                agent,
-                format!("claimer-{i}"),
-                stop.clone(),
-                log.clone(),
-            )));
-        }
-        let job = {
-            let (a2a, url, token) = (a2a.clone(), url.clone(), token.clone());
-            move |_worker: usize, n: usize| {
-                let (a2a, url, token) = (a2a.clone(), url.clone(), token.clone());
-                async move { delegate(&a2a, &url, &token, n).await }
-            }
-        };
-        let warmup = measure(concurrency, (2 * concurrency).max(10), job.clone()).await;
-        log.forget_calls();
-        let cpu_before = server.cpu_time();
-        let cell = measure(concurrency, tasks, job).await;
-        let cpu = cpu_per(server, cpu_before, tasks);
-        let ms = cell.latencies_ms();
-        println!(
-            "{backend:8} {concurrency:>4} {claimer_count:>8} {tasks:>6} {:>8.0} {:>8.2} {:>8.2} {:>6} {cpu:>11}",
-            ms.len() as f64 / cell.elapsed.as_secs_f64(),
-            percentile(&ms, 0.50),
-            percentile(&ms, 0.99),
-            cell.failed,
-        );
-        warmup.report("warm-up");
-        cell.report("measured");
-        stop.cancel();
-        for claimer in claimers {
-            if let Ok(agent) = claimer.await {
-                agent.close().await;
-            }
-        }
-        log.report();
-    }
-}
-
-/// One claimer: waits in its inbox; when woken, claims the oldest waiting task until none is
-/// left, answering each at once. Returns its session when `stop` fires.
-async fn claim_and_answer(
-    agent: Agent,
-    consumer: String,
-    stop: CancellationToken,
-    log: Arc<ClaimerLog>,
-) -> Agent {
-    // Start after what alice's inbox already holds (section 1's posts from bob); a task that
-    // arrives meanwhile is taken by the first round of claims below.
-    let mut cursor = match agent
-        .call(
-            "inbox",
-            json!({"consumer": consumer, "limit": 1}),
-            CALL_TIMEOUT,
-        )
-        .await
-    {
-        Ok(page) => page["last"].as_i64(),
-        Err(e) => {
-            log.fail(format!("first inbox: {e}"));
-            None
-        }
-    };
-    loop {
-        // Take waiting tasks until none is left, answering each at once.
-        loop {
-            let started = Instant::now();
-            let claim = agent
-                .call("claim", json!({"thread": "next"}), CALL_TIMEOUT)
-                .await;
-            let claim = match claim {
-                Ok(claim) => {
-                    log.count("claims taken", started.elapsed());
-                    claim
-                }
-                Err(CallError::Tool { code, .. }) if code == "not_found" => {
-                    log.count("claims finding none", started.elapsed());
-                    break;
-                }
-                // The candidate `next` picked was answered by another claimer meanwhile (the
-                // server does not skip it, unlike one claimed meanwhile): take the next one.
-                Err(CallError::Tool { code, .. }) if code == "task_terminal" => {
-                    log.count("claims losing a race (task_terminal)", started.elapsed());
-                    continue;
-                }
-                Err(e) => {
-                    log.count("claims failed", started.elapsed());
-                    log.fail(format!("claim: {e}"));
-                    break;
-                }
-            };
-            let Some(thread) = claim["claim"]["thread"].as_str() else {
-                log.fail(format!("a claim without a thread: {}", clip(&claim)));
-                break;
-            };
-            let started = Instant::now();
-            let reply = agent
-                .call(
-                    "post",
-                    json!({"kind": "reply", "thread": thread, "body": format!("answer to {thread}")}),
-                    CALL_TIMEOUT,
-                )
-                .await;
-            log.count("replies", started.elapsed());
-            if let Err(e) = reply {
-                log.fail(format!("reply: {e}"));
-            }
-        }
-        // Then wait for the next entry (or 20 s).
-        let started = Instant::now();
-        let poll = agent.call(
-            "inbox",
-            json!({"consumer": consumer, "after": cursor, "wait_s": 20, "limit": 100}),
-            CALL_TIMEOUT + Duration::from_secs(20),
-        );
-        let page = tokio::select! {
-            () = stop.cancelled() => None,
-            page = poll => Some(page),
-        };
-        let Some(page) = page else {
-            return agent;
-        };
-        log.count("inbox waits", started.elapsed());
-        match page {
-            Ok(page) => cursor = page["cursor"].as_i64().or(cursor),
-            Err(e) => {
-                log.fail(format!("inbox: {e}"));
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
-}
-
-/// The partner's blocking `SendMessage`; checks the task came back COMPLETED with its answer.
-async fn delegate(http: &reqwest::Client, url: &str, token: &str, n: usize) -> Result<(), String> {
-    let body = json!({
-        "jsonrpc": "2.0",
-        "id": n,
-        "method": "SendMessage",
-        "params": {"message": {
-            "messageId": uuid::Uuid::now_v7().to_string(),
-            "role": "ROLE_USER",
-            "parts": [{"text": format!("bench question {n}")}],
-        }},
-    });
-    let response = http
-        .post(url)
-        .bearer_auth(token)
-        .header(liaison::wire::params::VERSION_HEADER, "1.0")
-        .json(&body)
-        .send()
-        .await
-        .map_err(|e| format!("HTTP request failed: {e}"))?;
-    let status = response.status();
-    let value: Value = response
-        .json()
-        .await
-        .map_err(|e| format!("HTTP {status}, body not JSON: {e}"))?;
-    if let Some(error) = value.get("error") {
-        return Err(format!("HTTP {status}, JSON-RPC error: {}", clip(error)));
-    }
-    let task = &value["result"]["task"];
-    let id = task["id"].as_str().unwrap_or_default();
-    let state = task["status"]["state"].as_str().unwrap_or_default();
-    if state != "TASK_STATE_COMPLETED" {
-        // The task id differs per request: keep the message comparable across failures.
-        return Err(format!("HTTP {status}, task in state {state:?}"));
-    }
-    let answer = format!("answer to {id}");
-    let answered = task["artifacts"].as_array().is_some_and(|artifacts| {
-        artifacts.iter().any(|a| {
-            a["parts"]
-                .as_array()
-                .is_some_and(|parts| parts.iter().any(|p| p["text"] == json!(answer)))
-        })
-    });
-    if id.is_empty() || !answered {
-        return Err(format!(
-            "a COMPLETED task without its answer: {}",
-            clip(task)
-        ));
-    }
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -703,8 +437,6 @@ struct FloodLog {
     returned: AtomicUsize,
     errors: Mutex<Outcome>,
 }
-
-type Memory = Option<(f64, f64)>;
 
 async fn flood(server: &Server, backend: &str, rss: &mut Vec<(&'static str, Memory)>) {
     let total = FLOOD_PEOPLE * FLOOD_POLLS_PER_SESSION;
@@ -1109,335 +841,5 @@ mod floor {
 
     fn rss_kib(pid: u32) -> Option<f64> {
         super::memory_of(pid).map(|(rss, _)| rss)
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Measuring
-
-/// The server's CPU time since `before`, in µs per operation (`-` without `/proc`).
-fn cpu_per(server: &Server, before: Option<Duration>, operations: usize) -> String {
-    server
-        .cpu_time()
-        .zip(before)
-        .map_or("-".into(), |(after, before)| {
-            format!(
-                "{:.0}",
-                (after - before).as_secs_f64() * 1e6 / operations as f64
-            )
-        })
-}
-
-/// `VmRSS` and `VmHWM` (peak) of process `pid` in KiB, on Linux.
-fn memory_of(pid: u32) -> Memory {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| -> Option<f64> {
-        let line = status.lines().find(|l| l.starts_with(name))?;
-        line.split_whitespace().nth(1)?.parse().ok()
-    };
-    Some((field("VmRSS:")?, field("VmHWM:")?))
-}
-
-fn clip(value: &Value) -> String {
-    let text = value.to_string();
-    match text.char_indices().nth(300) {
-        Some((i, _)) => format!("{}…", &text[..i]),
-        None => text,
-    }
-}
-
-fn random_hex(bytes: usize) -> String {
-    use ring::rand::SecureRandom as _;
-    let mut key = vec![0u8; bytes];
-    ring::rand::SystemRandom::new()
-        .fill(&mut key)
-        .expect("system randomness");
-    key.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-// ---------------------------------------------------------------------------------------------
-// The MCP client
-
-/// The HTTP client under the MCP sessions: no overall timeout (long-polls), keep-alive pooling
-/// (HTTP/1.1: one connection per call in flight, as an agent's HTTP stack does).
-fn mcp_http() -> reqwest::Client {
-    reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
-        .pool_idle_timeout(Duration::from_secs(30))
-        .build()
-        .expect("an HTTP client")
-}
-
-/// One agent session: an rmcp client on a legacy MCP session (`initialize`, `Mcp-Session-Id`).
-struct Agent {
-    session: RunningService<RoleClient, ClientConfig>,
-}
-
-/// Why a tool call failed.
-enum CallError {
-    /// The tool answered `isError: true` with liaison's error code.
-    Tool { code: String, message: String },
-    /// Transport, protocol or timeout.
-    Other(String),
-}
-
-impl std::fmt::Display for CallError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CallError::Tool { code, message } => write!(f, "tool error {code}: {message}"),
-            CallError::Other(message) => f.write_str(message),
-        }
-    }
-}
-
-impl Agent {
-    /// Opens a session; panics when the server refuses it (the bench cannot go on).
-    async fn connect(http: &reqwest::Client, mcp_url: &str, token: &str) -> Agent {
-        Agent::try_connect(http, mcp_url, token)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    async fn try_connect(
-        http: &reqwest::Client,
-        mcp_url: &str,
-        token: &str,
-    ) -> Result<Agent, String> {
-        let config = StreamableHttpClientTransportConfig::with_uri(mcp_url.to_owned())
-            .auth_header(token.to_owned())
-            // Tool calls in flight on this session (each its own POST).
-            .max_concurrent_requests(256);
-        let transport = StreamableHttpClientTransport::with_client(http.clone(), config);
-        let info = ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new("liaison-bench", env!("CARGO_PKG_VERSION")),
-        )
-        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
-        let session = tokio::time::timeout(CALL_TIMEOUT, info.serve(transport))
-            .await
-            .map_err(|_| format!("MCP initialize: no answer within {CALL_TIMEOUT:?}"))?
-            .map_err(|e| format!("MCP initialize failed: {e}"))?;
-        Ok(Agent { session })
-    }
-
-    /// Calls `tool`; a result is its structured content (an object), checked not to be an error.
-    async fn call(
-        &self,
-        tool: &'static str,
-        args: Value,
-        timeout: Duration,
-    ) -> Result<Value, CallError> {
-        let Value::Object(args) = args else {
-            panic!("tool arguments are an object");
-        };
-        let params = CallToolRequestParams::new(tool).with_arguments(args);
-        let result = tokio::time::timeout(timeout, self.session.peer().call_tool(params))
-            .await
-            .map_err(|_| CallError::Other(format!("{tool}: no answer within {timeout:?}")))?
-            .map_err(|e| CallError::Other(format!("{tool}: {e}")))?;
-        let value = result.structured_content.unwrap_or(Value::Null);
-        if result.is_error == Some(true) {
-            return Err(CallError::Tool {
-                code: value["error"]["code"].as_str().unwrap_or("?").to_owned(),
-                message: value["error"]["message"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-            });
-        }
-        if !value.is_object() {
-            return Err(CallError::Other(format!(
-                "{tool}: no structured content in the result"
-            )));
-        }
-        Ok(value)
-    }
-
-    /// Ends the session (HTTP DELETE).
-    async fn close(self) {
-        let _ = self.session.cancel().await;
-    }
-}
-
-async fn close_all<T>(agents: Arc<Vec<(Agent, T)>>) {
-    if let Some(agents) = Arc::into_inner(agents) {
-        for (agent, _) in agents {
-            agent.close().await;
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// The server process
-
-/// A `liaison serve` process on its own data directory and what the bench needs from it.
-struct Server {
-    child: tokio::process::Child,
-    /// The public base URL it printed (`http://127.0.0.1:PORT`).
-    url: String,
-    /// The demo's people and tokens (the replica reads them from the first server).
-    demo: Option<liaison::app::demo::Demo>,
-    /// The bootstrap admin token (written by the first server to start on a database).
-    admin_token: String,
-    /// Scrapes `/metrics`.
-    http: reqwest::Client,
-    /// How far [`Server::log_summary`] has read the server's log.
-    log_read: Mutex<usize>,
-    dir: tempfile::TempDir,
-}
-
-impl Server {
-    /// Starts `serve` (with `--demo` when `demo`) with the bench config on a fresh data
-    /// directory, SQLite there or `database_url`; every process of one database gets the same
-    /// `master_key`.
-    async fn start(database_url: Option<&str>, master_key: &str, demo: bool, files: u64) -> Server {
-        let dir = tempfile::tempdir().unwrap();
-        let config = dir.path().join("bench.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "[limits]\n\
-                 agent = {{ per_s = 0, burst = 0 }}\n\
-                 human = {{ per_s = 0, burst = 0 }}\n\
-                 admin = {{ per_s = 0, burst = 0 }}\n\
-                 external = {{ per_s = 0, burst = 0 }}\n\
-                 [server]\n\
-                 max_connections = {}\n",
-                files.saturating_sub(200).max(512)
-            ),
-        )
-        .unwrap();
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_liaison"));
-        command
-            .arg("serve")
-            .arg("--config")
-            .arg(&config)
-            .arg("--data-dir")
-            .arg(dir.path())
-            .args(["--listen", "127.0.0.1:0"]);
-        if demo {
-            command.arg("--demo");
-        }
-        if let Some(url) = database_url {
-            command.args(["--database-url", url]);
-        }
-        command
-            .env("RUST_LOG", "warn")
-            .env("LIAISON_MASTER_KEY", master_key)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(
-                std::fs::File::create(dir.path().join(SERVER_LOG)).unwrap(),
-            ))
-            .kill_on_drop(true);
-        let mut child = command.spawn().expect("the liaison binary starts");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let url = tokio::time::timeout(Duration::from_secs(60), async {
-            while let Some(line) = lines.next_line().await.unwrap() {
-                // "liaison is serving at http://127.0.0.1:PORT (listening on 127.0.0.1:PORT)"
-                if let Some((_, rest)) = line.split_once("serving at ") {
-                    return rest.split_once(' ').map_or(rest, |(url, _)| url).to_owned();
-                }
-            }
-            panic!("liaison exited before serving");
-        })
-        .await
-        .expect("liaison serves within 60 s");
-        // Keep reading stdout so the server never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).ok();
-        let demo = read(liaison::app::demo::DEMO_FILE)
-            .map(|text| serde_json::from_str::<liaison::app::demo::Demo>(&text).unwrap());
-        let admin_token = read(liaison::app::ADMIN_TOKEN_FILE)
-            .map(|t| t.trim().to_owned())
-            .unwrap_or_default();
-        Server {
-            child,
-            url,
-            demo,
-            admin_token,
-            http: reqwest::Client::new(),
-            log_read: Mutex::new(0),
-            dir,
-        }
-    }
-
-    /// Prints how many lines the server logged (`RUST_LOG=warn`: warnings and errors) since the
-    /// last call, with a few distinct ones (timestamps cut).
-    fn log_summary(&self) {
-        let text = std::fs::read_to_string(self.dir.path().join(SERVER_LOG)).unwrap_or_default();
-        let mut read = self.log_read.lock().unwrap_or_else(|e| e.into_inner());
-        let new = text.get(*read..).unwrap_or_default();
-        *read = text.len();
-        let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
-        for line in new.lines() {
-            let line = line.split_once(' ').map_or(line, |(_, rest)| rest).trim();
-            let line = line.get(..line.len().min(160)).unwrap_or(line);
-            *kinds.entry(line).or_default() += 1;
-        }
-        if kinds.is_empty() {
-            return;
-        }
-        println!(
-            "    server log: {} lines, {} distinct (timestamps cut), e.g.:",
-            new.lines().count(),
-            kinds.len()
-        );
-        let mut common: Vec<_> = kinds.into_iter().collect();
-        common.sort_by_key(|line| std::cmp::Reverse(line.1));
-        for (line, count) in common.into_iter().take(3) {
-            println!("      {count} × {line}");
-        }
-    }
-
-    fn demo(&self) -> &liaison::app::demo::Demo {
-        self.demo.as_ref().expect("a server started with --demo")
-    }
-
-    fn mcp_url(&self) -> String {
-        format!("{}/mcp", self.url)
-    }
-
-    /// The CPU time (user + system) the server process has used so far, on Linux.
-    fn cpu_time(&self) -> Option<Duration> {
-        support::cpu_time(self.child.id()?)
-    }
-
-    /// `VmRSS` and `VmHWM` (peak) of the server process in KiB, on Linux.
-    fn memory(&self) -> Memory {
-        memory_of(self.child.id()?)
-    }
-
-    /// One unlabelled gauge or counter from `/metrics`.
-    async fn metric(&self, name: &str) -> Option<f64> {
-        let text = self
-            .http
-            .get(format!("{}/metrics", self.url))
-            .send()
-            .await
-            .ok()?
-            .text()
-            .await
-            .ok()?;
-        text.lines()
-            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-            .and_then(|v| v.trim().parse().ok())
-    }
-
-    /// SIGTERM (a graceful stop that closes the store), SIGKILL after 15 s.
-    async fn stop(mut self) {
-        if let Some(pid) = self.child.id() {
-            let _ = tokio::process::Command::new("kill")
-                .args(["-TERM", &pid.to_string()])
-                .status()
-                .await;
-        }
-        if tokio::time::timeout(Duration::from_secs(15), self.child.wait())
-            .await
-            .is_err()
-        {
-            println!("    liaison did not stop within 15 s after SIGTERM; killing it");
-            let _ = self.child.kill().await;
-        }
     }
 }

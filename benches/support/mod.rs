@@ -1,8 +1,13 @@
 //! What the benchmarks share: a throw-away PostgreSQL database when `LIAISON_BENCH_PG_URL` names
 //! a server, a run of operations from concurrent workers with its latencies and failures, and the
-//! server process's CPU time. Included with `#[path]` (a directory without `main.rs` is not a
-//! bench target); each bench uses part of it.
+//! server process's CPU time; the server as a process ([`server`]), rmcp's client as an agent
+//! ([`agent`]) and the delegated round trip ([`trip`]). Included with `#[path]` (a directory
+//! without `main.rs` is not a bench target); each bench uses part of it.
 #![allow(dead_code)]
+
+pub(crate) mod agent;
+pub(crate) mod server;
+pub(crate) mod trip;
 
 use std::collections::BTreeMap;
 use std::future::Future;
