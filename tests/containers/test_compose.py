@@ -299,7 +299,13 @@ async def test_a_stream_survives_its_replica_stopping_while_mcp_answers_on_the_o
         assert time.monotonic() < deadline, f"{other} did not come back"
         time.sleep(1)
     address_after = address_of(other)
-    compose("exec", "-T", "proxy", "nginx", "-s", "reload")
+    # The network's DNS may not answer for the restarted replica's name yet: nginx then refuses
+    # the reload ("host not found in upstream") and keeps its old configuration. Until it takes.
+    deadline = time.monotonic() + 30
+    while (reload := subprocess.run([*COMPOSE, "exec", "-T", "proxy", "nginx", "-s", "reload"],
+                                    capture_output=True, text=True, timeout=30)).returncode != 0:
+        assert time.monotonic() < deadline, f"nginx did not reload: {reload.stderr}"
+        time.sleep(1)
     async with world.http() as http:
         card = await A2ACardResolver(http, URL).get_agent_card()
         client = a2a_client(card, http, world.party_token, "JSONRPC", streaming=False)
