@@ -25,11 +25,10 @@ import uuid
 from pathlib import Path
 
 import anyio
-import grpc
 import httpx
 import jwt
 import pytest
-from a2a.client import A2ACardResolver, ClientCallContext, ClientConfig, ClientFactory
+from a2a.client import A2ACardResolver, ClientCallContext, ClientFactory
 from a2a.types import (
     GetTaskRequest,
     Message,
@@ -44,6 +43,7 @@ from a2a.utils.signing import create_signature_verifier
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop"))
 from conftest import call, connect  # noqa: E402  (the interop suite's MCP client helpers)
+from test_a2a import client_config  # noqa: E402  (its a2a-sdk client settings, gRPC metadata included)
 
 URL = os.environ.get("LIAISON_CT_URL", "")
 ADMIN = os.environ.get("LIAISON_CT_ADMIN_TOKEN", "")
@@ -91,25 +91,8 @@ def address_of(service: str) -> str:
     return done.stdout.strip()
 
 
-class _Metadata(grpc.aio.UnaryUnaryClientInterceptor):
-    """The bearer token and A2A-Version on unary gRPC calls."""
-
-    def __init__(self, token: str):
-        self.extra = (("authorization", f"Bearer {token}"), ("a2a-version", "1.0"))
-
-    async def intercept_unary_unary(self, continuation, details, request):
-        metadata = tuple(details.metadata or ()) + self.extra
-        return await continuation(details._replace(metadata=metadata), request)
-
-
 def a2a_client(card, http, token: str, binding: str, streaming: bool):
-    config = ClientConfig(
-        streaming=streaming,
-        httpx_client=http,
-        supported_protocol_bindings=[binding],
-        grpc_channel_factory=lambda url: grpc.aio.insecure_channel(url, interceptors=[_Metadata(token)]),
-    )
-    return ClientFactory(config).create(card)
+    return ClientFactory(client_config(binding, http, token, streaming)).create(card)
 
 
 def message(text: str) -> Message:
