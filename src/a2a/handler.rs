@@ -220,19 +220,24 @@ impl A2a {
         let last = seen.thread.task.as_ref().map_or(0, |t| t.last_event);
         let (events, mut sub) = self.service.task_events(caller, id, last, true).await?;
         let sub = sub.as_mut().expect("asked for a subscription");
-        let mut view = if events.is_empty() {
-            seen
-        } else {
-            self.service.task(caller, id, None).await?
-        };
-        while !ends_wait(view.state()) {
+        if !events.is_empty()
+            && let Some(view) = self.service.task_when(caller, id, ends_wait).await?
+        {
+            return Ok(view);
+        }
+        // Each wake-up reads the task's thread alone; its messages only once the wait ends (a
+        // claim wakes it too, and moves the task to WORKING only).
+        loop {
             tokio::select! {
                 () = sub.woken() => {}
-                () = tokio::time::sleep_until(deadline) => break,
+                () = tokio::time::sleep_until(deadline) => {
+                    return Ok(self.service.task(caller, id, None).await?);
+                }
             }
-            view = self.service.task(caller, id, None).await?;
+            if let Some(view) = self.service.task_when(caller, id, ends_wait).await? {
+                return Ok(view);
+            }
         }
-        Ok(view)
     }
 
     async fn trim(

@@ -1,5 +1,8 @@
 //! Claims, presence and leases: how agent sessions coordinate without stepping on each other.
 
+use std::collections::HashSet;
+use std::sync::Mutex;
+
 use serde::Serialize;
 
 use super::{Caller, ErrorCode, Result, Service, ServiceError, input};
@@ -130,13 +133,21 @@ impl Service {
                 return Err(ServiceError::invalid("give the thread to release"));
             }
             ClaimTarget::Next => {
-                // Try the candidates in order; another session may win any one of them.
-                for id in self
+                // Try the candidates in order; another session may win any one of them. Every
+                // waiting claimer is woken by the same new entry, so the ones another `next` of
+                // this replica is claiming now go last: each of those would cost a write that
+                // finds the thread held (a miss is only a cost: the claim's transaction decides).
+                let mut candidates = self
                     .inner
                     .store
                     .claimable_threads(caller.id(), now, 20)
-                    .await?
+                    .await?;
                 {
+                    let busy = lock(&self.inner.claims_in_flight);
+                    candidates.sort_by_key(|id| busy.contains(id));
+                }
+                for id in candidates {
+                    let _claiming = InFlight::enter(&self.inner.claims_in_flight, &id);
                     match self.claim_thread(caller, &session, id, lease_s, None).await {
                         Ok(claim) => return Ok(claim),
                         Err(e)
@@ -224,9 +235,9 @@ impl Service {
             )
             .await?;
         match attempt {
-            ClaimAttempt::Claimed(claim) => {
-                // A claim logs a task event, which pushes and webhooks deliver.
-                self.outbox_due(true);
+            ClaimAttempt::Claimed { claim, outbox_due } => {
+                // A claim of a task logs a task event, which pushes and webhooks may deliver.
+                self.outbox_due(outbox_due);
                 if record.task.is_some() {
                     self.inner.bus.publish(&Topic::task(thread.as_str()));
                 }
@@ -366,5 +377,31 @@ impl Service {
     pub async fn leases(&self, caller: &Caller) -> Result<Vec<LeaseRecord>> {
         caller.require_participant()?;
         Ok(self.inner.store.leases(caller.id(), self.now()).await?)
+    }
+}
+
+/// The std mutex's guard, through a poisoning (the sets it guards stay consistent).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A thread marked as being claimed by a `next` of this replica, for as long as the guard lives.
+struct InFlight<'a> {
+    set: &'a Mutex<HashSet<ThreadId>>,
+    thread: ThreadId,
+}
+
+impl<'a> InFlight<'a> {
+    fn enter(set: &'a Mutex<HashSet<ThreadId>>, thread: &ThreadId) -> Option<InFlight<'a>> {
+        lock(set).insert(thread.clone()).then(|| InFlight {
+            set,
+            thread: thread.clone(),
+        })
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        lock(self.set).remove(&self.thread);
     }
 }

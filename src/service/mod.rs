@@ -228,6 +228,9 @@ struct Inner {
     /// When this replica last recorded a token's use (`last_used_at` is written at most once a
     /// minute per token).
     token_uses: Mutex<HashMap<String, crate::domain::Timestamp>>,
+    /// Threads a `claim` with `thread="next"` is claiming on this replica right now: the other
+    /// claimers woken by the same entry try them last (`coordination.rs`).
+    claims_in_flight: Mutex<std::collections::HashSet<crate::domain::ThreadId>>,
     /// Rates per token and per address, open streams per party.
     limits: limits::Limits,
     /// Seals webhook secrets, remote credentials, push tokens and MCP request state.
@@ -321,6 +324,7 @@ impl Service {
                 waiters: Mutex::default(),
                 token_waiters: Mutex::default(),
                 token_uses: Mutex::default(),
+                claims_in_flight: Mutex::default(),
                 master_key: master,
                 keys,
                 outbound,

@@ -34,9 +34,14 @@ impl Service {
             .remote_task(thread)
             .await?
             .ok_or_else(|| ServiceError::not_found("remote task", thread))?;
+        // A task that has ended already (an agent answering at once) gives a follower nothing
+        // to claim: waking them would only cost each an empty claim, a write.
+        let followed = !update.state.is_terminal();
         self.apply_remote(&task, update, next_check_at, backoff_ms)
             .await?;
-        self.inner.bus.publish(&crate::bus::Topic::remote());
+        if followed {
+            self.inner.bus.publish(&crate::bus::Topic::remote());
+        }
         Ok(())
     }
 

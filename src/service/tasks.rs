@@ -85,11 +85,16 @@ impl TaskApproval {
 
 impl TaskView {
     pub fn state(&self) -> TaskState {
-        self.thread
-            .task
-            .as_ref()
-            .map_or(TaskState::Submitted, |t| t.state)
+        state_of(&self.thread)
     }
+}
+
+/// A task thread's state (`SUBMITTED` until its first event says otherwise).
+fn state_of(thread: &ThreadRecord) -> TaskState {
+    thread
+        .task
+        .as_ref()
+        .map_or(TaskState::Submitted, |t| t.state)
 }
 
 /// One page of a party's tasks.
@@ -417,6 +422,26 @@ impl Service {
         self.task_view(thread, history_length).await
     }
 
+    /// One of the caller's tasks, whole, if its state satisfies `wanted`; `None` (after reading
+    /// only its thread) if not: what a waiting blocking send checks at each wake-up.
+    pub async fn task_when(
+        &self,
+        caller: &Caller,
+        id: &ThreadId,
+        wanted: fn(TaskState) -> bool,
+    ) -> Result<Option<TaskView>> {
+        caller.require_party()?;
+        let thread = self.own_task(caller, id).await?;
+        let state = thread
+            .task
+            .as_ref()
+            .map_or(TaskState::Submitted, |t| t.state);
+        if !wanted(state) {
+            return Ok(None);
+        }
+        Ok(Some(self.task_view(thread, None).await?))
+    }
+
     /// The caller's tasks, newest update first.
     pub async fn list_tasks(
         &self,
@@ -464,10 +489,7 @@ impl Service {
     pub async fn cancel_task(&self, caller: &Caller, id: &ThreadId) -> Result<TaskView> {
         caller.require_party()?;
         let thread = self.own_task(caller, id).await?;
-        let state = thread
-            .task
-            .as_ref()
-            .map_or(TaskState::Submitted, |t| t.state);
+        let state = state_of(&thread);
         if state == TaskState::Canceled {
             return self.task_view(thread, None).await;
         }

@@ -112,15 +112,18 @@ impl Store {
                 if let Some(a) = gate.filter(|a| a.state == ApprovalState::Approved) {
                     approvals::consume(tx, &a, &person, &session, now).await?;
                 }
-                task_events::on_claim(tx, &cache, &thread, now).await?;
-                Ok(ClaimAttempt::Claimed(ClaimRecord {
-                    thread,
-                    person,
-                    session,
-                    claimed_at,
-                    expires_at,
-                    fencing_token,
-                }))
+                let outbox_due = task_events::on_claim(tx, &cache, &thread, now).await?;
+                Ok(ClaimAttempt::Claimed {
+                    claim: ClaimRecord {
+                        thread,
+                        person,
+                        session,
+                        claimed_at,
+                        expires_at,
+                        fencing_token,
+                    },
+                    outbox_due,
+                })
             })
         })
         .await

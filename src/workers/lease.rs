@@ -1,6 +1,7 @@
 //! The one lease loop of every worker: claim what is due (as many as there are free slots), work
 //! each claimed item in a task of its own, then sleep until the bus wakes the loop, the next item
-//! falls due, a slot frees up, or the safety sweep, whichever comes first.
+//! falls due, a slot frees up, or the safety sweep, whichever comes first. A freed slot leads to a
+//! claim only when work was due and waiting for one.
 //!
 //! The claim is a lease in the database (the service and store decide which items and for how
 //! long), so several loops per database are safe: replicas, or tests running two. The loop holds
@@ -82,10 +83,17 @@ pub async fn run<L: Leased>(
     let mut wake = bus.subscribe(&shape.topic);
     let slots = Arc::new(Semaphore::new(shape.slots.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
+    // Whether to claim at the top of the loop. The claim is a write (a commit on SQLite, the
+    // writer's round trips on PostgreSQL), so the loop claims only for a reason: at start, a bus
+    // wake-up (a commit enqueued work), the due time it slept until, or a freed slot while work
+    // was due and waiting for one. A slot freed with nothing due changes nothing claimable: the
+    // loop only reads when work falls due again (a finish that frees the next item in order
+    // publishes on the bus).
+    let mut claim_now = true;
     loop {
         while tasks.try_join_next().is_some() {}
         let free = slots.available_permits();
-        let claimed = if free == 0 {
+        let claimed = if free == 0 || !claim_now {
             Vec::new()
         } else {
             source.claim(free).await.unwrap_or_else(|e| {
@@ -108,29 +116,32 @@ pub async fn run<L: Leased>(
         if full {
             continue;
         }
-        let pause = match source.next_due().await {
+        // `overdue`: something is due already but was not claimed (every slot busy, or the read
+        // failed), so a freed slot is a reason to claim.
+        let (pause, overdue) = match source.next_due().await {
             Ok(Some(due)) => {
                 let wait = due.0 - source.now().0;
                 if wait > 0 {
-                    Duration::from_millis(wait as u64)
+                    let pause = Duration::from_millis(wait as u64)
                         .max(shape.min_pause)
-                        .min(shape.sweep)
+                        .min(shape.sweep);
+                    (pause, false)
                 } else {
-                    shape.overdue_pause
+                    (shape.overdue_pause, true)
                 }
             }
-            Ok(None) => shape.sweep,
+            Ok(None) => (shape.sweep, false),
             Err(e) => {
                 tracing::warn!(error = %e, what = shape.what, "Could not read when work falls due; will retry.");
-                AFTER_ERROR
+                (AFTER_ERROR, true)
             }
         };
-        tokio::select! {
-            () = wake.woken() => {}
-            () = tokio::time::sleep(pause) => {}
-            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+        claim_now = tokio::select! {
+            () = wake.woken() => true,
+            () = tokio::time::sleep(pause) => true,
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => overdue,
             () = shutdown.cancelled() => break,
-        }
+        };
     }
     match shape.at_stop {
         AtStop::Finish => while tasks.join_next().await.is_some() {},
@@ -148,4 +159,126 @@ pub async fn step<L: Leased>(
     };
     source.clone().work(item, shutdown).await;
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::bus::LocalBus;
+
+    /// `waiting` items, all due at `due`; an item's work ends when `gate` gives a permit. Counts
+    /// the claims (writes), the reads of the due time and the items worked.
+    struct Source {
+        due: Mutex<Option<Timestamp>>,
+        waiting: AtomicUsize,
+        gate: Semaphore,
+        claims: AtomicUsize,
+        reads: AtomicUsize,
+        worked: AtomicUsize,
+    }
+
+    impl Source {
+        fn new(waiting: usize) -> Arc<Source> {
+            Arc::new(Source {
+                due: Mutex::new((waiting > 0).then_some(Timestamp(900))),
+                waiting: AtomicUsize::new(waiting),
+                gate: Semaphore::new(0),
+                claims: AtomicUsize::new(0),
+                reads: AtomicUsize::new(0),
+                worked: AtomicUsize::new(0),
+            })
+        }
+
+        fn count(&self, of: &AtomicUsize) -> usize {
+            of.load(Ordering::SeqCst)
+        }
+    }
+
+    impl Leased for Source {
+        type Item = ();
+
+        async fn claim(&self, n: usize) -> Result<Vec<()>, ServiceError> {
+            self.claims.fetch_add(1, Ordering::SeqCst);
+            let take = self.waiting.load(Ordering::SeqCst).min(n);
+            self.waiting.fetch_sub(take, Ordering::SeqCst);
+            if self.waiting.load(Ordering::SeqCst) == 0 {
+                *self.due.lock().unwrap() = None;
+            }
+            Ok(vec![(); take])
+        }
+
+        async fn next_due(&self) -> Result<Option<Timestamp>, ServiceError> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            Ok(*self.due.lock().unwrap())
+        }
+
+        async fn work(self: Arc<Self>, (): (), _shutdown: CancellationToken) {
+            self.gate.acquire().await.expect("open").forget();
+            self.worked.fetch_add(1, Ordering::SeqCst);
+        }
+
+        fn now(&self) -> Timestamp {
+            Timestamp(1_000)
+        }
+    }
+
+    fn shape(slots: usize) -> Shape {
+        Shape {
+            what: "test items",
+            topic: Topic::outbox(),
+            slots,
+            sweep: Duration::from_secs(60),
+            min_pause: Duration::from_millis(1),
+            overdue_pause: Duration::from_secs(60),
+            at_stop: AtStop::Finish,
+        }
+    }
+
+    async fn until(what: &str, done: impl Fn() -> bool) {
+        for _ in 0..1_000 {
+            if done() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        panic!("timed out waiting for {what}");
+    }
+
+    #[tokio::test]
+    async fn a_freed_slot_claims_only_while_due_work_waits_for_one() {
+        let bus = Arc::new(LocalBus::default());
+        let source = Source::new(2);
+        let stop = CancellationToken::new();
+        let looped = tokio::spawn(run(source.clone(), bus.clone(), shape(1), stop.clone()));
+        // One slot, two items due: the first is claimed, the second waits for the slot.
+        until("the read while the slot is busy", || {
+            source.count(&source.reads) == 1
+        })
+        .await;
+        assert_eq!(source.count(&source.claims), 1);
+        // The slot frees with work due: claimed without any wake-up.
+        source.gate.add_permits(1);
+        until("the second claim", || source.count(&source.claims) == 2).await;
+        until("the read after it", || source.count(&source.reads) == 2).await;
+        // The slot frees with nothing due: a read, and no claim (it would be an empty write).
+        source.gate.add_permits(1);
+        until("the read after the last item", || {
+            source.count(&source.reads) == 3
+        })
+        .await;
+        assert_eq!(source.count(&source.worked), 2);
+        assert_eq!(source.count(&source.claims), 2);
+
+        // A wake-up from the bus claims (a commit enqueued work), even when it finds none.
+        bus.publish(&Topic::outbox());
+        until("the claim after the wake-up", || {
+            source.count(&source.claims) == 3
+        })
+        .await;
+        stop.cancel();
+        looped.await.unwrap();
+    }
 }

@@ -9,8 +9,9 @@ use crate::store::db::{Conn, query};
 use crate::store::error::Result;
 use crate::store::model::input::LoggedEvent;
 
-/// Appends one event to a task's log (inside the transaction that caused it).
-async fn append_event(tx: &mut Conn, cache: &WebhookCache, e: LoggedEvent<'_>) -> Result<()> {
+/// Appends one event to a task's log (inside the transaction that caused it); says whether its
+/// hooks enqueued deliveries.
+async fn append_event(tx: &mut Conn, cache: &WebhookCache, e: LoggedEvent<'_>) -> Result<bool> {
     query(
         "INSERT INTO task_events (thread_id, seq, state, cause, message_id, created_at, note) VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
@@ -23,17 +24,17 @@ async fn append_event(tx: &mut Conn, cache: &WebhookCache, e: LoggedEvent<'_>) -
     .bind(e.note.map(str::to_owned))
     .execute(&mut *tx)
     .await?;
-    enqueue::on_task_event(tx, cache, &e).await?;
-    Ok(())
+    enqueue::on_task_event(tx, cache, &e).await
 }
 
-/// Moves a submitted task to working when it is claimed, with its event.
+/// Moves a submitted task to working when it is claimed, with its event; says whether the event
+/// enqueued deliveries (none when the thread is no task, or the task was working already).
 pub(in crate::store) async fn on_claim(
     tx: &mut Conn,
     cache: &WebhookCache,
     thread: &ThreadId,
     now: Timestamp,
-) -> Result<()> {
+) -> Result<bool> {
     log_event(tx, cache, thread, now, "claim", None, |state| {
         let next = state.apply(crate::domain::TaskEvent::Claimed)?;
         Ok((next != state).then_some(next))
@@ -48,7 +49,7 @@ pub(in crate::store) async fn on_approval(
     cache: &WebhookCache,
     thread: &ThreadId,
     now: Timestamp,
-) -> Result<()> {
+) -> Result<bool> {
     log_event(tx, cache, thread, now, "approval", None, |state| {
         Ok(Some(state))
     })
@@ -63,7 +64,7 @@ pub(in crate::store) async fn on_progress(
     thread: &ThreadId,
     now: Timestamp,
     note: &str,
-) -> Result<()> {
+) -> Result<bool> {
     log_event(tx, cache, thread, now, "progress", Some(note), |state| {
         Ok((state == TaskState::Working).then_some(state))
     })
@@ -72,6 +73,7 @@ pub(in crate::store) async fn on_progress(
 
 /// Appends to a task's log an event that no message caused: `next` gives the state after it from
 /// the state before, or none when there is nothing to log. A thread that is no task logs nothing.
+/// Says whether the event's hooks enqueued deliveries.
 async fn log_event(
     tx: &mut Conn,
     cache: &WebhookCache,
@@ -80,17 +82,17 @@ async fn log_event(
     cause: &str,
     note: Option<&str>,
     next: impl FnOnce(TaskState) -> Result<Option<TaskState>>,
-) -> Result<()> {
+) -> Result<bool> {
     let row =
         query("SELECT task_state, task_event_seq, channel, opened_by FROM threads WHERE id = $1")
             .bind(thread.as_str().to_owned())
             .fetch_one(&mut *tx)
             .await?;
     let Some(state) = row.try_get::<Option<String>, _>("task_state")? else {
-        return Ok(());
+        return Ok(false);
     };
     let Some(next) = next(state.parse()?)? else {
-        return Ok(());
+        return Ok(false);
     };
     let seq = row.try_get::<i64, _>("task_event_seq")? + 1;
     let channel: String = row.try_get("channel")?;

@@ -63,8 +63,12 @@ pub struct LeaseRecord {
 /// The result of trying to claim a thread.
 #[derive(Debug, Clone)]
 pub enum ClaimAttempt {
-    /// The caller holds the claim (new, taken over after expiry, or renewed).
-    Claimed(ClaimRecord),
+    /// The caller holds the claim (new, taken over after expiry, or renewed); `outbox_due` says
+    /// whether its commit enqueued deliveries (the task event's pushes and webhooks).
+    Claimed {
+        claim: ClaimRecord,
+        outbox_due: bool,
+    },
     /// Someone else holds a live claim.
     Held(ClaimRecord),
     /// The thread is closed (or gone) and cannot be claimed.
