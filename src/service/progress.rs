@@ -128,9 +128,9 @@ impl Service {
                 per_thread: PER_THREAD,
             })
             .await?;
-        let (recorded, note) = match added {
-            ProgressAdded::Added(n) => ("added", n),
-            ProgressAdded::Coalesced(n) => ("coalesced", n),
+        let (recorded, note, outbox_due) = match added {
+            ProgressAdded::Added { note, outbox_due } => ("added", note, outbox_due),
+            ProgressAdded::Coalesced(n) => ("coalesced", n, false),
             ProgressAdded::NoClaim => {
                 return Ok(ProgressOutcome {
                     recorded: "no_claim",
@@ -161,8 +161,8 @@ impl Service {
             self.inner.bus.publish(&Topic::seen(&t.opened_by));
             if t.task.is_some() && recorded == "added" {
                 self.inner.bus.publish(&Topic::task(claim.thread.as_str()));
-                // The task event is pushed and sent to webhooks.
-                self.outbox_due(true);
+                // The task event is pushed and sent to webhooks, when there are any.
+                self.outbox_due(outbox_due);
             }
         }
         Ok(ProgressOutcome {

@@ -432,11 +432,7 @@ impl Service {
     ) -> Result<Option<TaskView>> {
         caller.require_party()?;
         let thread = self.own_task(caller, id).await?;
-        let state = thread
-            .task
-            .as_ref()
-            .map_or(TaskState::Submitted, |t| t.state);
-        if !wanted(state) {
+        if !wanted(state_of(&thread)) {
             return Ok(None);
         }
         Ok(Some(self.task_view(thread, None).await?))

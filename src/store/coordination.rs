@@ -451,8 +451,9 @@ impl Store {
                 .bind(n.now.0)
                 .execute(&mut *tx)
                 .await?;
-                task_events::on_progress(tx, &cache, &n.thread, n.now, &note.text()).await?;
-                Ok(ProgressAdded::Added(note))
+                let outbox_due =
+                    task_events::on_progress(tx, &cache, &n.thread, n.now, &note.text()).await?;
+                Ok(ProgressAdded::Added { note, outbox_due })
             })
         })
         .await

@@ -162,8 +162,12 @@ impl ProgressRecord {
 /// What adding a progress note did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProgressAdded {
-    /// A new note (and, for a task, an event of its log).
-    Added(ProgressRecord),
+    /// A new note (and, for a task, an event of its log); `outbox_due` says whether that event
+    /// enqueued deliveries (its pushes and webhooks).
+    Added {
+        note: ProgressRecord,
+        outbox_due: bool,
+    },
     /// Folded into the previous note (same tool, target and outcome, shortly after).
     Coalesced(ProgressRecord),
     /// The session holds no live claim on the thread (any more).
