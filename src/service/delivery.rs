@@ -419,8 +419,8 @@ impl Service {
                 on_dead,
             })
             .await?;
-        // The endpoint's next delivery is claimable now; a death may have enqueued webhooks.
-        self.outbox_due(finished.applied);
+        // Wake the workers only when the finish made something claimable (the store says).
+        self.outbox_due(finished.outbox_due);
         Ok((verdict, finished))
     }
 }

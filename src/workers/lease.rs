@@ -136,6 +136,13 @@ pub async fn run<L: Leased>(
                 (AFTER_ERROR, true)
             }
         };
+        // A slot freed while nothing was due, and the read after it finds work due (the finished
+        // item freed the next of its queue, or a commit's wake-up went to a claim that came too
+        // early): claim it now rather than after the pause.
+        if !claim_now && overdue && free > 0 && !shutdown.is_cancelled() {
+            claim_now = true;
+            continue;
+        }
         claim_now = tokio::select! {
             () = wake.woken() => true,
             () = tokio::time::sleep(pause) => true,
@@ -278,6 +285,35 @@ mod tests {
             source.count(&source.claims) == 3
         })
         .await;
+        stop.cancel();
+        looped.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn work_found_due_after_a_slot_frees_is_claimed_without_waiting_for_a_wake_up() {
+        let bus = Arc::new(LocalBus::default());
+        let source = Source::new(1);
+        let stop = CancellationToken::new();
+        let looped = tokio::spawn(run(source.clone(), bus.clone(), shape(1), stop.clone()));
+        // The one item is claimed; the read while it is worked finds nothing else due.
+        until("the read while the item is worked", || {
+            source.count(&source.reads) == 1
+        })
+        .await;
+        assert_eq!(source.count(&source.claims), 1);
+        // Its work makes the next item due and publishes nothing (a finish that freed the next
+        // delivery of its queue, whose enqueue's wake-up was spent while this one held it).
+        source.waiting.store(1, Ordering::SeqCst);
+        *source.due.lock().unwrap() = Some(Timestamp(900));
+        source.gate.add_permits(1);
+        // The read after the freed slot sees it due and claims at once: the pause of the shape is
+        // a minute, and the test gives two seconds.
+        until("the claim of the item found due", || {
+            source.count(&source.claims) == 2
+        })
+        .await;
+        source.gate.add_permits(1);
+        until("both items worked", || source.count(&source.worked) == 2).await;
         stop.cancel();
         looped.await.unwrap();
     }

@@ -112,8 +112,16 @@ impl TestEnv {
 
     /// A service with `settings` whose secrets are sealed under `master`.
     pub(crate) async fn with_master(settings: Settings, master: MasterKey) -> TestEnv {
-        let db = TestDb::new().await;
-        Self::build(db, Arc::new(LocalBus::default()), settings, Some(master)).await
+        Self::with_master_on(settings, master, Arc::new(LocalBus::default())).await
+    }
+
+    /// A service with `settings` and secrets sealed under `master`, publishing on `bus`.
+    pub(crate) async fn with_master_on(
+        settings: Settings,
+        master: MasterKey,
+        bus: Arc<dyn liaison::bus::WakeBus>,
+    ) -> TestEnv {
+        Self::build(TestDb::new().await, bus, settings, Some(master)).await
     }
 
     /// A service over `db` with `bus` (e.g. one replica of several sharing a database).

@@ -5,10 +5,12 @@
 //! an endpoint; the SSRF guard refuses private targets; two workers never make one attempt twice.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::http::{HeaderMap, StatusCode};
+use liaison::bus::{LocalBus, Subscription, Topic, WakeBus};
 use liaison::clock::Clock;
 use liaison::domain::address::AddressPolicy;
 use liaison::domain::delivery::{AttemptVerdict, OutboxSettings, SendFailure, SendResult};
@@ -179,8 +181,12 @@ struct Setup {
 }
 
 async fn setup(outbox: OutboxSettings) -> Setup {
-    let env =
-        TestEnv::with_master(settings(outbox), MasterKey::from_hex(MASTER_HEX).unwrap()).await;
+    setup_on(outbox, Arc::new(LocalBus::default())).await
+}
+
+async fn setup_on(outbox: OutboxSettings, bus: Arc<dyn WakeBus>) -> Setup {
+    let master = MasterKey::from_hex(MASTER_HEX).unwrap();
+    let env = TestEnv::with_master_on(settings(outbox), master, bus).await;
 
     let alice = env.member("alice", "claude@a:1").await;
     env.person("partner", PersonKind::External).await;
@@ -524,6 +530,67 @@ async fn outbox_the_next_due_time_is_the_retry_of_the_head_whatever_queues_behin
         "the head, then the three behind it, in order"
     );
     assert_eq!(service.next_delivery_due().await.unwrap(), None);
+}
+
+/// A bus that counts what is published on the outbox's topic.
+#[derive(Default)]
+struct CountingBus {
+    inner: LocalBus,
+    outbox: AtomicUsize,
+}
+
+impl WakeBus for CountingBus {
+    fn publish(&self, topic: &Topic) {
+        if *topic == Topic::outbox() {
+            self.outbox.fetch_add(1, Ordering::SeqCst);
+        }
+        self.inner.publish(topic);
+    }
+
+    fn subscribe(&self, topic: &Topic) -> Subscription {
+        self.inner.subscribe(topic)
+    }
+}
+
+/// A finished attempt wakes the outbox's workers only when it made something claimable: the
+/// next delivery of its queue, or what a death enqueued. A retry keeps the head, and the last of
+/// a queue frees nothing (each wake-up is a claim, a write, on every replica).
+#[tokio::test]
+async fn outbox_a_finish_wakes_the_workers_only_when_it_freed_a_delivery() {
+    let bus = Arc::new(CountingBus::default());
+    let s = setup_on(outbox_settings(), bus.clone()).await;
+    let rx = Receiver::start().await;
+    rx.answer(&[Answer::Status(503)]);
+    let task = s.task("m1").await;
+    s.push_to(&task, &rx.url, PushConfigSpec::default()).await;
+    s.say(&task, "announce", "Looking").await;
+    let wakes = || bus.outbox.load(Ordering::SeqCst);
+
+    // Two deliveries queued on the task's key; the head fails and is retried: nothing freed.
+    let before = wakes();
+    let first = s.worker.deliver_next().await.unwrap().unwrap();
+    assert!(matches!(first.verdict, AttemptVerdict::RetryAt(_)));
+    assert_eq!(wakes(), before, "a retry frees nothing");
+    s.env.clock.advance_secs(5);
+    let again = s.worker.deliver_next().await.unwrap().unwrap();
+    assert_eq!(again.verdict, AttemptVerdict::Delivered);
+    assert_eq!(
+        wakes(),
+        before + 1,
+        "the head delivered frees the one behind it"
+    );
+    let last = s.worker.deliver_next().await.unwrap().unwrap();
+    assert_eq!(last.verdict, AttemptVerdict::Delivered);
+    assert_eq!(wakes(), before + 1, "the last of its queue frees nothing");
+
+    // A 4xx is permanent: the death wakes the workers (it may enqueue webhooks, free the next).
+    rx.answer(&[Answer::Status(404)]);
+    s.say(&task, "announce", "Found it").await;
+    let before = wakes();
+    let dead = s.worker.deliver_next().await.unwrap().unwrap();
+    assert_eq!(dead.verdict, AttemptVerdict::Dead);
+    assert_eq!(wakes(), before + 1, "a death wakes the workers");
+    assert!(s.worker.deliver_next().await.unwrap().is_none());
 }
 
 #[tokio::test]

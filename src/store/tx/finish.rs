@@ -14,6 +14,19 @@ use crate::store::error::Result;
 use crate::store::model::input::{Audience, FinishedAttempt, NewMessage};
 use crate::store::model::records::outbox::Finished;
 
+/// Whether a pending delivery waits behind `delivery` in its order key's queue (the index
+/// `deliveries_order` answers it).
+async fn next_in_order(tx: &mut Conn, order_key: String, delivery: i64) -> Result<bool> {
+    let row = query(
+        "SELECT id FROM deliveries WHERE order_key = $1 AND state = 'pending' AND id > $2 LIMIT 1",
+    )
+    .bind(order_key)
+    .bind(delivery)
+    .fetch_optional(&mut *tx)
+    .await?;
+    Ok(row.is_some())
+}
+
 pub(in crate::store) async fn finish_in(
     tx: &mut Conn,
     f: FinishedAttempt,
@@ -29,7 +42,7 @@ pub(in crate::store) async fn finish_in(
         "UPDATE deliveries SET state = $1, next_attempt_at = $2, finished_at = $3, last_status = $4, \
          last_error = $5, lease_owner = NULL, lease_until = NULL \
          WHERE id = $6 AND lease_owner = $7 AND attempts = $8 AND state = 'pending' \
-         RETURNING endpoint, event_type, event_id, url",
+         RETURNING endpoint, event_type, event_id, url, order_key",
     )
     .bind(state)
     .bind(next.0)
@@ -67,9 +80,11 @@ pub(in crate::store) async fn finish_in(
     let mut done = Finished {
         applied: true,
         endpoint_disabled: false,
+        outbox_due: false,
     };
     match f.verdict {
         AttemptVerdict::Delivered => {
+            done.outbox_due = next_in_order(tx, row.try_get("order_key")?, f.delivery).await?;
             query("UPDATE outbox_endpoints SET dead_streak = 0 WHERE endpoint = $1")
                 .bind(endpoint)
                 .execute(&mut *tx)
@@ -77,6 +92,8 @@ pub(in crate::store) async fn finish_in(
         }
         AttemptVerdict::RetryAt(_) => {}
         AttemptVerdict::Dead => {
+            // A death may free the next of its order key, post a close and enqueue webhooks.
+            done.outbox_due = true;
             if let Some(close) = f.on_dead.clone() {
                 close_unless_closed(tx, close, lock, cache).await?;
             }

@@ -93,6 +93,10 @@ pub struct Finished {
     pub applied: bool,
     /// The delivery's endpoint was disabled by this attempt.
     pub endpoint_disabled: bool,
+    /// Something became claimable with this commit: the next pending delivery of the same order
+    /// key (it waited behind this one), or webhooks a death enqueued. A retry keeps its delivery
+    /// the head of its queue, so it frees nothing; its worker reads the due time again.
+    pub outbox_due: bool,
 }
 
 /// An admin webhook.
