@@ -259,6 +259,16 @@ pub(crate) fn connect(path: &std::path::Path, create: bool) -> Result<rusqlite::
     let conn = rusqlite::Connection::open_with_flags(path, flags)?;
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     conn.set_prepared_statement_cache_capacity(128);
+    // The query planner's stability guarantee: plans never depend on the values bound. Without
+    // it SQLite reads a bound `LIMIT $n` while planning and marks the statement to be planned
+    // again whenever that parameter is bound anew, so every cached statement with such a limit
+    // (the thread's messages, the claimable threads, the inbox page) was parsed and planned on
+    // every call: 20% of a delegated task's instructions (docs/performance-round-trip.md). The
+    // store runs no ANALYZE, so no plan of it could use a bound value for anything else.
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )?;
     Ok(conn)
 }
 
@@ -419,6 +429,30 @@ mod tests {
             Err(StoreError::Corrupt(_))
         ));
         assert!(row.try_get::<i64, _>("absent").is_err());
+    }
+
+    /// A cached statement is planned once: binding a new `LIMIT` (or any value) does not send it
+    /// back through SQLite's parser on the store's connections.
+    #[test]
+    fn a_cached_statement_is_not_planned_again_when_its_values_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = connect(&dir.path().join("t.db"), true).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER NOT NULL); \
+             INSERT INTO t VALUES ('a', 1), ('b', 2), ('c', 3);",
+        )
+        .unwrap();
+        const SQL: &str = "SELECT id FROM t WHERE n > $1 ORDER BY id LIMIT $2";
+        for (after, limit, expected) in [(0i64, 1i64, 1usize), (0, 2, 2), (1, 5, 2), (0, 3, 3)] {
+            let q = query(SQL).bind(after).bind(limit);
+            assert_eq!(rows(run(&conn, q, Want::All).unwrap()).len(), expected);
+        }
+        let stmt = conn.prepare_cached(SQL).unwrap();
+        assert_eq!(
+            stmt.get_status(rusqlite::StatementStatus::RePrepare),
+            0,
+            "the statement was planned again"
+        );
     }
 
     #[test]
