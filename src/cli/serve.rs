@@ -81,6 +81,7 @@ pub(super) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         // The batch exporter's flush blocks on its own thread's answer.
         let _ = tokio::task::spawn_blocking(move || exporter.shutdown()).await;
     }
+    super::logging::flush();
     served
 }
 
