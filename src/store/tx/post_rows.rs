@@ -95,12 +95,18 @@ fn sqlite_post_sql(opens: bool, event: bool, n: usize) -> Cow<'static, str> {
         if event {
             sql.push_str(&format!("; {EVENT_INTO} VALUES ({EVENT_VALUES})"));
         }
+        // `OR FAIL`: an INSERT … SELECT may write several rows, so SQLite gives it a statement
+        // journal of its own (each page it changes copied first, to undo the statement alone)
+        // whenever a constraint may abort it; with FAIL it keeps what it wrote, which costs
+        // nothing here: the writer undoes the whole failed post to its savepoint. That journal was
+        // 10% of an intake's instructions (docs/performance-round-trip.md, third round); the
+        // thread's INSERT keeps one (its channel's foreign key makes one whatever the clause).
         let entries = |ids: &str| {
             format!(
                 "; UPDATE persons SET inbox_seq = inbox_seq + 1 WHERE id {ids}; \
-                 INSERT INTO inbox_entries (person_id, seq, entry_kind, message_id, thread_id, channel, \
-                 notice, created_at) SELECT id, inbox_seq, 'message', $1, $2, $3, NULL, $17 FROM persons \
-                 WHERE id {ids}"
+                 INSERT OR FAIL INTO inbox_entries (person_id, seq, entry_kind, message_id, thread_id, \
+                 channel, notice, created_at) SELECT id, inbox_seq, 'message', $1, $2, $3, NULL, $17 \
+                 FROM persons WHERE id {ids}"
             )
         };
         if n <= SQLITE_SHAPES_MAX {
