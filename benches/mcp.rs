@@ -57,9 +57,10 @@
 //! and a real deployment would not: the per-token rate limits (`[limits] agent`, `human`,
 //! `admin`, `external`: `per_s = 0`, unlimited; 64 posts in flight from four sessions of two
 //! people exceed the agent's 200/s) and `[server] max_connections` (512 by default; set to the
-//! file-descriptor limit minus 200 for the flood). `[inbox] max_waiters_per_person` (32) and
-//! `[mcp] sessions_per_token` (16) keep their defaults. The server has no per-address
-//! connection limit.
+//! file-descriptor limit minus 200 for the flood), and `max_connections_per_address` with it
+//! (every connection of the bench comes from loopback; by default one address gets an eighth of
+//! the cap, which stopped the flood at about 2,500 connections). `[inbox]
+//! max_waiters_per_person` (32) and `[mcp] sessions_per_token` (16) keep their defaults.
 //!
 //! `srv CPU µs` is the CPU time (user + system, from `/proc/<pid>/stat`) the liaison process
 //! spent during the cell, divided by its operations; PostgreSQL's own CPU is not counted. Client

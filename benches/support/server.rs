@@ -51,6 +51,9 @@ impl Server {
     ) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("bench.toml");
+        // Every connection of a bench comes from one address (loopback): its share of the cap is
+        // the whole cap.
+        let connections = files.saturating_sub(200).max(512);
         std::fs::write(
             &config,
             format!(
@@ -60,9 +63,9 @@ impl Server {
                  admin = {{ per_s = 0, burst = 0 }}\n\
                  external = {{ per_s = 0, burst = 0 }}\n\
                  [server]\n\
-                 max_connections = {}\n\
+                 max_connections = {connections}\n\
+                 max_connections_per_address = {connections}\n\
                  {extra_config}",
-                files.saturating_sub(200).max(512)
             ),
         )
         .unwrap();
