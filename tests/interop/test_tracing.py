@@ -276,9 +276,15 @@ async def test_every_front_continues_an_incoming_traceparent(traced):
     assert grpc_span["attributes"]["rpc.method"].string_value == "GetTask"
     assert grpc_span["attributes"]["rpc.service"].string_value == "lf.a2a.v1.A2AService"
     assert server_span(collector.spans, *sent["mcp"])["attributes"]["liaison.front"].string_value == "mcp"
-    # Each request's access log line carries the trace id it continued.
+    # Each request's access log line carries the trace id it continued (lines at INFO are
+    # written behind, within milliseconds).
     for front, (trace_id, _) in sent.items():
-        lines = [l for l in srv.output if f"trace_id={trace_id}" in l]
+        deadline = time.monotonic() + 5
+        while True:
+            lines = [l for l in srv.output if f"trace_id={trace_id}" in l]
+            if any("liaison::access" in l for l in lines) or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         assert any("liaison::access" in l for l in lines), (front, lines)
 
 

@@ -122,8 +122,7 @@ fn statements(sql: &str) -> impl Iterator<Item = &str> {
 /// string per column; the store's static texts (the post's call, the writer's bookkeeping) are
 /// resolved once per thread and kept ([`Plan::kept`]), which saves an intake about 3% of its
 /// instructions, and so are the texts built at run time ([`Plan::kept_built`]: the reads whose
-/// column list is a constant, `SELECT {THREAD_COLUMNS} …`), which a delegated task ran about 40
-/// times.
+/// column list is a constant, `SELECT {THREAD_COLUMNS} …`, several per call of a tool).
 struct Plan {
     statements: Vec<Resolved>,
 }
@@ -182,9 +181,7 @@ impl Plan {
         PLANS.with_borrow_mut(|plans| plans.insert(key, plan.clone()));
         Ok(plan)
     }
-}
 
-impl Plan {
     /// The plan of a text built at run time, resolved on this thread's first use of the same
     /// text and kept (at most [`KEPT_BUILT`] texts).
     fn kept_built(conn: &rusqlite::Connection, sql: &str) -> Result<std::rc::Rc<Plan>> {
