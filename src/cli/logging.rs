@@ -36,13 +36,13 @@ impl Write for LossyStderr {
 }
 
 /// Longest a line at INFO or below waits in the buffer before it is written.
-pub const GATHER: Duration = Duration::from_millis(2);
+const GATHER: Duration = Duration::from_millis(2);
 
 /// Bytes buffered beyond which a line is written at once, with everything before it.
-pub const MAX_BUFFERED: usize = 256 * 1024;
+const MAX_BUFFERED: usize = 256 * 1024;
 
 /// Log lines on their way to a sink, written behind by a thread of their own ([`Lines::start`]).
-pub struct Lines {
+struct Lines {
     /// What was written and not yet handed to the sink, and whether the writing thread sleeps.
     buffer: Mutex<Pending>,
     wake: Condvar,
@@ -63,7 +63,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Lines {
     /// Lines written to `sink` by a thread started here (named `log-writer`).
-    pub fn start(sink: Box<dyn Write + Send>) -> Arc<Lines> {
+    fn start(sink: Box<dyn Write + Send>) -> Arc<Lines> {
         let lines = Lines::unwritten(sink);
         let writer = lines.clone();
         std::thread::Builder::new()
@@ -109,7 +109,7 @@ impl Lines {
     }
 
     /// Writes everything buffered so far.
-    pub fn flush(&self) {
+    fn flush(&self) {
         self.write_now(&[]);
     }
 
@@ -133,7 +133,7 @@ impl Lines {
 
 /// One event's line, handed to [`Lines`] whole (the formatter writes an event in one call, and
 /// this keeps it whole whatever the formatter does).
-pub struct LineWriter<'a> {
+struct LineWriter<'a> {
     lines: &'a Lines,
     urgent: bool,
     line: Vec<u8>,
@@ -160,7 +160,7 @@ impl Drop for LineWriter<'_> {
 
 /// The writer of the log's lines: warnings and errors are urgent.
 #[derive(Clone)]
-pub struct LinesWriter(pub Arc<Lines>);
+struct LinesWriter(Arc<Lines>);
 
 impl<'a> MakeWriter<'a> for LinesWriter {
     type Writer = LineWriter<'a>;

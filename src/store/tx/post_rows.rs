@@ -98,8 +98,8 @@ fn sqlite_post_sql(opens: bool, event: bool, n: usize) -> Cow<'static, str> {
         // `OR FAIL`: an INSERT … SELECT may write several rows, so SQLite gives it a statement
         // journal of its own (each page it changes copied first, to undo the statement alone)
         // whenever a constraint may abort it; with FAIL it keeps what it wrote, which costs
-        // nothing here: the writer undoes the whole failed post to its savepoint. That journal was
-        // 10% of an intake's instructions (docs/performance-round-trip.md, third round); the
+        // nothing here: the writer undoes the whole failed post to its savepoint. Sparing it took
+        // 2.4% off an intake's instructions (docs/performance-round-trip.md, third round); the
         // thread's INSERT keeps one (its channel's foreign key makes one whatever the clause).
         let entries = |ids: &str| {
             format!(
