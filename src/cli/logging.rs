@@ -4,12 +4,12 @@
 //!
 //! Lines at INFO and below (the access log: one per request) are written behind: the request's
 //! thread appends its line to a buffer and a thread of the log's own writes what gathered, at
-//! most `GATHER` (2 ms) later, in one `write`. One write per request was 8% of an A2A intake's server
-//! CPU at 64 in flight (`docs/performance.md`). A warning or an error is written at once, after
-//! whatever was buffered before it, so the order of lines is kept and nothing the operator must
-//! see waits; so is everything when the buffer holds `MAX_BUFFERED` (256 KiB) (a stalled stderr slows the
-//! server down rather than growing its memory). The lines a `kill -9` can lose are those of the
-//! last `GATHER` (2 ms); `serve` flushes before it returns.
+//! most `GATHER` (2 ms) later, in one `write`. One write per request was 8% of an A2A intake's
+//! server CPU at 64 in flight (`docs/performance.md`). A warning or an error is written at once,
+//! after whatever was buffered before it, so the order of lines is kept and nothing the operator
+//! must see waits; so is everything when the buffer holds `MAX_BUFFERED` (256 KiB): a stalled
+//! stderr slows the server down rather than growing its memory. The lines a `kill -9` can lose
+//! are those of the last 2 ms; `serve` flushes before it returns.
 
 use std::io::{self, Write};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
