@@ -267,7 +267,10 @@ fn request(f: &Fields) -> Result<PostRequest, ServiceError> {
     let to = f
         .all("to")
         .iter()
-        .map(|p| PersonId::parse(p.as_str()).map_err(|_| ServiceError::not_found("recipient", p)))
+        .map(|p| {
+            crate::domain::Address::parse(p.as_str())
+                .map_err(|_| ServiceError::not_found("recipient", p))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let impact = match (kind, f.filled("impact")) {
         (Kind::Request, Some(i)) => Some(i.parse::<Impact>()?),

@@ -94,6 +94,10 @@ fn workspace_routes() -> Router<Console> {
         .route("/console/activity", get(activity::page))
         .route("/console/agents", get(agents::page).post(agents::issue))
         .route(
+            "/console/agents/{id}/connection",
+            post(agents::update).get(compose::no_get),
+        )
+        .route(
             "/console/agents/{id}/revoke",
             post(agents::revoke).get(compose::no_get),
         )

@@ -23,6 +23,23 @@ fn check_slug(what: &str, s: &str) -> Result<(), ParseError> {
     }
 }
 
+/// Checks a connection's name (SPEC §2): 1–32 characters of `a-z`, `0-9` and `-`, starting with
+/// a letter or digit (so that it can never be read as an option or a path).
+fn check_connection_slug(s: &str) -> Result<(), ParseError> {
+    let valid = !s.is_empty()
+        && s.len() <= 32
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.as_bytes()[0].is_ascii_alphanumeric();
+    if valid {
+        Ok(())
+    } else {
+        Err(ParseError::new(format!(
+            "invalid connection name {s:?}: use 1-32 characters of a-z, 0-9 and '-', starting with a letter or digit, e.g. claude-laptop"
+        )))
+    }
+}
+
 /// Checks a server-made id: `prefix` then 32 hex digits.
 fn check_server_id(prefix: &str, s: &str) -> Result<(), ParseError> {
     let ok = s
@@ -86,6 +103,12 @@ string_id!(
     |s| check_slug("person id", s)
 );
 string_id!(
+    /// The name a member gave one of her agent connections (SPEC §2), e.g. `claude-laptop`:
+    /// unique among her connections, shown and addressed as `alice/claude-laptop`.
+    ConnectionSlug,
+    check_connection_slug
+);
+string_id!(
     /// A channel, e.g. `demo`.
     ChannelName,
     |s| check_slug("channel name", s)
@@ -135,6 +158,27 @@ mod tests {
         assert!(PersonId::parse("bob-2_x").is_ok());
         for bad in ["", "Alice", "-x", "a b", "é", &"a".repeat(65)] {
             assert!(PersonId::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn connection_slugs_are_short_lowercase_names() {
+        for good in ["claude-laptop", "codex", "c", "0-cron", &"a".repeat(32)] {
+            assert!(ConnectionSlug::parse(good).is_ok(), "{good:?}");
+        }
+        let bad = [
+            "",
+            "-x",
+            "Claude",
+            "a_b",
+            "a b",
+            "a/b",
+            "é",
+            "a\u{2028}b",
+            &"a".repeat(33),
+        ];
+        for bad in bad {
+            assert!(ConnectionSlug::parse(bad).is_err(), "{bad:?}");
         }
     }
 

@@ -7,6 +7,7 @@
 pub mod address;
 mod approval;
 mod channel;
+mod connection;
 pub mod delivery;
 mod digest;
 pub mod duration;
@@ -29,9 +30,12 @@ pub use approval::{
     fingerprint, outbound_fingerprint,
 };
 pub use channel::{APPROVAL_TTL_RANGE, ApprovalPolicy, PolicyChange, PolicyDecision};
+pub use connection::{
+    Address, ConnectionRights, PERSON_READER, Reader, RightLevel, split_consumer_key,
+};
 pub use digest::{hex, sha256_hex};
 pub use envelope::{ENVELOPE_EXTENSION, Envelope, RESULT_MEDIA_TYPE};
-pub use ids::{ApprovalId, ChannelName, MessageId, PersonId, ThreadId};
+pub use ids::{ApprovalId, ChannelName, ConnectionSlug, MessageId, PersonId, ThreadId};
 pub use label::{BODY_PREFIX, Label, LabelLanguage, render_for_agent};
 pub use message::{
     Attachment, Impact, Kind, MAX_ATTACHMENT_BYTES, MAX_ATTACHMENTS, MAX_BODY_BYTES,

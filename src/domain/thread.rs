@@ -3,6 +3,12 @@
 //! Nobody sets a thread's state: it follows from its messages. A question, request or handoff makes
 //! the thread `open` until someone other than its author replies (`answered`); a `close` ends it for
 //! good. Several rounds in one thread are normal: a new question after an answer reopens it.
+//!
+//! "Someone other than its author" is another person, or (SPEC §4b) another reader of the same
+//! person: her command, written by her in person, is answered by her agent's reply, and one of her
+//! agents' questions by another of her agents. A writer is a person and the reader it wrote as (a
+//! connection's token id, or none for the person's own credentials and for every writer before
+//! connections were recorded).
 
 use serde::Serialize;
 
@@ -13,7 +19,12 @@ use super::{Kind, Outcome, PersonId};
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum ThreadState {
     /// The last question, request or handoff (by `asker`) has no later reply from anyone else.
-    Open { asker: PersonId },
+    Open {
+        asker: PersonId,
+        /// The reader the asker wrote as (her connection), when a connection asked.
+        #[serde(skip)]
+        asker_reader: Option<String>,
+    },
     /// Nothing is awaited.
     Answered,
     /// A `close` was posted; nothing more may be.
@@ -30,22 +41,30 @@ pub enum TransitionError {
 }
 
 impl ThreadState {
-    /// The state of a thread opened by a first message of `kind`.
-    pub fn start(kind: Kind, author: &PersonId) -> Result<Self, TransitionError> {
+    /// The state of a thread opened by a first message of `kind`, written by `author` as
+    /// `reader` (her connection; none for the person herself).
+    pub fn start(
+        kind: Kind,
+        author: &PersonId,
+        reader: Option<&str>,
+    ) -> Result<Self, TransitionError> {
         match kind {
             Kind::Reply | Kind::Close => Err(TransitionError::NeedsThread(kind)),
             Kind::Announce => Ok(ThreadState::Answered),
             Kind::Question | Kind::Request | Kind::Handoff => Ok(ThreadState::Open {
                 asker: author.clone(),
+                asker_reader: reader.map(str::to_owned),
             }),
         }
     }
 
-    /// The state after one more message. `outcome` only matters for a close (default `done`).
+    /// The state after one more message, written by `author` as `reader`. `outcome` only
+    /// matters for a close (default `done`).
     pub fn apply(
         &self,
         kind: Kind,
         author: &PersonId,
+        reader: Option<&str>,
         outcome: Option<Outcome>,
     ) -> Result<Self, TransitionError> {
         if let ThreadState::Closed { .. } = self {
@@ -57,13 +76,25 @@ impl ThreadState {
             },
             Kind::Question | Kind::Request | Kind::Handoff => ThreadState::Open {
                 asker: author.clone(),
+                asker_reader: reader.map(str::to_owned),
             },
             Kind::Reply => match self {
-                ThreadState::Open { asker } if asker != author => ThreadState::Answered,
+                ThreadState::Open {
+                    asker,
+                    asker_reader,
+                } if asker != author || asker_reader.as_deref() != reader => ThreadState::Answered,
                 other => other.clone(),
             },
             Kind::Announce => self.clone(),
         })
+    }
+
+    /// The reader the open thread's asker wrote as, when it was a connection.
+    pub fn asker_reader(&self) -> Option<&str> {
+        match self {
+            ThreadState::Open { asker_reader, .. } => asker_reader.as_deref(),
+            _ => None,
+        }
     }
 
     /// `open`, `answered` or `closed`.
@@ -79,20 +110,24 @@ impl ThreadState {
     pub fn from_parts(
         name: &str,
         asker: Option<PersonId>,
+        asker_reader: Option<String>,
         outcome: Option<Outcome>,
     ) -> Option<Self> {
         match (name, asker, outcome) {
-            ("open", Some(asker), _) => Some(ThreadState::Open { asker }),
+            ("open", Some(asker), _) => Some(ThreadState::Open {
+                asker,
+                asker_reader,
+            }),
             ("answered", _, _) => Some(ThreadState::Answered),
             ("closed", _, Some(outcome)) => Some(ThreadState::Closed { outcome }),
             _ => None,
         }
     }
 
-    /// The stored columns: name, asker, outcome.
+    /// The stored columns: name, asker, outcome (the asker's reader: [`ThreadState::asker_reader`]).
     pub fn parts(&self) -> (&'static str, Option<&PersonId>, Option<Outcome>) {
         match self {
-            ThreadState::Open { asker } => ("open", Some(asker), None),
+            ThreadState::Open { asker, .. } => ("open", Some(asker), None),
             ThreadState::Answered => ("answered", None, None),
             ThreadState::Closed { outcome } => ("closed", None, Some(*outcome)),
         }
@@ -147,8 +182,8 @@ mod tests {
             for (kind, who) in steps {
                 let author = &people[who];
                 let next = match &state {
-                    None => ThreadState::start(kind, author),
-                    Some(s) => s.apply(kind, author, None),
+                    None => ThreadState::start(kind, author, None),
+                    Some(s) => s.apply(kind, author, None, None),
                 };
                 let mut candidate = accepted.clone();
                 candidate.push((kind, who));
@@ -169,16 +204,22 @@ mod tests {
     fn a_reply_by_the_asker_does_not_answer_their_own_question() {
         let alice = PersonId::parse("alice").unwrap();
         let bob = PersonId::parse("bob").unwrap();
-        let s = ThreadState::start(Kind::Question, &alice).unwrap();
-        assert_eq!(s.apply(Kind::Reply, &alice, None).unwrap().name(), "open");
-        let answered = s.apply(Kind::Reply, &bob, None).unwrap();
+        let s = ThreadState::start(Kind::Question, &alice, None).unwrap();
+        assert_eq!(
+            s.apply(Kind::Reply, &alice, None, None).unwrap().name(),
+            "open"
+        );
+        let answered = s.apply(Kind::Reply, &bob, None, None).unwrap();
         assert_eq!(answered, ThreadState::Answered);
         assert_eq!(
-            answered.apply(Kind::Request, &bob, None).unwrap().name(),
+            answered
+                .apply(Kind::Request, &bob, None, None)
+                .unwrap()
+                .name(),
             "open"
         );
         let closed = answered
-            .apply(Kind::Close, &bob, Some(Outcome::Failed))
+            .apply(Kind::Close, &bob, None, Some(Outcome::Failed))
             .unwrap();
         assert_eq!(
             closed,
@@ -187,8 +228,36 @@ mod tests {
             }
         );
         assert_eq!(
-            closed.apply(Kind::Announce, &alice, None),
+            closed.apply(Kind::Announce, &alice, None, None),
             Err(TransitionError::Closed)
+        );
+    }
+
+    #[test]
+    fn another_reader_of_the_same_person_answers_her_question() {
+        let alice = PersonId::parse("alice").unwrap();
+        // Her command, in person, answered by her connection's reply.
+        let s = ThreadState::start(Kind::Request, &alice, None).unwrap();
+        assert_eq!(
+            s.apply(Kind::Reply, &alice, Some("tok_1"), None).unwrap(),
+            ThreadState::Answered
+        );
+        // Her agent's question: its own reply does not answer it; another agent's, or hers, does.
+        let s = ThreadState::start(Kind::Question, &alice, Some("tok_1")).unwrap();
+        assert_eq!(s.asker_reader(), Some("tok_1"));
+        assert_eq!(
+            s.apply(Kind::Reply, &alice, Some("tok_1"), None)
+                .unwrap()
+                .name(),
+            "open"
+        );
+        assert_eq!(
+            s.apply(Kind::Reply, &alice, Some("tok_2"), None).unwrap(),
+            ThreadState::Answered
+        );
+        assert_eq!(
+            s.apply(Kind::Reply, &alice, None, None).unwrap(),
+            ThreadState::Answered
         );
     }
 }

@@ -5,7 +5,7 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::domain::{Attachment, ChannelName, MessageId, PersonId, ReplyResult, ThreadId};
+use crate::domain::{Attachment, ChannelName, MessageId, ReplyResult, ThreadId};
 use crate::service::{PostRequest, ServiceError};
 
 /// Declares a string enumeration with a schema, mapped onto a domain enum with the same names.
@@ -102,7 +102,10 @@ pub(crate) struct PostArgs {
     pub channel: Option<String>,
     /// Thread to post in (thr_…); omit to open a new thread. Required for reply and close.
     pub thread: Option<String>,
-    /// Person ids to address; default: the thread's participants, or every other channel member.
+    /// Whom to address: persons (`bob`: every agent of bob) and connections (`bob/codex`: that
+    /// agent only; `alice/claude-laptop` for one of your person's own agents). Default: the
+    /// thread's participants, or every other channel member and your person's other agents.
+    /// Your own connection never receives its own post.
     pub to: Option<Vec<String>>,
     /// One-line subject of a new thread (default: the body's first line).
     pub subject: Option<String>,
@@ -154,7 +157,7 @@ impl PostArgs {
                 .to
                 .map(|to| {
                     to.into_iter()
-                        .map(PersonId::parse)
+                        .map(crate::domain::Address::parse)
                         .collect::<Result<Vec<_>, _>>()
                 })
                 .transpose()?,

@@ -50,6 +50,8 @@ pub(crate) fn message(m: &Value, extra: &str) -> String {
         text: m["label"]["text"].as_str().unwrap_or_default().to_owned(),
         author: m["label"]["author"].as_str().unwrap_or_default().to_owned(),
         requested_effect: None,
+        connection: None,
+        instruction: false,
     };
     let field = |k: &str| m[k].as_str().unwrap_or_default().to_owned();
     let mut header = format!(
@@ -60,6 +62,13 @@ pub(crate) fn message(m: &Value, extra: &str) -> String {
         field("channel"),
         m["position"]
     );
+    if let Some(c) = m["author_connection"].as_str() {
+        header.push_str(&format!(
+            ", written by {}'s connection {}",
+            text::quote(&field("author")),
+            text::quote(c)
+        ));
+    }
     for key in ["agent", "subject", "impact", "outcome", "refers_to"] {
         if let Some(v) = m[key].as_str() {
             let name = if key == "agent" {

@@ -384,10 +384,24 @@ impl Service {
         self.issue_token_unchecked(spec, Some(caller)).await
     }
 
-    /// Issues a token as `by` (none: the server, at bootstrap) asked, with its audit entry.
+    /// Issues a token as `by` (none: the server, at bootstrap) asked, with its audit entry. A
+    /// member's agent token is a connection named after its description (SPEC §2; she renames
+    /// it on Connect).
     pub(super) async fn issue_token_unchecked(
         &self,
         spec: TokenSpec,
+        by: Option<&Caller>,
+    ) -> Result<IssuedToken> {
+        self.issue_token_as(spec, super::connections::NewConnection::default(), by)
+            .await
+    }
+
+    /// [`Service::issue_token_unchecked`], with the connection's name and rights when the token
+    /// is a member's agent token (none: derived from the description, and the defaults).
+    pub(super) async fn issue_token_as(
+        &self,
+        spec: TokenSpec,
+        connection: super::connections::NewConnection,
         by: Option<&Caller>,
     ) -> Result<IssuedToken> {
         if spec.scopes.is_empty() {
@@ -424,6 +438,23 @@ impl Service {
             Some(s) => Some(now.plus_secs(s)),
             None => None,
         };
+        let (connection, rights) =
+            if person.kind == PersonKind::Member && spec.scopes.contains(Scope::Agent) {
+                let name = match connection.name {
+                    Some(name) => name,
+                    None => {
+                        self.free_connection_name(&person.id, &spec.description)
+                            .await?
+                    }
+                };
+                (Some(name), connection.rights)
+            } else if connection.name.is_some() || connection.rights.is_some() {
+                return Err(ServiceError::invalid(
+                    "only a member's agent token is a connection with a name and rights",
+                ));
+            } else {
+                (None, None)
+            };
         let (id, secret) = new_secret();
         let token = TokenRecord {
             id,
@@ -434,6 +465,8 @@ impl Service {
             expires_at,
             revoked_at: None,
             last_used_at: None,
+            connection,
+            rights,
         };
         let shown = super::audit::shown(&token);
         let audit = match by {
@@ -443,7 +476,8 @@ impl Service {
         self.inner
             .store
             .insert_token(token.clone(), hash_secret(&secret), audit)
-            .await?;
+            .await
+            .map_err(super::connections::name_taken)?;
         tracing::info!(token = %token.id, person = %token.person, scopes = %token.scopes, "Token issued.");
         Ok(IssuedToken { token, secret })
     }

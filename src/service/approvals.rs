@@ -69,6 +69,8 @@ pub(super) struct RequestFacts<'a> {
     pub body: &'a str,
     pub attachments: &'a [Attachment],
     pub recipients: &'a [PersonId],
+    /// Who wrote the request.
+    pub author: &'a PersonId,
     /// The author is an external party.
     pub external: bool,
     pub now: Timestamp,
@@ -128,10 +130,14 @@ impl Service {
             PolicyDecision::Auto if !r.external => return Ok(None),
             PolicyDecision::Auto | PolicyDecision::Approve => {}
         }
+        // Nobody approves her own request to others: her agent's request to bob is bob's to
+        // approve. Her request to her own agents only (SPEC §4b) is hers.
+        let only_self = r.recipients.iter().all(|p| p == r.author);
         let mut approvers = Vec::new();
         for m in &r.channel.members {
             let eligible = m.rights.contains(Right::Approve)
-                && (r.external || r.recipients.contains(&m.person));
+                && (r.external || r.recipients.contains(&m.person))
+                && (only_self || &m.person != r.author);
             if eligible
                 && let Some(p) = self.inner.store.person(&m.person).await?
                 && p.kind == PersonKind::Member

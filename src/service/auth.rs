@@ -83,11 +83,14 @@ impl Service {
             .ok_or_else(|| {
                 ServiceError::new(ErrorCode::TokenRevoked, "this token's person was removed")
             })?;
+        let connection =
+            Self::caller_connection(&token, person.kind == crate::domain::PersonKind::Member);
         let caller = Caller {
             person,
             scopes: token.scopes,
             token_id: token.id,
             agent: None,
+            connection,
             via: crate::domain::DecisionPath::Api,
         };
         // The access log names who called (the person, never the credential).
@@ -123,6 +126,7 @@ impl Service {
             scopes: Scopes::default().with(Scope::Agent),
             token_id: format!("jwt:{subject}"),
             agent: None,
+            connection: None,
             via: crate::domain::DecisionPath::Api,
         };
         // The access log names who called (the person, never the credential).

@@ -140,7 +140,7 @@ impl Service {
                 let mut candidates = self
                     .inner
                     .store
-                    .claimable_threads(caller.id(), now, 20)
+                    .claimable_threads(caller.id(), caller.reader().key(), now, 20)
                     .await?;
                 {
                     let busy = lock(&self.inner.claims_in_flight);
@@ -212,11 +212,19 @@ impl Service {
                 ),
             ));
         }
+        // Addressed to this reader (SPEC §4b): a connection never claims what it wrote itself,
+        // nor a command its person gave another of her connections.
         let opener = self.inner.store.thread_messages(&thread, 0, 1).await?;
-        if !opener
-            .first()
-            .is_some_and(|m| m.recipients.contains(caller.id()))
-        {
+        let addressed = match opener.first() {
+            Some(m) => {
+                self.inner
+                    .store
+                    .addressed_to(caller.id(), caller.reader().key(), &m.id)
+                    .await?
+            }
+            None => false,
+        };
+        if !addressed {
             return Err(ServiceError::new(
                 ErrorCode::NotClaimable,
                 format!("thread {thread} is not addressed to you"),

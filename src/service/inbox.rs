@@ -187,11 +187,16 @@ impl Service {
         }
         let store = &self.inner.store;
         let person = caller.id().clone();
+        // A connection's consumers are its own; it carries on from the person's plain consumer
+        // of the same name (service/connections.rs).
+        let reader = caller.reader();
+        let key = reader.consumer_key(&req.consumer);
+        let reader = reader.key().to_owned();
 
         // The store's calls and the page are boxed: this future lives as long as a long-poll waits
         // (10,000 of them on a busy server), and unboxed it holds room for the largest of them
         // the whole time (2,056 bytes instead of 696 in a release build).
-        let mut position = Box::pin(store.inbox_position(&person, &req.consumer)).await?;
+        let mut position = Box::pin(store.inbox_position(&person, &key, &req.consumer)).await?;
         if let Some(after) = req.after {
             if after > position.last {
                 // Re-check in the writer, which is authoritative, but refuse without writing.
@@ -204,7 +209,9 @@ impl Service {
             if after > position.acked {
                 let (acked, authors) = Box::pin(store.acknowledge(
                     person.clone(),
+                    key.clone(),
                     req.consumer.clone(),
+                    reader.clone(),
                     after,
                     self.now(),
                 ))
@@ -228,7 +235,7 @@ impl Service {
         let mut woke = false;
         loop {
             let mut entries =
-                Box::pin(store.inbox_entries(&person, position.acked, limit + 1)).await?;
+                Box::pin(store.inbox_entries(&person, &reader, position.acked, limit + 1)).await?;
             let more = entries.len() as i64 > limit;
             entries.truncate(limit as usize);
             // Woken with nothing to return: perhaps the token was revoked (its revocation wakes
@@ -259,14 +266,10 @@ impl Service {
                     })
                     .collect();
                 let read = !reads.is_empty();
-                Box::pin(store.record_reads(
-                    person.clone(),
-                    req.consumer.clone(),
-                    reads,
-                    self.now(),
-                ))
-                .await?;
+                Box::pin(store.record_reads(person.clone(), key.clone(), reads, self.now()))
+                    .await?;
                 let page = Box::pin(self.page(
+                    caller,
                     req.consumer,
                     entries,
                     position.acked,
@@ -284,7 +287,7 @@ impl Service {
                 () = sub.woken() => woke = true,
                 () = tokio::time::sleep_until(deadline) => {}
                 () = self.inner.shutdown.cancelled() => {
-                    let page = self.page(req.consumer, Vec::new(), position.acked, position.last, false, false);
+                    let page = self.page(caller, req.consumer, Vec::new(), position.acked, position.last, false, false);
                     return Box::pin(page).await;
                 }
             }
@@ -309,16 +312,22 @@ impl Service {
         }
     }
 
-    /// How many entries `consumer` has not acknowledged yet.
+    /// How many entries `consumer` has not acknowledged yet, of those its reader may see (a
+    /// connection is never told about its own posts, SPEC §4b).
     pub async fn unread(&self, caller: &Caller, consumer: &str) -> Result<i64> {
         caller.require_participant()?;
         check_consumer(consumer)?;
-        let p = self
-            .inner
-            .store
-            .inbox_position(caller.id(), consumer)
+        let reader = caller.reader();
+        let store = &self.inner.store;
+        let p = store
+            .inbox_position(caller.id(), &reader.consumer_key(consumer), consumer)
             .await?;
-        Ok(p.last - p.acked)
+        if p.last == p.acked {
+            return Ok(0);
+        }
+        Ok(store
+            .visible_after(caller.id(), reader.key(), p.acked)
+            .await?)
     }
 
     /// Long-polls of this token waiting now, on this replica.
@@ -360,8 +369,10 @@ impl Service {
         })
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn page(
         &self,
+        caller: &Caller,
         consumer: String,
         entries: Vec<InboxEntry>,
         acked: i64,
@@ -373,7 +384,7 @@ impl Service {
         let mut items = Vec::with_capacity(entries.len());
         let mut budget = MAX_SLICE_CHARS;
         for entry in entries {
-            items.push(self.item(entry, &mut budget).await?);
+            items.push(self.item(caller, entry, &mut budget).await?);
         }
         Ok(InboxPage {
             consumer,
@@ -387,7 +398,12 @@ impl Service {
     }
 
     /// One entry, its body cut to [`PREVIEW_CHARS`] and to what is left of the page's `budget`.
-    async fn item(&self, entry: InboxEntry, budget: &mut usize) -> Result<InboxItem> {
+    async fn item(
+        &self,
+        caller: &Caller,
+        entry: InboxEntry,
+        budget: &mut usize,
+    ) -> Result<InboxItem> {
         let content = match entry.content {
             EntryContent::Message {
                 message, thread, ..
@@ -416,7 +432,7 @@ impl Service {
                     None
                 };
                 ItemContent::Message {
-                    message: Box::new(self.deliver(record).await?),
+                    message: Box::new(self.deliver(caller, record).await?),
                     thread_state,
                     body,
                     approval,

@@ -8,13 +8,13 @@ use serde::Serialize;
 use super::{Caller, ErrorCode, Result, Service, ServiceError, input};
 use crate::bus::Topic;
 use crate::domain::{
-    Attachment, ChannelName, Impact, Kind, Label, MAX_ATTACHMENTS, MAX_BODY_BYTES,
-    MAX_SUBJECT_CHARS, MessageId, Outcome, PersonId, PersonKind, ReplyResult, Right, ThreadId,
-    WrittenBy,
+    Address, Attachment, ChannelName, Impact, Kind, Label, MAX_ATTACHMENTS, MAX_BODY_BYTES,
+    MAX_SUBJECT_CHARS, MessageId, Outcome, PERSON_READER, PersonId, PersonKind, ReplyResult, Right,
+    ThreadId, WrittenBy,
 };
 use crate::store::{
-    ChannelRecord, ClaimRecord, MessageRecord, NewMessage, NewTask, PostOutcome, StoreError,
-    ThreadRecord,
+    Addressing, ChannelRecord, ClaimRecord, MessageRecord, NewMessage, NewTask, PostOutcome,
+    StoreError, ThreadRecord,
 };
 
 /// Most characters of body one read returns, and most characters of body any one result holds in
@@ -74,9 +74,10 @@ pub struct PostRequest {
     pub channel: Option<ChannelName>,
     /// The thread to post in; none opens a new thread.
     pub thread: Option<ThreadId>,
-    /// An explicit subset of the channel's members; default: the thread's participants, or for a new
-    /// thread every other member who can read the channel.
-    pub to: Option<Vec<PersonId>>,
+    /// Persons and connections (`bob`, `bob/codex`) of the channel's members; default: the
+    /// thread's participants, or for a new thread every other member who can read the channel
+    /// (and the author's other connections).
+    pub to: Option<Vec<Address>>,
     pub subject: Option<String>,
     pub body: String,
     pub impact: Option<Impact>,
@@ -121,6 +122,10 @@ pub struct PostReceipt {
 #[derive(Debug, Clone, Serialize)]
 pub struct DeliveredMessage {
     pub label: Label,
+    /// The connection that wrote it (SPEC §2: server-known, unlike the self-declared `agent`),
+    /// shown as `author/author_connection`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub author_connection: Option<crate::domain::ConnectionSlug>,
     #[serde(flatten)]
     pub message: MessageRecord,
 }
@@ -314,7 +319,7 @@ impl Service {
                 return Err(ServiceError::not_found("message", r));
             }
         }
-        let recipients = self
+        let (recipients, addressing) = self
             .recipients(caller, &channel, existing.as_ref(), req.to.as_deref())
             .await?;
 
@@ -356,6 +361,7 @@ impl Service {
                     body: &req.body,
                     attachments: &req.attachments,
                     recipients: &recipients,
+                    author: caller.id(),
                     external: caller.person.kind == crate::domain::PersonKind::External,
                     now,
                 })
@@ -390,6 +396,7 @@ impl Service {
             result: req.result,
             observed,
             fencing_token: req.fencing_token,
+            addressing,
         };
         let approval_id = new.approval.as_ref().map(|a| a.id.clone());
         let remote = new.remote.as_ref().map(|hop| hop.remote.clone());
@@ -472,9 +479,14 @@ impl Service {
         let mut budget = MAX_SLICE_CHARS;
         for mut m in messages {
             let body = cut_body(&mut m, MAX_SLICE_CHARS, &mut budget);
-            let receipts = receipts.remove(&m.id).unwrap_or_default();
+            // Receipts are per recipient: her other agents' copy of her own post (SPEC §4b) is
+            // not one, unless she addressed herself.
+            let mut receipts = receipts.remove(&m.id).unwrap_or_default();
+            if !m.recipients.contains(&m.author) {
+                receipts.retain(|r| r.person != m.author);
+            }
             delivered.push(ThreadMessage {
-                message: self.deliver(m).await?,
+                message: self.deliver(caller, m).await?,
                 body,
                 receipts,
             });
@@ -515,7 +527,7 @@ impl Service {
         }
         let body: String = message.body.chars().skip(offset).take(max).collect();
         let end = offset + body.chars().count();
-        let delivered = self.deliver(message).await?;
+        let delivered = self.deliver(caller, message).await?;
         let m = delivered.message;
         Ok(MessageSlice {
             label: delivered.label,
@@ -537,8 +549,14 @@ impl Service {
         Ok(self.inner.store.channels(Some(caller.id())).await?)
     }
 
-    /// Adds the server label to a message.
-    pub(super) async fn deliver(&self, message: MessageRecord) -> Result<DeliveredMessage> {
+    /// Adds the server label to a message as `reader` receives it (SPEC §3): her own command,
+    /// written by her in person, is her instruction to her own connection; a post of one of her
+    /// agents, read by her or her other agents, names that agent's connection.
+    pub(super) async fn deliver(
+        &self,
+        reader: &Caller,
+        message: MessageRecord,
+    ) -> Result<DeliveredMessage> {
         let language = self.inner.settings.label_language;
         let (name, remote) = match self.inner.store.person(&message.author).await? {
             Some(p) => (p.display_name, p.kind == crate::domain::PersonKind::Remote),
@@ -549,14 +567,38 @@ impl Service {
         } else {
             None
         };
+        let own = &message.author == reader.id();
+        let author_connection = match &message.connection {
+            Some(token) => self.connection_name(token).await?,
+            None => None,
+        };
         let label = if remote {
             Label::remote(&name, language)
         } else if message.written_by == WrittenBy::Human {
-            Label::human(&name, effect, language)
+            // Only what she addressed to this connection is her command to it: her message to
+            // bob, read by her agent in the thread, stays data.
+            let command = own
+                && reader.connection.is_some()
+                && self
+                    .inner
+                    .store
+                    .addressed_to(reader.id(), reader.reader().key(), &message.id)
+                    .await?;
+            if command {
+                Label::instruction(&name, effect, language)
+            } else {
+                Label::human(&name, effect, language)
+            }
+        } else if let (true, Some(connection)) = (own, &author_connection) {
+            Label::own_agent(&name, connection, effect, language)
         } else {
             Label::new(&name, effect, language)
         };
-        Ok(DeliveredMessage { label, message })
+        Ok(DeliveredMessage {
+            label,
+            author_connection,
+            message,
+        })
     }
 
     /// A channel the caller is a member of (with the read right); anything else is "not found".
@@ -613,69 +655,145 @@ impl Service {
         Ok(message)
     }
 
+    /// Who a post reaches (SPEC §4b), as the persons it is addressed to and which of their
+    /// readers it is for. `to` names persons (every connection of that person) and connections
+    /// (`bob/codex`: that one only); without `to`, a new thread goes to every other member who
+    /// can read the channel, and a post in a thread to its participants, as narrowly as its
+    /// opener addressed them. A connection never receives its own post, but its person's other
+    /// connections do: a member's agent posting to everyone reaches her other agents too, and
+    /// `to: alice` from one of alice's agents means her other agents. A post she writes in person
+    /// reaches her own agents only when she addresses them (`to: alice`, `to: alice/codex`): her
+    /// message to the channel is not a command to her agents.
     async fn recipients(
         &self,
         caller: &Caller,
         channel: &ChannelRecord,
         thread: Option<&ThreadRecord>,
-        to: Option<&[PersonId]>,
-    ) -> Result<Vec<PersonId>> {
+        to: Option<&[Address]>,
+    ) -> Result<(Vec<PersonId>, Addressing)> {
         let readers: BTreeSet<&PersonId> = channel
             .members
             .iter()
             .filter(|m| m.rights.contains(Right::Read))
             .map(|m| &m.person)
             .collect();
+        let own = caller.reader();
+        let mut whole: BTreeSet<PersonId> = BTreeSet::new();
+        let mut narrow: BTreeSet<(PersonId, String)> = BTreeSet::new();
         if let Some(to) = to {
             if to.is_empty() {
                 return Err(ServiceError::invalid(
                     "`to` is empty; omit it to address every other member",
                 ));
             }
-            let mut out = BTreeSet::new();
-            for p in to {
-                if p == caller.id() {
-                    return Err(ServiceError::invalid("`to` cannot include yourself"));
-                }
+            for a in to {
+                let p = a.person();
                 if !readers.contains(p) {
                     return Err(ServiceError::invalid(format!(
                         "{p} is not a member of channel {}",
                         channel.name
                     )));
                 }
-                out.insert(p.clone());
-            }
-            return Ok(out.into_iter().collect());
-        }
-        let mut out: BTreeSet<PersonId> = BTreeSet::new();
-        match thread {
-            // In a thread: its participants (the opener's author and recipients) who can still
-            // read, but no party other than the opener: a party is in its own tasks only.
-            Some(t) => {
-                let opener = self.inner.store.thread_messages(&t.id, 0, 1).await?;
-                let mut people: BTreeSet<PersonId> = opener
-                    .iter()
-                    .flat_map(|m| m.recipients.iter().cloned())
-                    .collect();
-                people.insert(t.opened_by.clone());
-                for p in people.into_iter().filter(|p| readers.contains(p)) {
-                    if p == t.opened_by || self.kind_of(&p).await? != Some(PersonKind::External) {
-                        out.insert(p);
+                match a {
+                    Address::Person(p) => {
+                        whole.insert(p.clone());
+                    }
+                    Address::Connection(p, name) => {
+                        let token = self
+                            .connection_named(p, name)
+                            .await?
+                            .ok_or_else(|| ServiceError::not_found("connection", a))?;
+                        if own.key() == token.id {
+                            return Err(ServiceError::invalid(format!(
+                                "{a} is the connection you are posting with: a connection never \
+                                 receives its own post"
+                            )));
+                        }
+                        narrow.insert((p.clone(), token.id));
                     }
                 }
             }
-            // A new thread: every other reader who is a member. Remote agents are only ever
-            // named, and a party sees only its own tasks (SPEC §8).
-            None => {
-                for p in readers {
-                    if self.kind_of(p).await? == Some(PersonKind::Member) {
-                        out.insert(p.clone());
+        } else {
+            match thread {
+                // In a thread: its participants (the opener's author and recipients) who can
+                // still read, as narrowly as the opener addressed them, but no party other than
+                // the opener: a party is in its own tasks only.
+                Some(t) => {
+                    let opener = self.inner.store.thread_messages(&t.id, 0, 1).await?;
+                    let Some(opener) = opener.first() else {
+                        return Err(ServiceError::not_found("thread", &t.id));
+                    };
+                    let entries = self.inner.store.message_readers(&opener.id).await?;
+                    let mut people: BTreeSet<PersonId> =
+                        opener.recipients.iter().cloned().collect();
+                    people.insert(t.opened_by.clone());
+                    for p in people.into_iter().filter(|p| readers.contains(p)) {
+                        if p != t.opened_by && self.kind_of(&p).await? == Some(PersonKind::External)
+                        {
+                            continue;
+                        }
+                        let of_p: Vec<&Option<String>> = entries
+                            .iter()
+                            .filter(|(q, _, _)| q == &p)
+                            .map(|(_, r, _)| r)
+                            .collect();
+                        let narrowed = !of_p.is_empty() && of_p.iter().all(|r| r.is_some());
+                        if narrowed {
+                            narrow
+                                .extend(of_p.into_iter().flatten().map(|r| (p.clone(), r.clone())));
+                            // Her command to one of her agents is between her and that agent:
+                            // she takes part as the reader she wrote with.
+                            if p == t.opened_by {
+                                let author = opener
+                                    .connection
+                                    .clone()
+                                    .unwrap_or_else(|| PERSON_READER.to_owned());
+                                narrow.insert((p.clone(), author));
+                            }
+                        } else {
+                            whole.insert(p);
+                        }
+                    }
+                }
+                // A new thread: every other reader who is a member. Remote agents are only ever
+                // named, and a party sees only its own tasks (SPEC §8).
+                None => {
+                    for p in readers {
+                        if self.kind_of(p).await? == Some(PersonKind::Member) {
+                            whole.insert(p.clone());
+                        }
                     }
                 }
             }
+            // By default, a post reaches its author's person only through her other connections.
+            if caller.connection.is_none() {
+                whole.remove(caller.id());
+            }
         }
-        out.remove(caller.id());
-        Ok(out.into_iter().collect())
+        // A connection never receives its own post; the person who wrote in person is not told
+        // about her own post either.
+        narrow.remove(&(caller.id().clone(), own.key().to_owned()));
+        narrow.retain(|(p, _)| !whole.contains(p));
+        let skip = whole.contains(caller.id()).then(|| own.key().to_owned());
+        // Her other agents' copy of her own post is not a recipient of it (no receipt, no
+        // approval of her own request to others) unless she addressed herself: `to: alice`, or
+        // a thread that is between her and her agents.
+        let addressed_self = to.is_some_and(|to| to.iter().any(|a| a.person() == caller.id()))
+            || narrow.iter().any(|(p, _)| p == caller.id())
+            || (thread.is_some() && whole.contains(caller.id()) && whole.len() == 1);
+        let mut persons: BTreeSet<PersonId> = whole;
+        persons.extend(narrow.iter().map(|(p, _)| p.clone()));
+        if !addressed_self {
+            persons.remove(caller.id());
+        }
+        Ok((
+            persons.into_iter().collect(),
+            Addressing {
+                connection: caller.connection.as_ref().map(|c| c.token.clone()),
+                narrow: narrow.into_iter().collect(),
+                skip,
+            },
+        ))
     }
 
     /// The kind of a person who was not removed (the directory cache answers).

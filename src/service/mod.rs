@@ -11,6 +11,7 @@ mod approvals;
 mod audit;
 mod auth;
 mod channels;
+mod connections;
 mod coordination;
 mod delivery;
 mod error;
@@ -42,6 +43,7 @@ pub use admin::{AddedParty, IssuedToken, PartySpec, TokenSpec};
 pub use approvals::{ApprovalPage, ApprovalView, CONFIRM_CHARS};
 pub use audit::{AuditQuery, MAX_AUDIT_PAGE};
 pub use channels::{ChannelSpec, MemberChange, MembersPlan};
+pub use connections::{CallerConnection, ConnectionUpdate, NewConnection, slug_from};
 pub use coordination::{ClaimAction, ClaimTarget, LeaseSpec, PresenceSpec};
 pub use delivery::{DeliveryView, PushParts};
 pub use error::{ErrorCode, Result, ServiceError};
@@ -129,6 +131,9 @@ pub struct Caller {
     pub scopes: Scopes,
     pub token_id: String,
     pub agent: Option<AgentIdentity>,
+    /// The agent connection the credential is (SPEC §2): a member's `agent` token; none for
+    /// her own credentials (the console, a `human` token), parties and admin tokens.
+    pub connection: Option<CallerConnection>,
     /// How the request arrived, for the audit log: `api` unless the front knows better (the
     /// console; the CLI, which says so in a header). Self-declared by token holders: it records
     /// the path, it never authorises.
@@ -362,6 +367,7 @@ impl Service {
             scopes: Scopes::default().with(Scope::Admin),
             token_id: "system".into(),
             agent: None,
+            connection: None,
             via: crate::domain::DecisionPath::Api,
         })
     }

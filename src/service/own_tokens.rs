@@ -35,6 +35,12 @@ pub struct OwnTokenSpec {
     pub name: String,
     /// Days until it expires, 1 to [`OWN_TOKEN_MAX_DAYS`].
     pub expires_in_days: u64,
+    /// The connection's name (SPEC §2), e.g. `claude-laptop`; none derives it from `name`.
+    #[serde(default)]
+    pub connection: Option<crate::domain::ConnectionSlug>,
+    /// The connection's rights (SPEC §4b); none is the defaults.
+    #[serde(default)]
+    pub rights: Option<crate::domain::ConnectionRights>,
 }
 
 /// One of her tokens as the "connect an agent" page lists it.
@@ -109,12 +115,16 @@ impl Service {
             ));
         }
         let issued = self
-            .issue_token_unchecked(
+            .issue_token_as(
                 TokenSpec {
                     person: caller.id().clone(),
                     scopes: agent_only(),
                     expires_in_s: Some(spec.expires_in_days * 86_400),
                     description: name.to_owned(),
+                },
+                super::NewConnection {
+                    name: spec.connection,
+                    rights: spec.rights,
                 },
                 Some(caller),
             )
@@ -228,7 +238,7 @@ pub(super) fn usable(t: &TokenRecord, now: Timestamp) -> bool {
 }
 
 /// Only a member's human credential manages her own agent tokens.
-fn own(caller: &Caller) -> Result<()> {
+pub(super) fn own(caller: &Caller) -> Result<()> {
     caller.require(Scope::Human)?;
     if caller.person.kind != PersonKind::Member {
         return Err(ServiceError::forbidden(

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use super::{Result, Service};
-use crate::domain::{MessageId, PersonId, ThreadId, Timestamp};
+use crate::domain::{ConnectionSlug, MessageId, PersonId, ThreadId, Timestamp};
 
 /// One recipient's receipt of one message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -29,6 +29,10 @@ pub struct RecipientReceipt {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ConsumerReceipt {
     pub consumer: String,
+    /// The connection that read with this consumer (SPEC §4b), when one did; none for the
+    /// person's own credentials.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connection: Option<ConnectionSlug>,
     /// When an inbox call returned it to this consumer; none when the consumer acknowledged it
     /// without having been given it (a cursor moved past it).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -76,6 +80,7 @@ impl Service {
     ) -> Result<HashMap<MessageId, Vec<RecipientReceipt>>> {
         let rows = self.inner.store.thread_receipts(thread, messages).await?;
         let mut names: HashMap<PersonId, String> = HashMap::new();
+        let mut connections: HashMap<String, Option<ConnectionSlug>> = HashMap::new();
         let mut out: HashMap<MessageId, Vec<RecipientReceipt>> = HashMap::new();
         for r in rows {
             if !names.contains_key(&r.person) {
@@ -94,10 +99,24 @@ impl Service {
                     consumers: Vec::new(),
                 });
             }
-            if let Some(consumer) = r.consumer {
+            if let Some(key) = r.consumer {
+                // A connection's consumer is stored under its token (service/connections.rs);
+                // the receipt names the connection, never the credential.
+                let (token, name) = crate::domain::split_consumer_key(&key);
+                let connection = match token {
+                    Some(token) => {
+                        if !connections.contains_key(token) {
+                            let name = self.connection_name(token).await?;
+                            connections.insert(token.to_owned(), name);
+                        }
+                        connections[token].clone()
+                    }
+                    None => None,
+                };
                 let last = list.last_mut().expect("pushed above");
                 last.consumers.push(ConsumerReceipt {
-                    consumer,
+                    consumer: name.to_owned(),
+                    connection,
                     read_at: r.read_at,
                     acked_at: r.acked_at,
                 });

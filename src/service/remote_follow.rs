@@ -274,6 +274,7 @@ impl Service {
             result: None,
             observed: None,
             fencing_token: None,
+            addressing: crate::store::Addressing::default(),
         }
     }
 
@@ -374,6 +375,7 @@ impl Service {
             scopes: Scopes::default().with(Scope::Agent),
             token_id: "remote".into(),
             agent: None,
+            connection: None,
             via: crate::domain::DecisionPath::Api,
         })
     }

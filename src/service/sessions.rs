@@ -421,6 +421,7 @@ impl Service {
             scopes: Scopes::default().with(Scope::Admin),
             token_id: member.token_id.clone(),
             agent: None,
+            connection: None,
             via: DecisionPath::Console,
         })
     }
@@ -540,6 +541,7 @@ impl Service {
             scopes: Scopes::default().with(Scope::Human),
             token_id,
             agent: None,
+            connection: None,
             via: crate::domain::DecisionPath::Console,
         })
     }

@@ -168,23 +168,27 @@ impl Store {
         row.as_ref().map(claim).transpose()
     }
 
-    /// Open request and handoff threads addressed to `person` with no live claim, oldest first.
+    /// Open request and handoff threads whose opener was addressed to `reader` of `person`
+    /// (SPEC §4b: not to the connection that wrote it) with no live claim, oldest first.
     pub async fn claimable_threads(
         &self,
         person: &PersonId,
+        reader: &str,
         now: Timestamp,
         limit: i64,
     ) -> Result<Vec<ThreadId>> {
         let rows = query(
             "SELECT t.id FROM threads t WHERE t.state = 'open' AND (t.opener_kind IN ('request', 'handoff') OR t.task_state IS NOT NULL) \
-             AND t.opened_by <> $1 \
-             AND EXISTS (SELECT 1 FROM inbox_entries e WHERE e.person_id = $1 AND e.thread_id = t.id) \
+             AND EXISTS (SELECT 1 FROM inbox_entries e JOIN messages m ON m.id = e.message_id \
+             WHERE e.person_id = $1 AND e.thread_id = t.id AND m.position = 1 \
+             AND (e.reader IS NULL OR e.reader = $4) AND (e.skip_reader IS NULL OR e.skip_reader <> $4)) \
              AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.thread_id = t.id AND c.expires_at > $2) \
              ORDER BY t.created_at, t.id LIMIT $3",
         )
         .bind(person.as_str().to_owned())
         .bind(now.0)
         .bind(limit)
+        .bind(reader.to_owned())
         .fetch_all(&self.pool)
         .await?;
         rows.iter()

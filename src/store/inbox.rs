@@ -9,15 +9,38 @@ use super::error::{Result, StoreError};
 use super::model::records::inbox::{InboxEntry, InboxPosition, ReceiptRecord, entry, receipt};
 use crate::domain::{MessageId, PersonId, ThreadId, Timestamp};
 
+/// The entries of an inbox one reader may see (SPEC §4b): those for all the person's readers or
+/// for this one (`$r`), and not the author's own. `e` is `inbox_entries`.
+const VISIBLE: &str =
+    "(e.reader IS NULL OR e.reader = $r) AND (e.skip_reader IS NULL OR e.skip_reader <> $r)";
+
+/// [`VISIBLE`] with the reader as parameter `$n`.
+fn visible(n: usize) -> String {
+    VISIBLE.replace("$r", &format!("${n}"))
+}
+
+/// Where a consumer stands, by its stored key (`key`: `reader.consumer_key(name)`), else by the
+/// person's plain consumer of the same name (`fallback`: a consumer used before connections
+/// existed, which a connection carries on from), else 0. Parameters: `$1` person, `$2` key,
+/// `$3` fallback.
+const ACKED: &str = "COALESCE((SELECT c.acked FROM consumers c WHERE c.person_id = $1 AND c.name = $2), \
+     (SELECT c.acked FROM consumers c WHERE c.person_id = $1 AND c.name = $3), 0)";
+
 impl Store {
-    /// Where `consumer` stands in `person`'s inbox (a consumer never seen has acknowledged nothing).
-    pub async fn inbox_position(&self, person: &PersonId, consumer: &str) -> Result<InboxPosition> {
-        let row = query(
-            "SELECT p.inbox_seq AS last, COALESCE((SELECT c.acked FROM consumers c \
-             WHERE c.person_id = p.id AND c.name = $2), 0) AS acked FROM persons p WHERE p.id = $1",
-        )
+    /// Where the consumer stored as `key` stands in `person`'s inbox (a consumer never seen has
+    /// acknowledged what `fallback`, the plain consumer of its name, has; else nothing).
+    pub async fn inbox_position(
+        &self,
+        person: &PersonId,
+        key: &str,
+        fallback: &str,
+    ) -> Result<InboxPosition> {
+        let row = query(format!(
+            "SELECT p.inbox_seq AS last, {ACKED} AS acked FROM persons p WHERE p.id = $1"
+        ))
         .bind(person.as_str().to_owned())
-        .bind(consumer.to_owned())
+        .bind(key.to_owned())
+        .bind(fallback.to_owned())
         .fetch_optional(&self.pool)
         .await?
         .ok_or(StoreError::NotFound("person"))?;
@@ -27,13 +50,16 @@ impl Store {
         })
     }
 
-    /// Acknowledges everything up to `after` for `consumer`; never moves a cursor back. Refuses a
-    /// cursor beyond the last entry, changing nothing. Also answers the authors of the messages
-    /// this acknowledged (their receipts changed).
+    /// Acknowledges everything up to `after` for the consumer stored as `consumer` (reading as
+    /// `reader`, carrying on from `fallback` as [`Store::inbox_position`] says); never moves a
+    /// cursor back. Refuses a cursor beyond the last entry, changing nothing. Also answers the
+    /// authors of the messages this acknowledged (their receipts changed).
     pub async fn acknowledge(
         &self,
         person: PersonId,
         consumer: String,
+        fallback: String,
+        reader: String,
         after: i64,
         now: Timestamp,
     ) -> Result<(InboxPosition, Vec<PersonId>)> {
@@ -48,41 +74,44 @@ impl Store {
                 if after > last {
                     return Err(StoreError::CursorAhead { after, last });
                 }
-                let before: i64 = query(
-                    "SELECT COALESCE((SELECT acked FROM consumers WHERE person_id = $1 AND name = $2), 0) AS acked",
-                )
-                .bind(person.as_str().to_owned())
-                .bind(consumer.clone())
-                .fetch_one(&mut *tx)
-                .await?
-                .try_get("acked")?;
+                let before: i64 = query(format!("SELECT {ACKED} AS acked"))
+                    .bind(person.as_str().to_owned())
+                    .bind(consumer.clone())
+                    .bind(fallback)
+                    .fetch_one(&mut *tx)
+                    .await?
+                    .try_get("acked")?;
                 let mut authors = Vec::new();
                 if after > before {
-                    let rows = query(
+                    let rows = query(format!(
                         "SELECT DISTINCT m.author FROM inbox_entries e JOIN messages m ON m.id = e.message_id \
-                         WHERE e.person_id = $1 AND e.seq > $2 AND e.seq <= $3",
-                    )
+                         WHERE e.person_id = $1 AND e.seq > $2 AND e.seq <= $3 AND {}",
+                        visible(4)
+                    ))
                     .bind(person.as_str().to_owned())
                     .bind(before)
                     .bind(after)
+                    .bind(reader.clone())
                     .fetch_all(&mut *tx)
                     .await?;
                     for r in &rows {
                         authors.push(PersonId::parse(r.try_get::<String, _>("author")?)?);
                     }
                     // The receipts of the messages this acknowledges (SPEC §4).
-                    query(
+                    query(format!(
                         "INSERT INTO receipts (person_id, consumer, seq, message_id, thread_id, read_at, acked_at) \
-                         SELECT person_id, $2, seq, message_id, thread_id, NULL, $5 FROM inbox_entries \
-                         WHERE person_id = $1 AND seq > $3 AND seq <= $4 AND message_id IS NOT NULL \
-                         ON CONFLICT (person_id, consumer, seq) DO UPDATE SET \
+                         SELECT e.person_id, $2, e.seq, e.message_id, e.thread_id, NULL, $5 FROM inbox_entries e \
+                         WHERE e.person_id = $1 AND e.seq > $3 AND e.seq <= $4 AND e.message_id IS NOT NULL \
+                         AND {} ON CONFLICT (person_id, consumer, seq) DO UPDATE SET \
                          acked_at = COALESCE(receipts.acked_at, excluded.acked_at)",
-                    )
+                        visible(6)
+                    ))
                     .bind(person.as_str().to_owned())
                     .bind(consumer.clone())
                     .bind(before)
                     .bind(after)
                     .bind(now.0)
+                    .bind(reader)
                     .execute(&mut *tx)
                     .await?;
                 }
@@ -104,23 +133,83 @@ impl Store {
         .await
     }
 
-    /// Entries of `person`'s inbox with `seq > after`, oldest first, at most `limit`.
+    /// Entries of `person`'s inbox that `reader` may see with `seq > after`, oldest first, at
+    /// most `limit`.
     pub async fn inbox_entries(
         &self,
         person: &PersonId,
+        reader: &str,
         after: i64,
         limit: i64,
     ) -> Result<Vec<InboxEntry>> {
-        let rows = query(
-            "SELECT seq, entry_kind, message_id, thread_id, channel, notice, created_at FROM inbox_entries \
-             WHERE person_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-        )
+        let rows = query(format!(
+            "SELECT e.seq, e.entry_kind, e.message_id, e.thread_id, e.channel, e.notice, e.created_at \
+             FROM inbox_entries e WHERE e.person_id = $1 AND e.seq > $2 AND {} ORDER BY e.seq LIMIT $3",
+            visible(4)
+        ))
         .bind(person.as_str().to_owned())
         .bind(after)
         .bind(limit)
+        .bind(reader.to_owned())
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(entry).collect()
+    }
+
+    /// How many entries of `person`'s inbox after `after` `reader` may see.
+    pub async fn visible_after(&self, person: &PersonId, reader: &str, after: i64) -> Result<i64> {
+        let row = query(format!(
+            "SELECT COUNT(*) AS n FROM inbox_entries e WHERE e.person_id = $1 AND e.seq > $2 AND {}",
+            visible(3)
+        ))
+        .bind(person.as_str().to_owned())
+        .bind(after)
+        .bind(reader.to_owned())
+        .fetch_one(&self.pool)
+        .await?;
+        row.try_get("n")
+    }
+
+    /// Whether `reader` of `person` has an entry of `message` (it was addressed to that reader).
+    pub async fn addressed_to(
+        &self,
+        person: &PersonId,
+        reader: &str,
+        message: &MessageId,
+    ) -> Result<bool> {
+        let row = query(format!(
+            "SELECT 1 AS found FROM inbox_entries e WHERE e.person_id = $1 AND e.message_id = $2 AND {} LIMIT 1",
+            visible(3)
+        ))
+        .bind(person.as_str().to_owned())
+        .bind(message.as_str().to_owned())
+        .bind(reader.to_owned())
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.is_some())
+    }
+
+    /// The readers a message was addressed to: per person, its entries' `reader` (none: all the
+    /// person's readers) and `skip_reader`.
+    pub async fn message_readers(
+        &self,
+        message: &MessageId,
+    ) -> Result<Vec<(PersonId, Option<String>, Option<String>)>> {
+        let rows = query(
+            "SELECT person_id, reader, skip_reader FROM inbox_entries WHERE message_id = $1 ORDER BY person_id, seq",
+        )
+        .bind(message.as_str().to_owned())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    PersonId::parse(r.try_get::<String, _>("person_id")?)?,
+                    r.try_get("reader")?,
+                    r.try_get("skip_reader")?,
+                ))
+            })
+            .collect()
     }
 
     /// Records that `consumer`'s inbox call returned these message entries (seq, message, thread):

@@ -67,9 +67,9 @@ pub use cache::TTL as DIRECTORY_TTL;
 pub use error::{ClaimHolder, Result, StoreError};
 pub use figures::{ApprovalFigures, InboxFigures, OutboxFigures};
 pub use model::input::{
-    AdminChange, AuditFilter, DeliveryFilter, FinishedAttempt, NewApproval, NewLink, NewMessage,
-    NewProgress, NewRemoteTask, NewTask, OnAllow, RemoteHop, RemoteObservation, RemoteUpdate,
-    Settlement, TaskFilter,
+    Addressing, AdminChange, AuditFilter, DeliveryFilter, FinishedAttempt, NewApproval, NewLink,
+    NewMessage, NewProgress, NewRemoteTask, NewTask, OnAllow, RemoteHop, RemoteObservation,
+    RemoteUpdate, Settlement, TaskFilter,
 };
 pub use model::records::approvals::{ApprovalRecord, AuditRecord, Settled};
 pub use model::records::coordination::{

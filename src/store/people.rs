@@ -11,7 +11,8 @@ use super::model::records::directory::{
 use super::tx::audit::append_change;
 use super::tx::members::{live_channel, upsert_member};
 use crate::domain::{
-    ApprovalPolicy, ChannelName, PersonId, PolicyChange, Right, Rights, Timestamp,
+    ApprovalPolicy, ChannelName, ConnectionRights, ConnectionSlug, PersonId, PolicyChange, Right,
+    Rights, Timestamp,
 };
 
 impl Store {
@@ -107,9 +108,14 @@ impl Store {
     ) -> Result<()> {
         self.write_directory(move |tx| {
             Box::pin(async move {
+                let rights = t
+                    .rights
+                    .map(|r| serde_json::to_string(&r))
+                    .transpose()
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
                 query(
-                    "INSERT INTO tokens (id, person_id, secret_hash, scopes, description, created_at, expires_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                    "INSERT INTO tokens (id, person_id, secret_hash, scopes, description, created_at, expires_at, \
+                     connection, rights) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
                 )
                 .bind(t.id)
                 .bind(t.person.as_str().to_owned())
@@ -118,8 +124,11 @@ impl Store {
                 .bind(t.description)
                 .bind(t.created_at.0)
                 .bind(t.expires_at.map(|e| e.0))
+                .bind(t.connection.map(String::from))
+                .bind(rights)
                 .execute(&mut *tx)
-                .await?;
+                .await
+                .map_err(connection_taken)?;
                 append_change(tx, &audit).await?;
                 Ok(())
             })
@@ -217,6 +226,44 @@ impl Store {
                         .bind(id)
                         .execute(&mut *tx)
                         .await?;
+                if done.rows_affected() == 0 {
+                    return Ok(false);
+                }
+                append_change(tx, &audit).await?;
+                Ok(true)
+            })
+        })
+        .await
+    }
+
+    /// Renames a live connection, or sets its rights (`None` leaves that part); refuses a name
+    /// another live connection of the same person holds (`Conflict`), and answers false when the
+    /// token is not a live connection of `person`.
+    pub async fn update_connection(
+        &self,
+        person: PersonId,
+        id: String,
+        name: Option<ConnectionSlug>,
+        rights: Option<ConnectionRights>,
+        audit: AdminChange,
+    ) -> Result<bool> {
+        let rights = rights
+            .map(|r| serde_json::to_string(&r))
+            .transpose()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        self.write_directory(move |tx| {
+            Box::pin(async move {
+                let done = query(
+                    "UPDATE tokens SET connection = COALESCE($1, connection), rights = COALESCE($2, rights) \
+                     WHERE id = $3 AND person_id = $4 AND connection IS NOT NULL AND revoked_at IS NULL",
+                )
+                .bind(name.map(String::from))
+                .bind(rights)
+                .bind(id)
+                .bind(person.as_str().to_owned())
+                .execute(&mut *tx)
+                .await
+                .map_err(connection_taken)?;
                 if done.rows_affected() == 0 {
                     return Ok(false);
                 }
@@ -435,5 +482,15 @@ impl Store {
                 })
             })
             .collect()
+    }
+}
+
+/// The unique index on a person's live connection names, as the error the service explains.
+fn connection_taken(e: StoreError) -> StoreError {
+    match e {
+        StoreError::Conflict(c) if c.contains("connection") => {
+            StoreError::Conflict("connection name taken".into())
+        }
+        other => other,
     }
 }

@@ -105,6 +105,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "trace context",
         include_str!("migrations/postgres/0018_trace_context.sql"),
     ),
+    (
+        19,
+        "connections",
+        include_str!("migrations/postgres/0019_connections.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {

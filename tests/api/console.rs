@@ -37,7 +37,7 @@ async fn console_on(env: TestEnv, served: Option<String>) -> Console {
             &alice,
             PostRequest {
                 impact: Some(Impact::Code),
-                to: Some(vec![pid("bob")]),
+                to: Some(vec![pid("bob").into()]),
                 ..post("request", Some("demo"), None, "Bump <b>the</b> TLS library")
             },
         )
@@ -1799,7 +1799,7 @@ async fn an_admin_adds_a_remote_from_its_card_and_accepts_new_keys_only_explicit
         .post(
             &alice,
             PostRequest {
-                to: Some(vec![pid("helper")]),
+                to: Some(vec![pid("helper").into()]),
                 ..post("question", Some("demo"), None, "Which version is deployed?")
             },
         )
@@ -1810,7 +1810,7 @@ async fn an_admin_adds_a_remote_from_its_card_and_accepts_new_keys_only_explicit
         .post(
             &alice,
             PostRequest {
-                to: Some(vec![pid("helper")]),
+                to: Some(vec![pid("helper").into()]),
                 ..post("question", Some("demo"), None, "And in production?")
             },
         )

@@ -22,6 +22,7 @@ mod layers;
 mod logging;
 mod outbox;
 mod outbox_durability;
+mod own_agents;
 mod posting;
 mod reference;
 mod remotes;

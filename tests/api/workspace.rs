@@ -220,6 +220,8 @@ async fn a_member_issues_and_revokes_her_own_agent_tokens_within_bounds() {
     let spec = |name: &str, days| OwnTokenSpec {
         name: name.into(),
         expires_in_days: days,
+        connection: None,
+        rights: None,
     };
 
     // An agent credential manages no token, not even its person's.
@@ -308,6 +310,8 @@ async fn revoking_a_token_ends_its_waiting_long_poll_at_once() {
             OwnTokenSpec {
                 name: "claude".into(),
                 expires_in_days: 1,
+                connection: None,
+                rights: None,
             },
         )
         .await
@@ -435,7 +439,7 @@ async fn progress_notes_reach_only_the_thread_the_session_holds_and_are_bounded(
     env.channel("demo", &["alice", "bob", "carol"]).await;
     let mut req = post("request", Some("demo"), None, "Replace the pricing table");
     req.impact = Some(liaison::domain::Impact::None);
-    req.to = Some(vec![crate::helpers::pid("bob")]);
+    req.to = Some(vec![crate::helpers::pid("bob").into()]);
     let asked = env.service.post(&alice, req).await.unwrap();
     let s = &env.service;
 

@@ -38,7 +38,14 @@ impl Tools {
             let remotes = self.service.remote_agents(&c).await?;
             let names: Vec<_> = channels.iter().map(|ch| ch.name.as_str()).collect();
             let agent = c.agent.as_ref().map(AgentIdentity::as_str).unwrap_or_default();
-            let text = format!(
+            let connection = c.connection.as_ref().map(|conn| {
+                json!({
+                    "name": conn.name,
+                    "address": format!("{}/{}", c.person.id, conn.name),
+                    "rights": conn.rights,
+                })
+            });
+            let mut text = format!(
                 "You are {} ({}, person id {}), token scopes {}; channels: {}. Agent identity {} ({}, self-declared).",
                 c.person.display_name,
                 c.person.kind,
@@ -48,10 +55,18 @@ impl Tools {
                 text::quote(agent),
                 serde_json::to_value(source).unwrap_or_default().as_str().unwrap_or_default(),
             );
+            if let Some(conn) = &c.connection {
+                text.push_str(&format!(
+                    " You are the connection {}/{} (named by your person, known to the server): \
+                     you never receive your own posts; her other agents see them.",
+                    c.person.id, conn.name
+                ));
+            }
             Ok(render::ok(
                 json!({
                     "person": c.person, "scopes": c.scopes, "token_id": c.token_id, "channels": names,
                     "agent": { "identity": agent, "source": source, "self_declared": true },
+                    "connection": connection,
                     "protocol_version": ctx.protocol_version().map(|v| v.as_str().to_owned()),
                     "remote_agents": remotes,
                 }),

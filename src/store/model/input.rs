@@ -51,13 +51,38 @@ pub struct NewMessage {
     /// The claim's fencing token the author's session posts under (in an existing thread, with
     /// `agent`): checked in the post's transaction, which refuses a stale one and writes nothing.
     pub fencing_token: Option<i64>,
+    /// Which of the recipients' readers the message is for (SPEC §4b).
+    pub addressing: Addressing,
+}
+
+/// Which readers of the recipients' inboxes a message is for (SPEC §4b): by default every reader
+/// of every recipient; these narrow it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Addressing {
+    /// The connection (token id) that wrote the message, when one did.
+    pub connection: Option<String>,
+    /// Entries for one reader only, as (person, reader key): the connections addressed as
+    /// `person/connection`. Their persons get no entry for all their readers.
+    pub narrow: Vec<(PersonId, String)>,
+    /// The reader (key) the author's own entry is not for: the author herself, when a post of
+    /// hers reaches her other connections.
+    pub skip: Option<String>,
+}
+
+impl Addressing {
+    /// Whether `person` gets only narrowed entries (no entry for all her readers).
+    pub fn narrowed(&self, person: &PersonId) -> bool {
+        self.narrow.iter().any(|(p, _)| p == person)
+    }
 }
 
 impl NewMessage {
     /// Whether the message carries what only a post's own UPDATE writes (who wrote it when a
-    /// human did, a reply's result): the batched statements leave those columns NULL.
+    /// human did, a reply's result, its addressing of connections): the batched statements leave those columns NULL.
     pub(in crate::store) fn has_extras(&self) -> bool {
-        self.written_by != WrittenBy::Agent || self.result.is_some()
+        self.written_by != WrittenBy::Agent
+            || self.result.is_some()
+            || self.addressing != Addressing::default()
     }
 }
 

@@ -124,13 +124,18 @@ async fn write_post(
             })?;
             task.last_event += 1;
         }
-        record.state = record.state.apply(m.kind, &m.author, m.outcome)?;
+        record.state = record.state.apply(
+            m.kind,
+            &m.author,
+            m.addressing.connection.as_deref(),
+            m.outcome,
+        )?;
         record.message_count += 1;
         record.updated_at = m.created_at;
         let (name, asker, outcome) = record.state.parts();
         query(
             "UPDATE threads SET state = $1, asker = $2, outcome = $3, message_count = $4, updated_at = $5, \
-             task_state = $6, task_event_seq = $7 WHERE id = $8",
+             task_state = $6, task_event_seq = $7, asker_reader = $9 WHERE id = $8",
         )
         .bind(name)
         .bind(asker.map(|a| a.as_str().to_owned()))
@@ -140,6 +145,7 @@ async fn write_post(
         .bind(record.task.as_ref().map(|t| t.state.as_str()))
         .bind(record.task.as_ref().map_or(0, |t| t.last_event))
         .bind(m.thread.as_str().to_owned())
+        .bind(record.state.asker_reader().map(str::to_owned))
         .execute(&mut *tx)
         .await?;
         let position = record.message_count;
@@ -151,8 +157,14 @@ async fn write_post(
         .recipients
         .iter()
         .filter(|p| m.remote.as_ref().is_none_or(|hop| hop.remote != **p))
+        .filter(|p| !m.addressing.narrowed(p))
         .cloned()
         .collect();
+    // Her other connections' copy of her own post (SPEC §4b), when she is not among its
+    // recipients: its entry is not for the connection that wrote it (`write_extras`).
+    if m.addressing.skip.is_some() {
+        inboxes.push(m.author.clone());
+    }
     inboxes.sort();
     inboxes.dedup();
     let event = thread_record.task.as_ref().map(|t| (t.last_event, t.state));
@@ -225,7 +237,7 @@ pub(super) async fn replayed(tx: &mut Conn, m: &NewMessage) -> Result<Option<Pos
 
 /// The row of the thread `m` opens: as the store answers it, and the values its INSERT needs.
 pub(super) fn opening(m: &NewMessage) -> Result<(ThreadRecord, Opening)> {
-    let state = ThreadState::start(m.kind, &m.author)?;
+    let state = ThreadState::start(m.kind, &m.author, m.addressing.connection.as_deref())?;
     let (name, asker, outcome) = state.parts();
     let task = m.task.as_ref().map(|t| TaskInfo {
         state: TaskState::Submitted,
@@ -334,6 +346,7 @@ pub(super) fn posted(m: NewMessage, position: i64, thread: ThreadRecord) -> Post
         created_at: m.created_at,
         written_by: m.written_by,
         result: m.result,
+        connection: m.addressing.connection,
     };
     PostOutcome {
         message,
@@ -353,11 +366,58 @@ async fn write_extras(tx: &mut Conn, m: &NewMessage) -> Result<()> {
         .transpose()
         .map_err(json_err)?;
     let written_by = (m.written_by != WrittenBy::Agent).then(|| m.written_by.as_str());
-    query("UPDATE messages SET written_by = $1, result = $2 WHERE id = $3")
+    query("UPDATE messages SET written_by = $1, result = $2, connection = $3 WHERE id = $4")
         .bind(written_by)
         .bind(result)
+        .bind(m.addressing.connection.clone())
         .bind(m.id.as_str().to_owned())
         .execute(&mut *tx)
         .await?;
+    // The entries for one connection each (SPEC §4b), in person order like the person-wide ones.
+    let mut narrow = m.addressing.narrow.clone();
+    narrow.sort();
+    for (person, reader) in narrow {
+        query("UPDATE persons SET inbox_seq = inbox_seq + 1 WHERE id = $1")
+            .bind(person.as_str().to_owned())
+            .execute(&mut *tx)
+            .await?;
+        let done = query(
+            "INSERT INTO inbox_entries (person_id, seq, entry_kind, message_id, thread_id, channel, \
+             notice, created_at, reader) SELECT id, inbox_seq, 'message', $2, $3, $4, NULL, $5, $6 \
+             FROM persons WHERE id = $1",
+        )
+        .bind(person.as_str().to_owned())
+        .bind(m.id.as_str().to_owned())
+        .bind(m.thread.as_str().to_owned())
+        .bind(m.channel.as_str().to_owned())
+        .bind(m.created_at.0)
+        .bind(reader)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() != 1 {
+            return Err(StoreError::NotFound("recipient"));
+        }
+    }
+    // The connection that opened an open thread asked its question (the thread's INSERT is
+    // batched; the column is the thread state's, see `ThreadState::asker_reader`).
+    if m.opens_thread && m.addressing.connection.is_some() {
+        query("UPDATE threads SET asker_reader = $1 WHERE id = $2 AND state = 'open'")
+            .bind(m.addressing.connection.clone())
+            .bind(m.thread.as_str().to_owned())
+            .execute(&mut *tx)
+            .await?;
+    }
+    // The author's own entry is not for the connection that wrote it.
+    if let Some(skip) = &m.addressing.skip {
+        query(
+            "UPDATE inbox_entries SET skip_reader = $1 WHERE person_id = $2 AND message_id = $3 \
+             AND reader IS NULL",
+        )
+        .bind(skip.clone())
+        .bind(m.author.as_str().to_owned())
+        .bind(m.id.as_str().to_owned())
+        .execute(&mut *tx)
+        .await?;
+    }
     Ok(())
 }

@@ -4,7 +4,10 @@
 
 use serde::Serialize;
 
-use crate::domain::{ApprovalPolicy, ChannelName, PersonId, PersonKind, Rights, Scopes, Timestamp};
+use crate::domain::{
+    ApprovalPolicy, ChannelName, ConnectionRights, ConnectionSlug, PersonId, PersonKind, Rights,
+    Scopes, Timestamp,
+};
 use crate::store::db::Row;
 use crate::store::error::{Result, StoreError};
 
@@ -31,6 +34,13 @@ pub struct TokenRecord {
     /// When a request last used it, to the minute; none when never used since it was recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_used_at: Option<Timestamp>,
+    /// For a member's agent token: the connection's name (SPEC §2), addressed as
+    /// `person/connection`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connection: Option<ConnectionSlug>,
+    /// For a connection: the rights its person gave it; none is the defaults.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rights: Option<ConnectionRights>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -88,11 +98,19 @@ pub(in crate::store) fn token(row: &Row) -> Result<TokenRecord> {
         last_used_at: row
             .try_get::<Option<i64>, _>("last_used_at")?
             .map(Timestamp),
+        connection: row
+            .try_get::<Option<String>, _>("connection")?
+            .map(ConnectionSlug::parse)
+            .transpose()?,
+        rights: row
+            .try_get::<Option<String>, _>("rights")?
+            .map(|r| serde_json::from_str(&r))
+            .transpose()
+            .map_err(|e| StoreError::Corrupt(format!("connection rights: {e}")))?,
     })
 }
 
-pub(in crate::store) const TOKEN_COLUMNS: &str =
-    "id, person_id, scopes, description, created_at, expires_at, revoked_at, last_used_at";
+pub(in crate::store) const TOKEN_COLUMNS: &str = "id, person_id, scopes, description, created_at, expires_at, revoked_at, last_used_at, connection, rights";
 
 pub(in crate::store) fn channel(row: &Row, members: Vec<MemberRecord>) -> Result<ChannelRecord> {
     let policy: String = row.try_get("policy")?;

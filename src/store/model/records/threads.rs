@@ -105,6 +105,9 @@ pub struct MessageRecord {
     /// A reply's structured result.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<ReplyResult>,
+    /// The connection (token id) that wrote it, when one did; the service shows its name.
+    #[serde(skip)]
+    pub connection: Option<String>,
 }
 
 /// The result of a post.
@@ -119,8 +122,8 @@ pub struct PostOutcome {
 }
 
 pub(in crate::store) const MESSAGE_COLUMNS: &str = "id, thread_id, channel, position, kind, author, agent, recipients, subject, body, \
-     attachments, impact, outcome, refers_to, idempotency_key, created_at, written_by, result";
-pub(in crate::store) const THREAD_COLUMNS: &str = "id, channel, subject, opener_kind, opened_by, state, asker, outcome, \
+     attachments, impact, outcome, refers_to, idempotency_key, created_at, written_by, result, connection";
+pub(in crate::store) const THREAD_COLUMNS: &str = "id, channel, subject, opener_kind, opened_by, state, asker, asker_reader, outcome, \
      message_count, created_at, updated_at, task_state, context_id, skill, reference_task_ids, task_event_seq";
 
 fn opt_parse<T: std::str::FromStr<Err = crate::domain::ParseError>>(
@@ -162,6 +165,7 @@ pub(in crate::store) fn message(row: &Row) -> Result<MessageRecord> {
             .map(|r| serde_json::from_str(&r))
             .transpose()
             .map_err(json_err)?,
+        connection: row.try_get("connection")?,
     })
 }
 
@@ -172,7 +176,7 @@ pub(in crate::store) fn thread(row: &Row) -> Result<ThreadRecord> {
         .map(PersonId::parse)
         .transpose()?;
     let outcome = opt_parse(row.try_get("outcome")?)?;
-    let state = ThreadState::from_parts(&name, asker, outcome)
+    let state = ThreadState::from_parts(&name, asker, row.try_get("asker_reader")?, outcome)
         .ok_or_else(|| StoreError::Corrupt(format!("thread state {name:?}")))?;
     Ok(ThreadRecord {
         id: ThreadId::parse(row.try_get::<String, _>("id")?)?,
