@@ -71,6 +71,8 @@ pub(super) struct RequestFacts<'a> {
     pub recipients: &'a [PersonId],
     /// Who wrote the request.
     pub author: &'a PersonId,
+    /// What the rights of the connections involved say (SPEC §4b).
+    pub rights: super::rights::RightsSay,
     /// The author is an external party.
     pub external: bool,
     pub now: Timestamp,
@@ -127,8 +129,27 @@ impl Service {
                     ),
                 ));
             }
-            PolicyDecision::Auto if !r.external => return Ok(None),
             PolicyDecision::Auto | PolicyDecision::Approve => {}
+        }
+        use super::rights::RightsSay;
+        match r.rights {
+            // Her command is the authorisation (SPEC §4b).
+            RightsSay::Allowed => return Ok(None),
+            // Her "allow once", whatever the channel's policy.
+            RightsSay::Confirm => {
+                return Ok(Some(NewApproval {
+                    id: ApprovalId::generate(),
+                    kind: ApprovalKind::Request,
+                    impact,
+                    fingerprint: fingerprint(r.thread, r.message, impact, r.body, r.attachments),
+                    approvers: vec![r.author.clone()],
+                    expires_at: r.now.plus_secs(r.channel.policy.approval_ttl_s),
+                }));
+            }
+            RightsSay::Policy => {}
+        }
+        if r.channel.policy.decision(impact) == PolicyDecision::Auto && !r.external {
+            return Ok(None);
         }
         // Nobody approves her own request to others: her agent's request to bob is bob's to
         // approve. Her request to her own agents only (SPEC §4b) is hers.

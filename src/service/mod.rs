@@ -6,6 +6,7 @@
 //! knows about HTTP, MCP or A2A.
 
 mod activity;
+mod addressing;
 mod admin;
 mod approvals;
 mod audit;
@@ -28,6 +29,7 @@ mod remote_follow;
 mod remote_send;
 mod remotes;
 mod retention;
+mod rights;
 mod sessions;
 mod tasks;
 mod traced;

@@ -612,3 +612,127 @@ async fn nobody_approves_her_own_agents_request_to_someone_else() {
         .unwrap();
     assert_eq!(view.approvals[0].approvers, vec![pid("bob")]);
 }
+
+/// Her command to `alice/claude-laptop` with `impact`.
+fn command(body: &str, impact: Impact) -> PostRequest {
+    let mut req = to("request", Some("ops"), body, &["alice/claude-laptop"]);
+    req.impact = Some(impact);
+    req
+}
+
+#[tokio::test]
+async fn her_connections_rights_decide_her_commands_and_its_own_requests() {
+    let Fleet {
+        env,
+        alice,
+        claude,
+        codex,
+        ..
+    } = fleet().await;
+    let claude_token = claude.connection.as_ref().unwrap().token.clone();
+    let claim = |who: &Caller, thread: &liaison::domain::ThreadId| {
+        let (s, who, thread) = (env.service.clone(), who.clone(), thread.clone());
+        async move {
+            s.claim(
+                &who,
+                liaison::service::ClaimTarget::Thread(thread),
+                liaison::service::ClaimAction::Claim,
+                None,
+            )
+            .await
+        }
+    };
+
+    // code is allowed by default: her command is the authorisation (the channel's policy would
+    // ask bob's approval of a code request).
+    let code = env
+        .service
+        .post(&alice, command("Fix the typo", Impact::Code))
+        .await
+        .unwrap();
+    assert!(code.approval.is_none());
+    claim(&claude, &code.thread).await.unwrap().unwrap();
+
+    // database is confirm: an approval only she decides, the claim waits for her "allow once".
+    let db = env
+        .service
+        .post(&alice, command("Add the index", Impact::Database))
+        .await
+        .unwrap();
+    let approval = db.approval.clone().expect("confirm makes an approval");
+    let e = claim(&claude, &db.thread).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::ApprovalPending);
+    let view = env
+        .service
+        .thread(&alice, &db.thread, None, None)
+        .await
+        .unwrap();
+    assert_eq!(view.approvals[0].approvers, vec![pid("alice")]);
+    env.service
+        .decide(
+            &alice,
+            &approval,
+            liaison::domain::Decision::Allow,
+            None,
+            liaison::domain::DecisionPath::Console,
+        )
+        .await
+        .unwrap();
+    claim(&claude, &db.thread).await.unwrap().unwrap();
+
+    // production is off: refused at posting, nothing written.
+    let before = env.service.unread(&claude, "c").await.unwrap();
+    let e = env
+        .service
+        .post(&alice, command("Deploy", Impact::Production))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::DeniedByPolicy, "{e:?}");
+    assert!(e.message.contains("claude-laptop"), "{}", e.message);
+    assert_eq!(env.service.unread(&claude, "c").await.unwrap(), before);
+
+    // She switches database to allowed: the next database command needs no approval.
+    let mut rights = ConnectionRights::default();
+    rights.set(Impact::Database, RightLevel::Allowed);
+    env.service
+        .update_own_connection(
+            &alice,
+            &claude_token,
+            ConnectionUpdate {
+                name: None,
+                rights: Some(rights),
+            },
+        )
+        .await
+        .unwrap();
+    let db = env
+        .service
+        .post(&alice, command("Add another index", Impact::Database))
+        .await
+        .unwrap();
+    assert!(db.approval.is_none());
+
+    // A connection's own request to her other agents follows its rights: codex may not ask them
+    // for production. Asking a teammate is the teammate's to approve (the channel's policy).
+    let mut req = to("request", Some("ops"), "deploy it", &["alice"]);
+    req.impact = Some(Impact::Production);
+    let e = env.service.post(&codex, req).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::DeniedByPolicy);
+    let mut req = to("request", Some("ops"), "deploy it", &["bob"]);
+    req.impact = Some(Impact::Production);
+    let asked = env.service.post(&codex, req).await.unwrap();
+    assert!(
+        asked.approval.is_some(),
+        "bob approves, as the channel says"
+    );
+    // Its database request to her other agents needs her "allow once" (its default: confirm).
+    let mut req = to("request", Some("ops"), "migrate", &["alice"]);
+    req.impact = Some(Impact::Database);
+    let asked = env.service.post(&codex, req).await.unwrap();
+    let view = env
+        .service
+        .thread(&alice, &asked.thread, None, None)
+        .await
+        .unwrap();
+    assert_eq!(view.approvals[0].approvers, vec![pid("alice")]);
+}
