@@ -52,9 +52,10 @@ async def test_alice_connects_an_agent_writes_to_bob_watches_the_answer_and_revo
 
             # Connect an agent: the token and the settings are shown once.
             await page.get_by_role("link", name="Connect").click()
-            await page.get_by_label("Name").fill("claude on alice-laptop")
+            await page.get_by_label("What it is").fill("claude on alice-laptop")
+            await page.locator("#connection").fill("alice-laptop")
             await page.get_by_label("Expires after").select_option("7")
-            await page.get_by_role("button", name="Issue an agent token").click()
+            await page.get_by_role("button", name="Connect an agent").click()
             secret = (await page.locator("#secret").text_content()).strip()
             http_settings = await page.locator("#claude-http").text_content()
             await page.screenshot(path=str(ARTIFACTS / "connect-issued-laptop.png"), full_page=True)
