@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use axum::extract::multipart::{Multipart, MultipartRejection};
+use axum::extract::multipart::{Multipart, MultipartError, MultipartRejection};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
@@ -63,23 +63,24 @@ pub(super) async fn read(
             "the request is not a form this page sends ({why}); nothing was posted"
         ))
     };
+    // The body limit may strike between parts or inside one (a file's bytes): either way the
+    // form is too large, and says so by its files.
+    let cut = |e: MultipartError| {
+        if e.status().as_u16() == 413 {
+            ServiceError::invalid(format!(
+                "the form is larger than {} MiB; attach less; nothing was posted",
+                MAX_FORM_BYTES / (1024 * 1024)
+            ))
+        } else {
+            not_form(e.body_text())
+        }
+    };
     let mut form = form.map_err(|e| not_form(e.body_text()))?;
     let mut fields = Fields::default();
     let mut count = 0;
     loop {
-        let field = match form.next_field().await {
-            Ok(Some(f)) => f,
-            Ok(None) => break,
-            Err(e) => {
-                return Err(if e.status().as_u16() == 413 {
-                    ServiceError::invalid(format!(
-                        "the form is larger than {} MiB; attach less; nothing was posted",
-                        MAX_FORM_BYTES / (1024 * 1024)
-                    ))
-                } else {
-                    not_form(e.body_text())
-                });
-            }
+        let Some(field) = form.next_field().await.map_err(cut)? else {
+            break;
         };
         count += 1;
         if count > MAX_FIELDS {
@@ -88,7 +89,7 @@ pub(super) async fn read(
         let name = field.name().unwrap_or_default().to_owned();
         let filename = field.file_name().map(str::to_owned);
         let media_type = field.content_type().map(str::to_owned);
-        let bytes = field.bytes().await.map_err(|e| not_form(e.body_text()))?;
+        let bytes = field.bytes().await.map_err(cut)?;
         match filename {
             // A file input left empty sends a part with no name and no bytes.
             Some(f) if f.is_empty() && bytes.is_empty() => {}

@@ -448,9 +448,10 @@ async fn only_an_admin_login_link_of_an_admin_opens_the_admin_pages() {
     let e = s.console_admin(&member, &record).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::NotFound);
 
-    // An agent credential never gets a console session at all: links are for members only,
-    // and a party's id is refused.
-    let _ = s
+    // An agent credential never gets a console session at all: links, plain or admin, are for
+    // members only (a party's id is refused), and an agent token's secret (a member's or a
+    // party's) is neither a session, nor a link, nor a link's way to a session.
+    let party = s
         .add_party(
             &admin_caller(&env).await,
             PartySpec {
@@ -469,6 +470,33 @@ async fn only_an_admin_login_link_of_an_admin_opens_the_admin_pages() {
         .await
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::InvalidInput);
+    let e = s
+        .issue_login_link(&admin_caller(&env).await, &pid("partner"), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidInput, "{e}");
+    let alices = s
+        .issue_token(
+            &admin_caller(&env).await,
+            TokenSpec {
+                person: pid("alice"),
+                scopes: Scopes::default().with(Scope::Agent),
+                expires_in_s: None,
+                description: String::new(),
+            },
+        )
+        .await
+        .unwrap()
+        .secret;
+    for secret in [party.token.unwrap().secret, alices] {
+        assert!(s.authenticate(&secret).await.is_ok(), "a live agent token");
+        let e = s.console_caller(&secret).await.unwrap_err();
+        assert_eq!(e.code, ErrorCode::Unauthenticated, "{e}");
+        for kind in [LinkKind::Login, LinkKind::Approval] {
+            assert!(s.open_link(kind, &secret, None).await.is_err(), "{kind:?}");
+        }
+        assert!(s.console_login(&secret, "c", Some("c")).await.is_err());
+    }
 }
 
 /// A fresh admin token's caller (the bootstrap one may have been revoked).

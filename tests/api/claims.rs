@@ -1,9 +1,9 @@
 //! Claims: one winner among concurrent sessions, lease expiry, release by reply, fencing tokens.
 
-use liaison::domain::Impact;
-use liaison::service::{ClaimAction, ClaimTarget, ErrorCode, PostRequest};
+use liaison::domain::{Impact, Scope, Scopes};
+use liaison::service::{ClaimAction, ClaimTarget, ErrorCode, PostRequest, TokenSpec};
 
-use crate::helpers::{TestEnv, post};
+use crate::helpers::{TestEnv, pid, post};
 
 async fn request_thread(env: &TestEnv) -> (liaison::domain::ThreadId, liaison::service::Caller) {
     let alice = env.member("alice", "claude@a:1").await;
@@ -352,9 +352,12 @@ async fn a_stale_fencing_token_is_refused_naming_the_holder_and_nothing_is_writt
 #[tokio::test]
 async fn over_api_v1_a_stale_fencing_token_is_a_409_naming_the_holder() {
     use serde_json::{Value, json};
-    let db = crate::helpers::TestDb::new().await;
-    let dir = tempfile::tempdir().unwrap();
-    let (url, admin, stop) = crate::admin_http::spawn_app(&db, dir.path()).await;
+    // `/api/v1` over the service on its manual clock: the lease runs out when the test says.
+    let env = TestEnv::new().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let router = liaison::api::router(env.service.clone());
+    tokio::spawn(async move { axum::serve(listener, router).await });
     let http = reqwest::Client::new();
     let send = |path: &str, token: &str, agent: Option<&str>, body: Value| {
         let mut r = http
@@ -368,38 +371,23 @@ async fn over_api_v1_a_stale_fencing_token_is_a_409_naming_the_holder() {
     };
     let mut secrets = Vec::new();
     for id in ["ana", "ben"] {
-        let r = send(
-            "/admin/v1/persons",
-            &admin,
-            None,
-            json!({"id": id, "display_name": id}),
-        )
-        .await
-        .unwrap();
-        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
-        let r: Value = send(
-            "/admin/v1/tokens",
-            &admin,
-            None,
-            json!({"person": id, "scopes": ["agent"]}),
-        )
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-        secrets.push(r["token"]["secret"].as_str().unwrap().to_owned());
+        env.person(id, liaison::domain::PersonKind::Member).await;
+        let spec = TokenSpec {
+            person: pid(id),
+            scopes: Scopes::default().with(Scope::Agent),
+            expires_in_s: None,
+            description: String::new(),
+        };
+        secrets.push(
+            env.service
+                .issue_token(&env.admin, spec)
+                .await
+                .unwrap()
+                .secret,
+        );
     }
     let (ana, ben) = (&secrets[0], &secrets[1]);
-    let r = send(
-        "/admin/v1/channels",
-        &admin,
-        None,
-        json!({"name": "fence", "members": ["ana", "ben"]}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    env.channel("fence", &["ana", "ben"]).await;
     let asked: Value = send(
         "/api/v1/messages",
         ana,
@@ -425,7 +413,7 @@ async fn over_api_v1_a_stale_fencing_token_is_a_409_naming_the_holder() {
     .await
     .unwrap();
     let old = first["claim"]["fencing_token"].as_i64().unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(1300)).await;
+    env.clock.advance_secs(2);
     let second: Value = send("/api/v1/claims", ben, Some(two), json!({"thread": thread}))
         .await
         .unwrap()
@@ -465,5 +453,4 @@ async fn over_api_v1_a_stale_fencing_token_is_a_409_naming_the_holder() {
     .await
     .unwrap();
     assert_eq!(ok.status(), 200, "{}", ok.text().await.unwrap());
-    stop.cancel();
 }

@@ -217,6 +217,47 @@ fn field(html: &str, name: &str) -> String {
 }
 
 /// `name=value` of the `Set-Cookie` for `name`, checking its protective attributes.
+/// The one field error on `page`, which must sit by the control `id`: after it and before the
+/// next field's label. Returns the error's text.
+fn error_by<'a>(page: &'a str, id: &str) -> &'a str {
+    let errors = page.matches("field-error").count();
+    assert_eq!(
+        errors,
+        1,
+        "one error, by a field; the page's: {:?}",
+        alerts(page)
+    );
+    let at = page.find(&format!("id=\"{id}\"")).expect("the field");
+    let field = &page[at..];
+    let next_label = field.find("<label").unwrap_or(field.len());
+    let Some(error) = field[..next_label].find("field-error") else {
+        let error = page.find("field-error").unwrap();
+        let under = page[..error]
+            .rfind("<label")
+            .map_or("", |l| &page[l..error]);
+        panic!(
+            "the error {:?} is not by the {id} field but under {}",
+            alerts(page),
+            under.split('>').next().unwrap_or_default()
+        );
+    };
+    alert_text(&field[error..])
+}
+
+/// The texts of the page's alerts (field errors and the form's error).
+fn alerts(page: &str) -> Vec<&str> {
+    page.split("role=\"alert\"")
+        .skip(1)
+        .map(alert_text)
+        .collect()
+}
+
+/// The text of the element whose opening tag `html` is in.
+fn alert_text(html: &str) -> &str {
+    let text = &html[html.find('>').unwrap() + 1..];
+    &text[..text.find('<').unwrap()]
+}
+
 fn set_cookie(headers: &HeaderMap, name: &str) -> String {
     let c = headers
         .get_all(SET_COOKIE)
@@ -671,6 +712,38 @@ enum Part<'a> {
     File(&'a str, &'a str, &'a str, Vec<u8>),
 }
 
+const BOUNDARY: &str = "liaison-test-boundary-7f3a";
+
+/// A `multipart/form-data` body of `parts`, as a browser sends a form: its length is the sum of
+/// the parts' framing and their bytes, so a test can size a form to the byte.
+fn multipart(parts: &[Part<'_>]) -> Vec<u8> {
+    let boundary = BOUNDARY;
+    let mut body = Vec::new();
+    for p in parts {
+        body.extend_from_slice(format!("--{boundary}\r\n").as_bytes());
+        match p {
+            Part::Text(name, value) => {
+                body.extend_from_slice(
+                    format!("Content-Disposition: form-data; name=\"{name}\"\r\n\r\n").as_bytes(),
+                );
+                body.extend_from_slice(value.as_bytes());
+            }
+            Part::File(name, filename, media, bytes) => {
+                body.extend_from_slice(
+                    format!(
+                        "Content-Disposition: form-data; name=\"{name}\"; filename=\"{filename}\"\r\nContent-Type: {media}\r\n\r\n"
+                    )
+                    .as_bytes(),
+                );
+                body.extend_from_slice(bytes);
+            }
+        }
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    body
+}
+
 impl Console {
     /// POSTs a `multipart/form-data` form, as the console's writing forms are sent.
     async fn post_multipart(
@@ -679,40 +752,15 @@ impl Console {
         cookie: &str,
         parts: &[Part<'_>],
     ) -> (StatusCode, HeaderMap, String) {
-        let boundary = "liaison-test-boundary-7f3a";
-        let mut body = Vec::new();
-        for p in parts {
-            body.extend_from_slice(format!("--{boundary}\r\n").as_bytes());
-            match p {
-                Part::Text(name, value) => {
-                    body.extend_from_slice(
-                        format!("Content-Disposition: form-data; name=\"{name}\"\r\n\r\n")
-                            .as_bytes(),
-                    );
-                    body.extend_from_slice(value.as_bytes());
-                }
-                Part::File(name, filename, media, bytes) => {
-                    body.extend_from_slice(
-                        format!(
-                            "Content-Disposition: form-data; name=\"{name}\"; filename=\"{filename}\"\r\nContent-Type: {media}\r\n\r\n"
-                        )
-                        .as_bytes(),
-                    );
-                    body.extend_from_slice(bytes);
-                }
-            }
-            body.extend_from_slice(b"\r\n");
-        }
-        body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
         let r = self
             .http
             .post(format!("{}{path}", self.url))
             .header(
                 CONTENT_TYPE,
-                format!("multipart/form-data; boundary={boundary}"),
+                format!("multipart/form-data; boundary={BOUNDARY}"),
             )
             .header(COOKIE, cookie)
-            .body(body)
+            .body(multipart(parts))
             .send()
             .await
             .unwrap();
@@ -777,9 +825,7 @@ async fn writing_from_the_console_refuses_bad_input_by_its_field_and_posts_nothi
             "{}",
             &page[..page.len().min(300)]
         );
-        let by_body = page.find("id=\"body\"").unwrap();
-        let error = page.find("field-error").expect("an error by a field");
-        assert!(error > by_body, "the error follows the body field");
+        error_by(&page, "body");
     }
     // A file one byte over the attachment limit, and one file too many.
     let file = |n: usize| Part::File("files", "a.bin", "application/octet-stream", vec![7; n]);
@@ -788,7 +834,7 @@ async fn writing_from_the_console_refuses_bad_input_by_its_field_and_posts_nothi
     let (status, _, page) = c.post_multipart("/console/compose", &session, &over).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(
-        page.contains("larger than"),
+        error_by(&page, "files").contains(&format!("larger than {MAX_ATTACHMENT_BYTES} bytes")),
         "{}",
         &page[..page.len().min(300)]
     );
@@ -798,7 +844,7 @@ async fn writing_from_the_console_refuses_bad_input_by_its_field_and_posts_nothi
     }
     let (status, _, page) = c.post_multipart("/console/compose", &session, &many).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert!(page.contains(&format!("at most {MAX_ATTACHMENTS} files")));
+    assert!(error_by(&page, "files").contains(&format!("at most {MAX_ATTACHMENTS} files")));
     // A channel she is not in is not found, like one that does not exist.
     for name in ["secret", "nowhere"] {
         let parts = vec![
@@ -831,11 +877,12 @@ async fn writing_from_the_console_refuses_bad_input_by_its_field_and_posts_nothi
         "text/html",
         b"<script>alert(1)</script>".to_vec(),
     ));
-    for _ in 1..MAX_ATTACHMENTS {
+    full.push(file(MAX_ATTACHMENT_BYTES));
+    for _ in 2..MAX_ATTACHMENTS {
         full.push(file(1));
     }
-    let (status, headers, _) = c.post_multipart("/console/compose", &session, &full).await;
-    assert_eq!(status, StatusCode::SEE_OTHER);
+    let (status, headers, page) = c.post_multipart("/console/compose", &session, &full).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{:?}", alerts(&page));
     let thread = headers["location"].to_str().unwrap().to_owned();
     assert_eq!(c.threads().await, before + 2);
     // A form the page rendered carries its own key: sent twice (a double click), it posts once.
@@ -931,6 +978,87 @@ async fn writing_from_the_console_refuses_bad_input_by_its_field_and_posts_nothi
             .await;
         assert_eq!(status, StatusCode::NOT_FOUND, "{other}");
     }
+}
+
+/// The writing forms' size limit, all parts and their framing: what the compose page announces.
+const FORM_LIMIT: usize = 16 * 1024 * 1024;
+
+/// A writing form of exactly `size` bytes: three files of the largest size an attachment may
+/// have, and a fourth sized to make up the rest; fewer files than allowed, none too large.
+fn form_of_size(csrf: &str, size: usize) -> Vec<Part<'_>> {
+    use liaison::domain::MAX_ATTACHMENT_BYTES;
+    let mut parts = vec![
+        Part::Text("kind", "question"),
+        Part::Text("channel", "demo"),
+        Part::Text("body", "the quarter's figures"),
+        Part::Text("csrf", csrf),
+    ];
+    for n in 0..3 {
+        parts.push(Part::File(
+            "files",
+            "full.bin",
+            "application/octet-stream",
+            vec![n; MAX_ATTACHMENT_BYTES],
+        ));
+    }
+    let rest = |n| Part::File("files", "rest.bin", "application/octet-stream", vec![9; n]);
+    parts.push(rest(0));
+    let framing = multipart(&parts).len();
+    parts.pop();
+    parts.push(rest(size - framing));
+    assert_eq!(multipart(&parts).len(), size);
+    parts
+}
+
+#[tokio::test]
+async fn a_writing_form_of_exactly_its_size_limit_posts_and_one_byte_more_is_refused() {
+    let c = console().await;
+    let (session, csrf) = c.sign_in("alice").await;
+    let (_, _, page) = c.get("/console/compose?channel=demo", Some(&session)).await;
+    assert!(
+        page.contains("16 MiB in all"),
+        "the limit the page announces"
+    );
+    let before = c.threads().await;
+
+    let over = form_of_size(&csrf, FORM_LIMIT + 1);
+    let (status, _, page) = c.post_multipart("/console/compose", &session, &over).await;
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "a form one byte over the limit: {:?}",
+        alerts(&page)
+    );
+    let error = error_by(&page, "files");
+    assert!(error.contains("the form is larger than 16 MiB"), "{error}");
+    assert_eq!(c.threads().await, before, "nothing was posted");
+
+    let exact = form_of_size(&csrf, FORM_LIMIT);
+    let Part::File(.., last) = exact.last().unwrap() else {
+        unreachable!()
+    };
+    let last = last.len();
+    let (status, headers, page) = c.post_multipart("/console/compose", &session, &exact).await;
+    assert_eq!(
+        status,
+        StatusCode::SEE_OTHER,
+        "a form of exactly the limit: {:?}",
+        alerts(&page)
+    );
+    assert_eq!(c.threads().await, before + 1);
+    // Taken whole: four attachments, the last one to the byte.
+    let thread = headers["location"].to_str().unwrap().to_owned();
+    let (_, _, page) = c.get(&thread, Some(&session)).await;
+    let page = page.replace("&#x2f;", "/");
+    let files: Vec<&str> = page
+        .split("href=\"")
+        .filter(|s| s.starts_with("/console/messages/"))
+        .filter_map(|s| s.split('"').next())
+        .collect();
+    assert_eq!(files.len(), 4, "{files:?}");
+    let (status, _, body) = c.get(files[3], Some(&session)).await;
+    assert_eq!(status, 200);
+    assert_eq!(body.len(), last);
 }
 
 /// Every admin page, and a form POST of each kind with its fields (as the pages send them).
@@ -1077,6 +1205,18 @@ async fn only_an_admin_session_reaches_the_admin_pages_and_nothing_else_changes_
         before + 2,
         "two login links were issued, nothing else"
     );
+    // Everything the admin pages show, which is everything an admin may change (on the manual
+    // clock nothing on them moves by itself): the witness that nothing changed, audited or not.
+    let shown = || async {
+        let mut all = Vec::new();
+        for page in ADMIN_PAGES {
+            let (status, _, body) = c.get(page, Some(&admin)).await;
+            assert_eq!(status, 200, "{page}: {body}");
+            all.push((page, body));
+        }
+        all
+    };
+    let seen = shown().await;
     for (path, fields) in admin_posts() {
         let (status, _, _) = c.post_form(path, Some(&admin), &fields).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{path}");
@@ -1084,14 +1224,21 @@ async fn only_an_admin_session_reaches_the_admin_pages_and_nothing_else_changes_
         wrong.push(("csrf", member_csrf.as_str()));
         let (status, _, _) = c.post_form(path, Some(&admin), &wrong).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{path}");
-        // And a GET on a form's address changes nothing.
-        let (status, _, _) = c.get(path, Some(&admin)).await;
-        assert!(
-            status.is_client_error() || status == StatusCode::OK,
-            "{path}: {status}"
-        );
+        // And a GET on a form's address is the page at that address, or the answer that forms
+        // are sent with their button; it changes nothing (below).
+        let (status, _, body) = c.get(path, Some(&admin)).await;
+        if ADMIN_PAGES.contains(&path) {
+            assert_eq!(status, StatusCode::OK, "{path}");
+        } else {
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{path}");
+            assert!(body.contains("never by opening an address"), "{path}");
+        }
     }
     assert_eq!(audit_len().await, after_sign_in, "nothing changed");
+    for ((page, was), (_, is)) in seen.iter().zip(shown().await) {
+        let changed = was.lines().zip(is.lines()).find(|(a, b)| a != b);
+        assert!(*was == is, "{page} changed: {changed:?}");
+    }
     assert!(s.store().person(&pid("mallory")).await.unwrap().is_none());
     assert!(s.store().person(&pid("alice")).await.unwrap().is_some());
     assert!(

@@ -307,3 +307,58 @@ async fn task_events_deliveries_and_audit_are_purged_each_by_its_own_setting() {
         other.message.replace(unknown.as_str(), "ID")
     );
 }
+
+/// A backlog of several batches goes in one run: the purge works in transactions of at most
+/// `PURGE_BATCH` rows and goes on until a batch comes back short; what is newer stays.
+#[tokio::test]
+async fn a_backlog_of_several_batches_is_purged_in_one_run() {
+    let env = TestEnv::new().await;
+    let service = &env.service;
+    let audit = || async {
+        let q = AuditQuery {
+            limit: Some(1000),
+            ..AuditQuery::default()
+        };
+        service.audit(&env.admin, &q).await.unwrap()
+    };
+    let at_start = audit().await.len();
+    // Two batches and one entry more, written 50 at a time (the writer groups them).
+    let backlog = 2 * liaison::store::PURGE_BATCH as usize + 1 - at_start;
+    let ids: Vec<String> = (0..backlog).map(|i| format!("p{i}")).collect();
+    for chunk in ids.chunks(50) {
+        let adds = chunk.iter().map(|id| {
+            service.add_person(
+                &env.admin,
+                crate::helpers::pid(id),
+                PersonKind::Member,
+                "Load".into(),
+            )
+        });
+        for added in futures::future::join_all(adds).await {
+            added.unwrap();
+        }
+    }
+    env.clock.advance_secs(10 * DAY);
+    service
+        .add_person(
+            &env.admin,
+            crate::helpers::pid("newer"),
+            PersonKind::Member,
+            "Newer".into(),
+        )
+        .await
+        .unwrap();
+    let keep = Retention {
+        audit: days(5),
+        ..Retention::default()
+    };
+    let purged = service.purge_expired(&keep).await.unwrap();
+    assert_eq!(
+        purged.audit,
+        2 * liaison::store::PURGE_BATCH + 1,
+        "{purged:?}"
+    );
+    let left = audit().await;
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0].subject.as_deref(), Some("newer"), "{left:?}");
+}

@@ -274,8 +274,14 @@ async fn a_member_issues_and_revokes_her_own_agent_tokens_within_bounds() {
         .revoke_own_token(&bob, "tok_nothing")
         .await
         .unwrap_err();
-    assert_eq!(foreign.code, ErrorCode::NotFound);
+    // The same answer, word for word but the id.
+    let answer =
+        |e: &liaison::service::ServiceError, id: &str| (e.code, e.message.replace(id, "{id}"));
     assert_eq!(unknown.code, ErrorCode::NotFound);
+    assert_eq!(
+        answer(&foreign, &issued.token.id),
+        answer(&unknown, "tok_nothing")
+    );
     assert!(env.service.authenticate(&issued.secret).await.is_ok());
     env.service
         .revoke_own_token(&alice, &issued.token.id)
@@ -283,6 +289,21 @@ async fn a_member_issues_and_revokes_her_own_agent_tokens_within_bounds() {
         .unwrap();
     let e = env.service.authenticate(&issued.secret).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::TokenRevoked);
+    // Revoked already: her own token now answers as an unknown one does.
+    let again = env
+        .service
+        .revoke_own_token(&alice, &issued.token.id)
+        .await
+        .unwrap_err();
+    let unknown = env
+        .service
+        .revoke_own_token(&alice, "tok_nothing")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        answer(&again, &issued.token.id),
+        answer(&unknown, "tok_nothing")
+    );
     let listed = env.service.own_tokens(&alice).await.unwrap();
     let mine = listed
         .iter()

@@ -317,14 +317,25 @@ PHONE = {"width": 390, "height": 844}
 
 async def shots(browser, laptop_ctx, url: str, name: str) -> None:
     """The page at `url` at laptop and phone size, full page, as `{name}-laptop.png` and
-    `{name}-phone.png` in ARTIFACTS."""
-    page = await laptop_ctx.new_page()
-    await page.goto(url)
-    await page.screenshot(path=str(ARTIFACTS / f"{name}-laptop.png"), full_page=True)
-    await page.close()
+    `{name}-phone.png` in ARTIFACTS. At both sizes it must be the page asked for, signed in (not the
+    sign-in page: a 200 with the session's "Sign out"), with the same heading, and it must fit the
+    width it is shown at: nothing wider than the viewport, so a phone never scrolls sideways."""
     phone = await browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True,
                                       device_scale_factor=2, storage_state=await laptop_ctx.storage_state())
-    p = await phone.new_page()
-    await p.goto(url)
-    await p.screenshot(path=str(ARTIFACTS / f"{name}-phone.png"), full_page=True)
-    await phone.close()
+    headings = []
+    try:
+        for size, ctx, viewport in (("laptop", laptop_ctx, LAPTOP), ("phone", phone, PHONE)):
+            page = await ctx.new_page()
+            response = await page.goto(url)
+            where = f"{name}-{size} ({url})"
+            assert response is not None and response.status == 200, f"{where}: {response and response.status}"
+            assert page.url == url, f"{where}: landed on {page.url}"
+            await page.get_by_role("button", name="Sign out").wait_for(state="visible")
+            headings.append(await page.locator("main h1").first.text_content())
+            wide = await page.evaluate("document.documentElement.scrollWidth")
+            assert wide <= viewport["width"], f"{where}: {wide} px wide in a {viewport['width']} px viewport"
+            await page.screenshot(path=str(ARTIFACTS / f"{name}-{size}.png"), full_page=True)
+            await page.close()
+    finally:
+        await phone.close()
+    assert headings[0] and headings[0] == headings[1], f"{name}: headings {headings}"

@@ -1,4 +1,5 @@
-"""Backup and restore of a live server: `liaison backup` under a steady write load, `liaison
+"""Backup and restore of a live server: `liaison backup` under a steady write load, which goes on
+with not one write failed even while the backup stands paused at any point of its run, `liaison
 restore` into a new data directory, and a second server on it that holds every write acknowledged
 before the backup began and serves a card that verifies with the same keys (the official a2a-sdk
 verifier). On PostgreSQL, the same with pg_dump and pg_restore into a new database.
@@ -9,9 +10,11 @@ existing database.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -38,11 +41,14 @@ def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 
 
 class Writer:
-    """Adds persons through the admin API in a loop; remembers each one whose POST answered 200."""
+    """Adds persons through the admin API from four threads; remembers each one whose POST answered
+    200, and every one that did not (an HTTP error, no answer): a backup must neither fail nor hold
+    up the live server's writes."""
 
     def __init__(self, srv):
         self.srv = srv
         self.acked: list[str] = []
+        self.failed: list[str] = []
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.threads = [threading.Thread(target=self.loop, daemon=True) for _ in range(4)]
@@ -52,14 +58,25 @@ class Writer:
             pid = f"p{uuid.uuid4().hex[:10]}"
             try:
                 self.srv.person(pid, "Load")
-            except (urllib.error.URLError, OSError):
+            except (urllib.error.URLError, OSError) as e:  # HTTPError is a URLError
+                with self.lock:
+                    self.failed.append(f"{pid}: {e!r}")
                 continue
             with self.lock:
                 self.acked.append(pid)
 
-    def snapshot(self) -> list[str]:
+    def snapshot(self, what: str = "") -> list[str]:
         with self.lock:
+            assert not self.failed, f"{len(self.failed)} writes failed{what}, e.g. {self.failed[:3]}"
             return list(self.acked)
+
+    def until(self, n: int, what: str, timeout: float = 30.0) -> None:
+        """Returns once `n` writes are acknowledged, none failed. The timeout only keeps writes
+        that never go through from hanging the suite."""
+        deadline = time.monotonic() + timeout
+        while (done := len(self.snapshot(" " + what))) < n:
+            assert time.monotonic() < deadline, f"{done} of {n} writes acknowledged after {timeout} s {what}"
+            time.sleep(0.005)
 
     def __enter__(self):
         for t in self.threads:
@@ -70,6 +87,25 @@ class Writer:
         self.stop.set()
         for t in self.threads:
             t.join(timeout=30)
+
+
+def writes_go_on_beside(process: subprocess.Popen, writer: Writer) -> int:
+    """Until `process` (a backup) exits: lets it run a moment, pauses it (SIGSTOP) wherever it
+    is, and requires five more writes to be acknowledged while it stands still, none failing;
+    then lets it go on (SIGCONT). A backup that holds up the live server's writes while it runs
+    is caught standing there, the writes stopped behind it; the moments only spread the pauses
+    over its run, and nothing depends on their length. Returns the rounds."""
+    rounds = 0
+    while True:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=0.005)
+            return rounds
+        os.kill(process.pid, signal.SIGSTOP)
+        try:
+            writer.until(len(writer.snapshot()) + 5, f"while the backup stood still (round {rounds})")
+        finally:
+            os.kill(process.pid, signal.SIGCONT)
+        rounds += 1
 
 
 def persons(srv) -> set[str]:
@@ -117,16 +153,16 @@ async def test_a_backup_under_write_load_restores_every_acknowledged_write_and_t
             while len(writer.snapshot()) < 50:
                 time.sleep(0.01)
             acked_before = writer.snapshot()
-            began = time.monotonic()
-            r = run("backup", str(work / "b"), "--data-dir", str(srv.data_dir))
-            took = time.monotonic() - began
-            assert r.returncode == 0, r.stderr
-            during = len(writer.snapshot()) - len(acked_before)
-            while len(writer.snapshot()) < len(acked_before) + 20:
-                time.sleep(0.01)  # the load went on during and after the backup
-        print(f"backup took {took * 1000:.0f} ms; {len(acked_before)} writes acknowledged before it, "
-              f"{during} while it ran")
-        assert "Backed up" in r.stderr + r.stdout and "master.key" in r.stderr + r.stdout
+            backup = subprocess.Popen([str(binary()), "backup", str(work / "b"), "--data-dir", str(srv.data_dir)],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            rounds = writes_go_on_beside(backup, writer)
+            out, err = backup.communicate(timeout=120)
+            assert backup.returncode == 0, err
+            # The load goes on after it, and not one write failed (`snapshot` checks).
+            writer.until(len(writer.snapshot()) + 20, "after the backup")
+        print(f"{len(acked_before)} writes acknowledged before the backup; it was paused {rounds} times "
+              f"with the writes going on")
+        assert "Backed up" in err + out and "master.key" in err + out
         assert sorted(p.name for p in (work / "b").iterdir()) == ["admin.token", "liaison.db", "master.key"]
         assert oct((work / "b" / "master.key").stat().st_mode & 0o777) == "0o600"
         assert oct((work / "b" / "liaison.db").stat().st_mode & 0o777) == "0o600"
@@ -178,7 +214,10 @@ async def test_liaison_backup_refuses_postgresql_and_pg_dump_restores_a_server_w
             while len(writer.snapshot()) < 50:
                 time.sleep(0.01)
             acked_before = writer.snapshot()
-            subprocess.run(["pg_dump", "-Fc", "-d", f"{base}/{dbname}", "-f", str(work / "l.dump")], check=True)
+            dump = subprocess.Popen(["pg_dump", "-Fc", "-d", f"{base}/{dbname}", "-f", str(work / "l.dump")])
+            writes_go_on_beside(dump, writer)
+            assert dump.wait(timeout=120) == 0
+            writer.until(len(writer.snapshot()) + 20, "after the dump")
         subprocess.run(["psql", f"{base}/postgres", "-qc", f"CREATE DATABASE {copy}"], check=True)
         subprocess.run(["pg_restore", "--no-owner", "-d", f"{base}/{copy}", str(work / "l.dump")], check=True)
         # The new server's data directory holds only the master key (the database is elsewhere).

@@ -179,7 +179,10 @@ async def test_one_delegated_task_is_one_connected_trace_from_the_client_to_its_
         ids = {s["id"] for s in collector.trace(trace_id)}
         return pushed_parent in ids
     collector.wait_for(arrived, "the outbox attempt's span")
-    time.sleep(0.3)  # the rest of the batch
+    # Everything, late spans included: a stopped server has ended every span and sent them all
+    # (its exporter's shutdown flushes) before it exits.
+    srv.process.terminate()
+    assert srv.process.wait(timeout=30) == 0, "".join(srv.output[-20:])
     spans = collector.trace(trace_id)
     by_id = {s["id"]: s for s in spans}
     assert by_id[pushed_parent]["name"] == "outbox.attempt"
@@ -254,10 +257,16 @@ async def test_every_front_continues_an_incoming_traceparent(traced):
         await with_context("mcp", "POST", srv.mcp_url,
                            {"Authorization": f"Bearer {alice}", "Accept": "application/json, text/event-stream"},
                            json=init)
-        # A malformed traceparent starts a new trace rather than failing or being continued.
-        r = await http.get(f"{srv.url}/a2a/rest/tasks/{urllib.parse.quote(task_id)}",
-                           headers={**a2a, "traceparent": "00-zz-not-a-context"})
-        assert r.status_code == 200
+        # A malformed traceparent, or one naming no trace (all zeros), starts a new trace rather
+        # than failing or being continued; the request is traced all the same (below).
+        malformed = {
+            "a2a": (f"/a2a/rest/tasks/{urllib.parse.quote(task_id)}", a2a, "00-zz-not-a-context"),
+            "admin": ("/admin/v1/channels", {"Authorization": f"Bearer {srv.admin_token}"},
+                      f"00-{'0' * 32}-{secrets.token_hex(8)}-01"),
+        }
+        for path, headers, bad in malformed.values():
+            r = await http.get(f"{srv.url}{path}", headers={**headers, "traceparent": bad})
+            assert r.status_code == 200, (path, r.status_code, r.text)
 
     header, trace_id, span_id = traceparent()
     sent["grpc"] = (trace_id, span_id)
@@ -276,6 +285,16 @@ async def test_every_front_continues_an_incoming_traceparent(traced):
     assert grpc_span["attributes"]["rpc.method"].string_value == "GetTask"
     assert grpc_span["attributes"]["rpc.service"].string_value == "lf.a2a.v1.A2AService"
     assert server_span(collector.spans, *sent["mcp"])["attributes"]["liaison.front"].string_value == "mcp"
+    # Each malformed context's request is the root of a trace of its own: a server span at its path
+    # in none of the traces sent, with no parent.
+    ours = {trace_id for trace_id, _ in sent.values()}
+    for front, (path, _, bad) in malformed.items():
+        def fresh():
+            return [s for s in collector.spans if s["kind"] == 2 and s["trace"] not in ours
+                    and s["attributes"].get("url.path") and s["attributes"]["url.path"].string_value == path]
+        collector.wait_for(lambda: fresh(), f"the span of the {front} request with traceparent {bad!r}")
+        [root] = fresh()
+        assert root["parent"] == "" and root["trace"] != "0" * 32, (front, root)
     # Each request's access log line carries the trace id it continued (lines at INFO are
     # written behind, within milliseconds).
     for front, (trace_id, _) in sent.items():

@@ -19,7 +19,8 @@ import httpx
 import pytest
 from playwright.async_api import async_playwright, expect
 
-from conftest import ARTIFACTS, CHROMIUM, LAPTOP, binary, call, connect, shots, start_server, stop_server
+from conftest import (ARTIFACTS, CHROMIUM, LAPTOP, binary, call, connect, deadline_witness, inbox_waiters, shots,
+                      start_server, stop_server, until_waiting)
 
 
 
@@ -51,9 +52,10 @@ async def test_alice_connects_an_agent_writes_to_bob_watches_the_answer_and_revo
 
             # Connect an agent: the token and the settings are shown once.
             await page.get_by_role("link", name="Connect").click()
-            await page.get_by_label("Name").fill("claude on alice-laptop")
+            await page.get_by_label("What it is").fill("claude on alice-laptop")
+            await page.locator("#connection").fill("alice-laptop")
             await page.get_by_label("Expires after").select_option("7")
-            await page.get_by_role("button", name="Issue an agent token").click()
+            await page.get_by_role("button", name="Connect an agent").click()
             secret = (await page.locator("#secret").text_content()).strip()
             http_settings = await page.locator("#claude-http").text_content()
             await page.screenshot(path=str(ARTIFACTS / "connect-issued-laptop.png"), full_page=True)
@@ -130,11 +132,19 @@ async def test_alice_connects_an_agent_writes_to_bob_watches_the_answer_and_revo
                     async def wait_for_answer():
                         answer["page"] = await call(bob, "inbox", consumer="claude", after=mark["cursor"], wait_s=30)
 
-                    async with anyio.create_task_group() as tg:
-                        tg.start_soon(wait_for_answer)
-                        await page.get_by_label("Reply as yourself").fill("EUR, as in the attached file.")
-                        await page.get_by_role("button", name="Reply").click()
-                        await expect(page.locator(".message").nth(2)).to_contain_text("EUR, as in the attached file.")
+                    # The poll waits (subscribed) before she clicks, and it ends while a witness due
+                    # before its deadline still waits: the console's post woke it, not a re-read at
+                    # its deadline.
+                    with deadline_witness(srv, wait_s=30) as witness:
+                        waiting = inbox_waiters(srv)
+                        async with anyio.create_task_group() as tg:
+                            tg.start_soon(wait_for_answer)
+                            await until_waiting(srv, waiting + 1)
+                            await page.get_by_label("Reply as yourself").fill("EUR, as in the attached file.")
+                            await page.get_by_role("button", name="Reply").click()
+                            await expect(page.locator(".message").nth(2)).to_contain_text("EUR, as in the attached file.")
+                        assert not witness.ended.is_set(), "bob's long-poll ended at its deadline, not at alice's reply"
+                    assert not answer["page"]["timed_out"]
                     entry = answer["page"]["entries"][0]
                     assert entry["thread"] == thread and entry["kind"] == "reply"
                     assert entry["label"]["text"].startswith("Data written by **Alice** in person")
