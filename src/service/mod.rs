@@ -38,7 +38,10 @@ use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
-pub use activity::{Activity, MAX_ACTIVITY_WEEKS, WeekActivity, week_start};
+pub use activity::{
+    Activity, ActivityRequest, ActivityScope, DEFAULT_ACTIVITY_WEEKS, Figures, MAX_ACTIVITY_WEEKS,
+    MAX_SINCE_DAYS, WeekActivity, week_start,
+};
 pub use admin::{AddedParty, IssuedToken, PartySpec, TokenSpec};
 pub use approvals::{ApprovalPage, ApprovalView, CONFIRM_CHARS};
 pub use audit::{AuditQuery, MAX_AUDIT_PAGE};
