@@ -13,6 +13,7 @@ mod auth;
 mod channels;
 mod connections;
 mod coordination;
+mod counted;
 mod delivery;
 mod error;
 mod figures;

@@ -410,3 +410,40 @@ async fn api_v1_serves_the_activity_as_json_and_refuses_bad_input_in_its_error_s
     let (status, body) = get(&router, "/api/v1/activity", None).await;
     assert_eq!(status, 401, "{body}");
 }
+
+/// A sample of the process's registry: `name{labels}`'s value (0 when absent).
+fn sample(series: &str) -> u64 {
+    let text = liaison::metrics::get().render(&liaison::metrics::Live::default());
+    let prefix = format!("{series} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map_or(0, |v| v.trim().parse().unwrap())
+}
+
+/// An approval that expires counts as a decision `expired`, and the server's close of its thread
+/// as a close (outcome `rejected`). The registry is the process's, shared with the tests running
+/// alongside: each delta is at least this test's own (the interop suite checks the counters
+/// exactly, against a server of its own).
+#[tokio::test]
+async fn an_expired_approval_and_its_close_are_counted_on_metrics() {
+    let env = TestEnv::new().await;
+    let alice = env.member("alice", "claude@a:1").await;
+    env.member("bob", "claude@b:1").await;
+    env.channel("demo", &["alice", "bob"]).await;
+    let mut change = post("request", Some("demo"), None, "r1");
+    change.impact = Some(Impact::Code);
+    let series = [
+        "liaison_approval_decisions_total{outcome=\"expired\"}",
+        "liaison_threads_closed_total{outcome=\"rejected\"}",
+        "liaison_messages_posted_total{kind=\"close\"}",
+        "liaison_messages_posted_total{kind=\"request\"}",
+        "liaison_threads_opened_total",
+    ];
+    let before: Vec<u64> = series.iter().map(|s| sample(s)).collect();
+    env.service.post(&alice, change).await.unwrap();
+    env.clock.advance_secs(25 * 3600);
+    assert_eq!(env.service.expire_approvals().await.unwrap(), 1);
+    for (s, b) in series.iter().zip(before) {
+        assert!(sample(s) > b, "{s} did not move from {b}");
+    }
+}
