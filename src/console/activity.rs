@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::session::{channel_names, frame, signed_in};
 use super::{Console, Page};
 use crate::domain::ChannelName;
-use crate::service::{ActivityRequest, ActivityScope, Figures, ServiceError, WeekActivity};
+use crate::service::{ActivityFigures, ActivityRequest, ActivityScope, ServiceError, WeekActivity};
 
 /// Width of one week's group of bars, and the chart's height, in SVG units.
 const GROUP: f64 = 36.0;
@@ -59,7 +59,7 @@ struct Chart {
 type Series = (
     &'static str,
     &'static str,
-    fn(&Figures) -> Option<i64>,
+    fn(&ActivityFigures) -> Option<i64>,
     fn(i64) -> String,
 );
 
@@ -68,7 +68,7 @@ fn chart(
     id: &'static str,
     title: &'static str,
     weeks: &[WeekActivity],
-    (since, totals): (&str, &Figures),
+    (since, totals): (&str, &ActivityFigures),
     series: &[Series],
 ) -> Chart {
     let max = weeks
@@ -133,7 +133,7 @@ fn duration(s: i64) -> String {
     }
 }
 
-fn task(w: &Figures, state: &str) -> Option<i64> {
+fn task(w: &ActivityFigures, state: &str) -> Option<i64> {
     Some(w.tasks.get(state).copied().unwrap_or(0))
 }
 
@@ -147,7 +147,15 @@ pub(super) async fn page(
     let fail = |e: ServiceError| Page::from(e).with(&c, true).into_response();
     let q = q.map(|q| q.0).unwrap_or_default();
     let channels = channel_names(&c, &s).await?;
-    let all = q.scope.as_deref() == Some("all");
+    let all = match q.scope.as_deref() {
+        None => false,
+        Some("all") => true,
+        Some(other) => {
+            let shown = crate::domain::text::quote(other);
+            let e = ServiceError::invalid(format!("scope {shown} is not one: use scope=all"));
+            return Err(fail(e));
+        }
+    };
     let chosen = if all {
         None
     } else {

@@ -7,9 +7,10 @@
 //! Weeks start on Monday 00:00 UTC. Threads are counted by the time they were opened (a cohort:
 //! "answered" and "closed" say what has become of them since), approvals by the time they were
 //! settled, tasks by the time they ended. The weekly rows and the totals are the same figures
-//! ([`Figures`]) computed by one function over two windows: whole weeks, and one bucket from
-//! `since` to the end of the current week. Any member who can read a channel sees its activity;
-//! the figures name nobody, and a channel she cannot read answers like one that does not exist.
+//! ([`ActivityFigures`]) computed by one function over two windows: whole weeks, and one bucket
+//! from `since` to the end of the current week. Any member who can read a channel sees its
+//! activity; the figures name nobody, and a channel she cannot read answers like one that does
+//! not exist.
 //!
 //! A scope is resolved into the store's [`ActivityFilter`] (a channel list, and optionally a
 //! thread list), so a scope over some threads only — those of one of her personal rooms with her
@@ -58,7 +59,7 @@ pub struct ActivityRequest {
 
 /// The figures of a stretch of time.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Figures {
+pub struct ActivityFigures {
     pub opened: i64,
     /// Of the threads opened: answered by someone other than their opener.
     pub answered: i64,
@@ -83,7 +84,7 @@ pub struct WeekActivity {
     /// Monday 00:00 UTC.
     pub start: Timestamp,
     #[serde(flatten)]
-    pub figures: Figures,
+    pub figures: ActivityFigures,
 }
 
 /// The activity of a scope: the channels counted, the weekly rows (oldest first; the last is the
@@ -95,7 +96,7 @@ pub struct Activity {
     pub channels: Vec<ChannelName>,
     pub since: Timestamp,
     pub until: Timestamp,
-    pub totals: Figures,
+    pub totals: ActivityFigures,
     pub weeks: Vec<WeekActivity>,
 }
 
@@ -238,10 +239,14 @@ impl Service {
 
     /// The figures of each bucket of `window` over the threads `filter` selects: the one set of
     /// rules the weekly rows and the totals share.
-    async fn figures(&self, filter: ActivityFilter<'_>, window: Window) -> Result<Vec<Figures>> {
+    async fn figures(
+        &self,
+        filter: ActivityFilter<'_>,
+        window: Window,
+    ) -> Result<Vec<ActivityFigures>> {
         let span = window.to.0 - window.from.0;
         let n = usize::try_from((span + window.step - 1) / window.step).unwrap_or(0);
-        let mut out = vec![Figures::default(); n];
+        let mut out = vec![ActivityFigures::default(); n];
         let bucket = |b: i64| usize::try_from(b).ok().filter(|i| *i < n);
         let of = |t: Timestamp| bucket((t.0 - window.from.0) / window.step);
 

@@ -40,8 +40,8 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 pub use activity::{
-    Activity, ActivityRequest, ActivityScope, DEFAULT_ACTIVITY_WEEKS, Figures, MAX_ACTIVITY_WEEKS,
-    MAX_SINCE_DAYS, WeekActivity, week_start,
+    Activity, ActivityFigures, ActivityRequest, ActivityScope, DEFAULT_ACTIVITY_WEEKS,
+    MAX_ACTIVITY_WEEKS, MAX_SINCE_DAYS, WeekActivity, week_start,
 };
 pub use admin::{AddedParty, IssuedToken, PartySpec, TokenSpec};
 pub use approvals::{ApprovalPage, ApprovalView, CONFIRM_CHARS};

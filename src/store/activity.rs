@@ -145,7 +145,8 @@ impl Store {
         let sql = format!(
             "SELECT (updated_at - $1) / $3 AS week, task_state AS k, count(*) AS n FROM threads \
              WHERE task_state IN ('completed', 'failed', 'canceled', 'rejected') \
-             AND updated_at >= $1 AND updated_at < $2{} GROUP BY (updated_at - $1) / $3, task_state",
+             AND updated_at >= $1 AND updated_at < $2{} \
+             GROUP BY (updated_at - $1) / $3, task_state",
             filter.condition("channel", "id", 4)
         );
         let q = query(sql)

@@ -138,7 +138,7 @@ async fn seed() -> Seeded {
 /// (opened, answered, closed, p50, p90, rejected, refused) of a set of figures.
 type Row = (i64, i64, i64, Option<i64>, Option<i64>, i64, i64);
 
-fn row(f: &liaison::service::Figures) -> Row {
+fn row(f: &liaison::service::ActivityFigures) -> Row {
     (
         f.opened,
         f.answered,
