@@ -4,8 +4,10 @@
 //!
 //! One registry per process ([`get`]): request counters and latency histograms (recorded by the
 //! HTTP front's access log), and the group-commit figures (recorded by the store's writer).
-//! Delivery attempts by outcome (recorded by the outbox worker) and rate-limit refusals by reason
-//! (recorded by the service's limits) are counted as they happen. Gauges of live things (inbox
+//! Delivery attempts by outcome (recorded by the outbox worker), rate-limit refusals by reason
+//! (recorded by the service's limits), and the traffic itself — messages posted by kind, threads
+//! opened and closed, approvals settled by outcome (recorded by the service after each commit) —
+//! are counted as they happen. Gauges of live things (inbox
 //! waiters and depth, open A2A streams, MCP sessions, pending approvals, the outbox's backlog,
 //! database connections) are set from a [`Live`] reading at scrape time by `GET /metrics`
 //! (`crate::http::metrics`). Labels are low-cardinality by construction: the front, the HTTP
@@ -97,6 +99,10 @@ pub struct Metrics {
     inbox_depth_max: Gauge,
     /// Records removed by the retention sweep, by kind.
     retention_purged: Family<KindLabels, Counter>,
+    messages_posted: Family<KindLabels, Counter>,
+    threads_opened: Counter,
+    threads_closed: Family<OutcomeLabels, Counter>,
+    approval_decisions: Family<OutcomeLabels, Counter>,
 }
 
 /// One kind of record the retention sweep purges.
@@ -111,6 +117,18 @@ pub const DELIVERY_OUTCOMES: [&str; 3] = ["delivered", "retried", "dead"];
 /// The reasons of a rate-limit refusal (`liaison_rate_limited_total`): the caller's class, whose
 /// per-token bucket ran dry, or `auth_failures` for an address refused after failed logins.
 pub const RATE_LIMIT_REASONS: [&str; 5] = ["agent", "human", "admin", "external", "auth_failures"];
+
+/// The kinds of a message (`liaison_messages_posted_total`).
+pub const MESSAGE_KINDS: [&str; 6] = [
+    "announce", "question", "request", "handoff", "reply", "close",
+];
+
+/// How a thread ended (`liaison_threads_closed_total`).
+pub const THREAD_OUTCOMES: [&str; 4] = ["done", "failed", "rejected", "canceled"];
+
+/// How an approval was settled (`liaison_approval_decisions_total`): a human allowed or rejected
+/// it, or nobody decided before its deadline.
+pub const DECISION_OUTCOMES: [&str; 3] = ["allowed", "rejected", "expired"];
 
 /// The reasons of `liaison_connections_refused_total`.
 const CONNECTION_REFUSALS: [&str; 2] = ["per_address", "reserve"];
@@ -200,6 +218,31 @@ impl Metrics {
              deliveries, delivery_attempts, audit)",
             retention_purged.clone(),
         );
+        let messages_posted = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "messages_posted",
+            "Messages posted, by kind (announce, question, request, handoff, reply, close), the \
+             server's own closes included; a replayed idempotent post is not counted again",
+            messages_posted.clone(),
+        );
+        let threads_opened = Counter::default();
+        registry.register(
+            "threads_opened",
+            "Threads opened (by a post or an external agent's task)",
+            threads_opened.clone(),
+        );
+        let threads_closed = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "threads_closed",
+            "Threads closed, by outcome (done, failed, rejected, canceled)",
+            threads_closed.clone(),
+        );
+        let approval_decisions = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "approval_decisions",
+            "Approvals settled, by outcome: allowed or rejected by a human, or expired",
+            approval_decisions.clone(),
+        );
         let deliveries = Family::<OutcomeLabels, Counter>::default();
         registry.register(
             "outbox_deliveries",
@@ -273,6 +316,15 @@ impl Metrics {
         for outcome in ["ok", "error"] {
             let _ = commits.get_or_create(&OutcomeLabels { outcome });
         }
+        for kind in MESSAGE_KINDS {
+            let _ = messages_posted.get_or_create(&KindLabels { kind });
+        }
+        for outcome in THREAD_OUTCOMES {
+            let _ = threads_closed.get_or_create(&OutcomeLabels { outcome });
+        }
+        for outcome in DECISION_OUTCOMES {
+            let _ = approval_decisions.get_or_create(&OutcomeLabels { outcome });
+        }
         Self {
             registry,
             requests,
@@ -298,7 +350,37 @@ impl Metrics {
             inbox_depth,
             inbox_depth_max,
             retention_purged,
+            messages_posted,
+            threads_opened,
+            threads_closed,
+            approval_decisions,
         }
+    }
+
+    /// Counts one message of `kind` (one of [`MESSAGE_KINDS`]) posted.
+    pub fn message_posted(&self, kind: &'static str) {
+        self.messages_posted
+            .get_or_create(&KindLabels { kind })
+            .inc();
+    }
+
+    /// Counts one thread opened.
+    pub fn thread_opened(&self) {
+        self.threads_opened.inc();
+    }
+
+    /// Counts one thread closed with `outcome`, one of [`THREAD_OUTCOMES`].
+    pub fn thread_closed(&self, outcome: &'static str) {
+        self.threads_closed
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
+    }
+
+    /// Counts one approval settled with `outcome`, one of [`DECISION_OUTCOMES`].
+    pub fn approval_decided(&self, outcome: &'static str) {
+        self.approval_decisions
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
     }
 
     /// Counts `n` records of `kind` removed by the retention sweep.
@@ -484,6 +566,43 @@ mod tests {
             assert!(text.contains(&series), "{series} missing:\n{text}");
         }
         assert!(text.contains("liaison_store_group_commits_total{outcome=\"error\"} 0"));
+        for kind in MESSAGE_KINDS {
+            let series = format!("liaison_messages_posted_total{{kind=\"{kind}\"}} 0");
+            assert!(text.contains(&series), "{series} missing:\n{text}");
+        }
+        for outcome in THREAD_OUTCOMES {
+            let series = format!("liaison_threads_closed_total{{outcome=\"{outcome}\"}} 0");
+            assert!(text.contains(&series), "{series} missing:\n{text}");
+        }
+        for outcome in DECISION_OUTCOMES {
+            let series = format!("liaison_approval_decisions_total{{outcome=\"{outcome}\"}} 0");
+            assert!(text.contains(&series), "{series} missing:\n{text}");
+        }
+        assert!(text.contains("liaison_threads_opened_total 0"), "{text}");
+    }
+
+    #[test]
+    fn the_traffic_counters_count_what_they_are_told() {
+        let metrics = Metrics::new();
+        metrics.message_posted("question");
+        metrics.message_posted("question");
+        metrics.message_posted("close");
+        metrics.thread_opened();
+        metrics.thread_closed("rejected");
+        metrics.approval_decided("expired");
+        let text = metrics.render(&Live::default());
+        for line in [
+            "liaison_messages_posted_total{kind=\"question\"} 2",
+            "liaison_messages_posted_total{kind=\"close\"} 1",
+            "liaison_messages_posted_total{kind=\"reply\"} 0",
+            "liaison_threads_opened_total 1",
+            "liaison_threads_closed_total{outcome=\"rejected\"} 1",
+            "liaison_threads_closed_total{outcome=\"done\"} 0",
+            "liaison_approval_decisions_total{outcome=\"expired\"} 1",
+            "liaison_approval_decisions_total{outcome=\"allowed\"} 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
+        }
     }
 
     #[test]

@@ -9,9 +9,11 @@
 //! | `POST /api/v1/approvals/{id}/allow` | allow once (body optional: `{"via": "cli"}`) |
 //! | `POST /api/v1/approvals/{id}/reject` | reject, body `{"reason": "…"}` (required) |
 //! | `POST /api/v1/progress` | a progress note, body `{"tool", "target", "outcome": "ok"\|"failed"}`, on the caller's claimed thread (`service::progress`) |
+//! | `GET /api/v1/activity?channel=NAME&since=DATE&weeks=N` | the activity figures of a channel, or of all the caller's (no `channel`), per week and since a date (`api::activity`) |
 //!
 //! Decode, call the service, encode: no rule lives here. Errors have the admin API's shape.
 
+mod activity;
 mod member;
 
 use axum::body::Bytes;
@@ -35,6 +37,7 @@ pub fn router(service: Service) -> Router {
         .route("/api/v1/messages", post(member::post))
         .route("/api/v1/claims", post(member::claim))
         .route("/api/v1/progress", post(member::progress))
+        .route("/api/v1/activity", get(activity::activity))
         .with_state(service)
 }
 

@@ -1,7 +1,8 @@
 //! Member commands with a person's own token (`LIAISON_TOKEN`, scope `agent`): `inbox`, `thread`,
-//! `post`, `claim`. Thin clients of the member routes of `/api/v1` (the MCP tools' service calls),
-//! rendered for a terminal with the MCP tools' text (labels and body fences as an agent sees them),
-//! or with `--json` as the API's JSON for scripts.
+//! `post`, `claim`, and `activity` (its table in [`super::activity`]). Thin clients of the member
+//! routes of `/api/v1` (the MCP tools' service calls), rendered for a terminal with the MCP
+//! tools' text (labels and body fences as an agent sees them), or with `--json` as the API's JSON
+//! for scripts.
 
 use std::io::Read as _;
 
@@ -235,7 +236,7 @@ fn default_agent() -> String {
 }
 
 /// Calls a member route with `LIAISON_TOKEN`; an error answer ends with its code and message.
-async fn request(
+pub(super) async fn request(
     member: &MemberArgs,
     method: &str,
     path: &str,

@@ -6,6 +6,7 @@
 // it builds its own HTTP clients.
 #![allow(clippy::disallowed_methods)]
 
+mod activity;
 mod admin;
 pub mod agent;
 mod approvals;
@@ -34,7 +35,7 @@ pub const VERSION: &str = concat!(
 /// The environment variables read outside of any one option, listed under `--help`.
 const ENVIRONMENT: &str = "\
 Environment:
-  LIAISON_TOKEN        your own token, for inbox, thread, post, claim (scope agent) and approvals (scope human)
+  LIAISON_TOKEN        your own token, for inbox, thread, post, claim, activity (scope agent) and approvals (scope human)
   LIAISON_ADMIN_TOKEN  an admin token for admin commands (else the bootstrap token file in --data-dir)
   LIAISON_MASTER_KEY   serve: 64 hex characters sealing the signing keys (else master.key in the data directory)
   LIAISON_<FIELD>, LIAISON_<SECTION>__<FIELD>
@@ -138,6 +139,9 @@ pub enum Command {
     Post(member::PostArgs),
     /// Claim a request or handoff thread (LIAISON_TOKEN), `next` for the oldest waiting; --release.
     Claim(member::ClaimArgs),
+    /// Activity (LIAISON_TOKEN) of one channel or all yours: threads, time to answer, approvals
+    /// and refusals, per week and in total since a date.
+    Activity(activity::ActivityArgs),
     /// MCP over stdio, for clients that only speak stdio; forwards to a running server.
     Mcp(agent::McpArgs),
     /// Claude Code / Codex hooks: session-start and stop.
@@ -229,6 +233,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Thread(a) => member::thread(a).await,
         Command::Post(a) => member::post(a).await,
         Command::Claim(a) => member::claim(a).await,
+        Command::Activity(a) => activity::activity(a).await,
         Command::Mcp(args) => agent::mcp(args).await,
         Command::Hook(command) => agent::hook(command).await,
         Command::Watch(args) => agent::watch::run(args).await,

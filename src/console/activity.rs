@@ -1,8 +1,9 @@
 //! The channel's activity as a member sees it (SPEC §11): per week, threads opened, answered and
 //! closed, the time to the first reply (p50, p90), approvals allowed, rejected and expired with the
 //! requests a human refused, and external tasks by final state — each a small SVG bar chart drawn
-//! on the server, with its numbers in a table beside it (readable without the chart). The figures
-//! are the service's (`Service::activity`).
+//! on the server, with its numbers in a table beside it (readable without the chart) and the
+//! totals since a date in the table's last line. One channel, or all of hers together ("All my
+//! channels", `?scope=all`). The figures are the service's (`Service::activity`).
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
@@ -14,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::session::{channel_names, frame, signed_in};
 use super::{Console, Page};
 use crate::domain::ChannelName;
-use crate::service::{ServiceError, WeekActivity};
+use crate::service::{ActivityFigures, ActivityRequest, ActivityScope, ServiceError, WeekActivity};
 
 /// Width of one week's group of bars, and the chart's height, in SVG units.
 const GROUP: f64 = 36.0;
@@ -23,7 +24,10 @@ const HEIGHT: f64 = 80.0;
 #[derive(Deserialize, Default)]
 pub(super) struct ActivityQuery {
     channel: Option<String>,
+    /// `all`: every channel she can read, counted together.
+    scope: Option<String>,
     weeks: Option<u32>,
+    since: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -47,26 +51,29 @@ struct Chart {
     height: f64,
     /// The table: one row per week, a cell per series.
     rows: Vec<(String, Vec<String>)>,
+    /// The table's last line: the totals since a date.
+    total: (String, Vec<String>),
 }
 
 /// One series of a chart: its name, its CSS class, its value in a week, and that value as text.
 type Series = (
     &'static str,
     &'static str,
-    fn(&WeekActivity) -> Option<i64>,
+    fn(&ActivityFigures) -> Option<i64>,
     fn(i64) -> String,
 );
 
-/// A chart of `series` over `weeks`.
+/// A chart of `series` over `weeks`, with `totals` (since `since`) under its table.
 fn chart(
     id: &'static str,
     title: &'static str,
     weeks: &[WeekActivity],
+    (since, totals): (&str, &ActivityFigures),
     series: &[Series],
 ) -> Chart {
     let max = weeks
         .iter()
-        .flat_map(|w| series.iter().filter_map(|s| (s.2)(w)))
+        .flat_map(|w| series.iter().filter_map(|s| (s.2)(&w.figures)))
         .max()
         .unwrap_or(0)
         .max(1) as f64;
@@ -78,7 +85,7 @@ fn chart(
         let week = day.get(..10).unwrap_or(&day).to_owned();
         let mut cells = Vec::new();
         for (k, (name, class, value, text)) in series.iter().enumerate() {
-            let v = value(w);
+            let v = value(&w.figures);
             cells.push(v.map_or_else(|| "–".to_owned(), *text));
             if let Some(v) = v.filter(|v| *v > 0) {
                 let h = (v as f64 / max * HEIGHT).max(1.0);
@@ -102,6 +109,13 @@ fn chart(
         width: weeks.len() as f64 * GROUP,
         height: HEIGHT,
         rows,
+        total: (
+            format!("since {since}"),
+            series
+                .iter()
+                .map(|(_, _, value, text)| value(totals).map_or_else(|| "–".to_owned(), *text))
+                .collect(),
+        ),
     }
 }
 
@@ -119,11 +133,11 @@ fn duration(s: i64) -> String {
     }
 }
 
-fn task(w: &WeekActivity, state: &str) -> Option<i64> {
+fn task(w: &ActivityFigures, state: &str) -> Option<i64> {
     Some(w.tasks.get(state).copied().unwrap_or(0))
 }
 
-/// `GET /console/activity?channel=…&weeks=…`.
+/// `GET /console/activity?channel=…&weeks=…&since=…`, or `?scope=all&…` for all her channels.
 pub(super) async fn page(
     State(c): State<Console>,
     headers: HeaderMap,
@@ -133,21 +147,44 @@ pub(super) async fn page(
     let fail = |e: ServiceError| Page::from(e).with(&c, true).into_response();
     let q = q.map(|q| q.0).unwrap_or_default();
     let channels = channel_names(&c, &s).await?;
-    let chosen = q.channel.or_else(|| channels.first().cloned());
+    let all = match q.scope.as_deref() {
+        None => false,
+        Some("all") => true,
+        Some(other) => {
+            let shown = crate::domain::text::quote(other);
+            let e = ServiceError::invalid(format!("scope {shown} is not one: use scope=all"));
+            return Err(fail(e));
+        }
+    };
+    let chosen = if all {
+        None
+    } else {
+        q.channel.or_else(|| channels.first().cloned())
+    };
+    let scope = match &chosen {
+        _ if all => Some(ActivityScope::AllChannels),
+        Some(name) => Some(ActivityScope::Channel {
+            channel: ChannelName::parse(name.as_str())
+                .map_err(|_| fail(ServiceError::not_found("channel", name)))?,
+        }),
+        None => None,
+    };
     let mut charts = Vec::new();
-    if let Some(name) = &chosen {
-        let name = ChannelName::parse(name.as_str())
-            .map_err(|_| fail(ServiceError::not_found("channel", name)))?;
-        let activity = c
-            .service
-            .activity(&s.caller, &name, q.weeks)
-            .await
-            .map_err(fail)?;
+    if let Some(scope) = scope {
+        let request = ActivityRequest {
+            scope,
+            weeks: q.weeks,
+            since: q.since,
+        };
+        let activity = c.service.activity(&s.caller, request).await.map_err(fail)?;
         let w = &activity.weeks;
+        let day = activity.since.to_string();
+        let totals = (day.get(..10).unwrap_or(&day), &activity.totals);
         charts.push(chart(
             "threads",
             "Threads opened, and of those answered and closed",
             w,
+            totals,
             &[
                 ("opened", "s1", |w| Some(w.opened), count),
                 ("answered", "s2", |w| Some(w.answered), count),
@@ -158,6 +195,7 @@ pub(super) async fn page(
             "first-reply",
             "Time to the first reply",
             w,
+            totals,
             &[
                 ("p50", "s1", |w| w.first_reply_p50_s, duration),
                 ("p90", "s2", |w| w.first_reply_p90_s, duration),
@@ -167,6 +205,7 @@ pub(super) async fn page(
             "approvals",
             "Approvals settled, and requests a human refused",
             w,
+            totals,
             &[
                 ("allowed", "s2", |w| Some(w.allowed), count),
                 ("rejected", "s4", |w| Some(w.rejected), count),
@@ -183,6 +222,7 @@ pub(super) async fn page(
             "tasks",
             "External tasks ended, by final state",
             w,
+            totals,
             &[
                 ("completed", "s2", |w| task(w, "completed"), count),
                 ("failed", "s4", |w| task(w, "failed"), count),
@@ -193,8 +233,8 @@ pub(super) async fn page(
     }
     c.render(
         "activity.html",
-        minijinja::context! { channels => channels, channel => chosen, charts => Serde(charts),
-        ..Serde(frame(&s, "activity")) },
+        minijinja::context! { channels => channels, channel => chosen, all => all,
+        charts => Serde(charts), ..Serde(frame(&s, "activity")) },
     )
     .map(IntoResponse::into_response)
     .map_err(IntoResponse::into_response)

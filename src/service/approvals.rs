@@ -18,7 +18,7 @@
 
 use serde::Serialize;
 
-use super::{Caller, ErrorCode, Result, Service, ServiceError, input};
+use super::{Caller, ErrorCode, Result, Service, ServiceError, counted, input};
 use crate::bus::Topic;
 use crate::domain::{
     ApprovalEvent, ApprovalId, ApprovalKind, ApprovalState, Attachment, Decision, DecisionPath,
@@ -377,6 +377,7 @@ impl Service {
                 )
             }
         };
+        let closing = close.as_ref().map(counted::close_outcome);
         let notify = self.request_recipients(&approval).await?;
         let on_allow = match (decision, approval.kind) {
             (Decision::Allow, ApprovalKind::Outbound) => {
@@ -404,6 +405,7 @@ impl Service {
         self.outbox_due(matches!(settled, Settled::Done(_)));
         match settled {
             Settled::Done(record) => {
+                counted::settled(&record, closing);
                 tracing::info!(approval = %record.id, decision = %decision, by = %caller.id(), via = %via, "Approval decided.");
                 self.woke_by(&record, &notify).await?;
                 Ok(record)
@@ -447,6 +449,7 @@ impl Service {
                 ),
             )
             .await?;
+        let closing = counted::close_outcome(&close);
         let settled = self
             .inner
             .store
@@ -464,6 +467,7 @@ impl Service {
         self.outbox_due(matches!(settled, Settled::Done(_)));
         match settled {
             Settled::Done(record) => {
+                counted::settled(&record, Some(closing));
                 tracing::info!(approval = %record.id, thread = %record.thread, "Approval expired.");
                 self.woke_by(&record, &[]).await?;
                 Ok(true)

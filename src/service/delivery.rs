@@ -389,6 +389,7 @@ impl Service {
             }
             _ => None,
         };
+        let closing = on_dead.as_ref().map(super::counted::close_outcome);
         let (status, error_class, error) = match result {
             SendResult::Status { code, .. } => (
                 Some(i64::from(*code)),
@@ -419,6 +420,9 @@ impl Service {
                 on_dead,
             })
             .await?;
+        if let Some(outcome) = closing.filter(|_| finished.closed) {
+            super::counted::closed_by_server(outcome);
+        }
         // Wake the workers only when the finish made something claimable (the store says).
         self.outbox_due(finished.outbox_due);
         Ok((verdict, finished))

@@ -408,6 +408,7 @@ impl Service {
             }
             other => other?,
         };
+        super::counted::posted(&outcome);
         self.outbox_due(outcome.outbox_due);
         if !outcome.replayed {
             for person in &outcome.message.recipients {

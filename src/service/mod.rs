@@ -14,6 +14,7 @@ mod auth;
 mod channels;
 mod connections;
 mod coordination;
+mod counted;
 mod delivery;
 mod error;
 mod figures;
@@ -40,7 +41,10 @@ use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
-pub use activity::{Activity, MAX_ACTIVITY_WEEKS, WeekActivity, week_start};
+pub use activity::{
+    Activity, ActivityFigures, ActivityRequest, ActivityScope, DEFAULT_ACTIVITY_WEEKS,
+    MAX_ACTIVITY_WEEKS, MAX_SINCE_DAYS, WeekActivity, week_start,
+};
 pub use admin::{AddedParty, IssuedToken, PartySpec, TokenSpec};
 pub use approvals::{ApprovalPage, ApprovalView, CONFIRM_CHARS};
 pub use audit::{AuditQuery, MAX_AUDIT_PAGE};

@@ -182,6 +182,7 @@ impl Service {
         );
         match self.inner.store.post(close).await {
             Ok(posted) => {
+                super::counted::posted(&posted);
                 self.outbox_due(posted.outbox_due);
                 for p in &posted.message.recipients {
                     self.inner.bus.publish(&crate::bus::Topic::inbox(p));

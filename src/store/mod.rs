@@ -61,7 +61,7 @@ mod writer;
 
 use db::{BoxFut, Conn};
 
-pub use activity::{OpenedThread, WEEK_MS, WeekCount};
+pub use activity::{ActivityFilter, OpenedThread, WEEK_MS, WeekCount, Window};
 pub use backup::sqlite_file;
 pub use cache::TTL as DIRECTORY_TTL;
 pub use error::{ClaimHolder, Result, StoreError};

@@ -2044,3 +2044,57 @@ async fn an_admin_adds_a_remote_from_its_card_and_accepts_new_keys_only_explicit
     );
     assert_eq!(log[1].after.as_ref().unwrap()["accepted_new_keys"], true);
 }
+
+/// The Activity page: one channel, or all of hers together with the totals as each table's last
+/// line; a channel she is not in looks unknown, and an unknown scope is refused with its reason.
+#[tokio::test]
+async fn the_activity_page_shows_one_channel_or_all_of_hers_with_totals() {
+    let c = console().await;
+    c.env.member("carol", "codex@c:1").await;
+    c.env.channel("ops", &["alice", "carol"]).await;
+    c.env.channel("secret", &["bob", "carol"]).await;
+    let (session, _) = c.sign_in("alice").await;
+
+    let (status, _, page) = c.get("/console/activity?scope=all", Some(&session)).await;
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains(
+            "<a href=\"/console/activity?scope=all\" aria-current=\"page\">All my channels</a>"
+        ),
+        "{page}"
+    );
+    assert!(
+        page.contains("#ops</a>") && !page.contains("#secret"),
+        "{page}"
+    );
+    // The request alice opened in demo this week, in the week's row and in the totals.
+    let threads = &page[page.find("id=\"chart-threads\"").unwrap()..];
+    let threads = &threads[..threads.find("</section>").unwrap()];
+    let footer = &threads[threads.find("<tfoot>").unwrap()..];
+    assert!(footer.contains("<th scope=\"row\">since "), "{footer}");
+    assert!(
+        footer.contains("<td>1</td><td>0</td><td>0</td>"),
+        "{footer}"
+    );
+
+    let (status, _, page) = c.get("/console/activity?channel=ops", Some(&session)).await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("aria-current=\"page\">#ops</a>"), "{page}");
+    let (status, _, page) = c
+        .get("/console/activity?channel=secret", Some(&session))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{page}");
+    let (status, _, page) = c
+        .get("/console/activity?scope=everything", Some(&session))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{page}");
+    assert!(page.contains("use scope=all"), "{page}");
+    let (status, _, page) = c
+        .get(
+            "/console/activity?scope=all&since=2001-01-01",
+            Some(&session),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{page}");
+    assert!(page.contains("366 days"), "{page}");
+}

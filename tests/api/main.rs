@@ -5,6 +5,7 @@
 
 mod helpers;
 
+mod activity;
 mod admin_http;
 mod approvals;
 mod audit;

@@ -5,6 +5,7 @@
 use liaison::domain::{Scope, WrittenBy};
 use liaison::service::{ErrorCode, InboxRequest, OwnTokenSpec, ThreadFilter};
 
+use crate::activity::in_channel;
 use crate::helpers::{TestEnv, channel, post};
 
 fn inbox(consumer: &str, after: Option<i64>, wait_s: u64) -> InboxRequest {
@@ -724,68 +725,79 @@ async fn the_activity_of_a_channel_matches_a_seeded_history_exactly() {
     env.clock.advance_secs(25 * 3600);
     assert_eq!(s.expire_approvals().await.unwrap(), 1);
 
-    let demo = s.activity(&alice, &channel("demo"), Some(3)).await.unwrap();
+    let demo = s
+        .activity(&alice, in_channel("demo", Some(3)))
+        .await
+        .unwrap();
     let w = &demo.weeks;
     assert_eq!(w.len(), 3);
     assert_eq!(w[2].start, Timestamp(monday - 3_600_000 + WEEK_MS));
     // The week before the history: nothing.
     assert_eq!(
-        (w[0].opened, w[0].allowed, w[0].first_reply_p50_s),
+        (
+            w[0].figures.opened,
+            w[0].figures.allowed,
+            w[0].figures.first_reply_p50_s
+        ),
         (0, 0, None)
     );
     let week1 = (
-        w[1].opened,
-        w[1].answered,
-        w[1].closed,
-        w[1].first_reply_p50_s,
-        w[1].first_reply_p90_s,
+        w[1].figures.opened,
+        w[1].figures.answered,
+        w[1].figures.closed,
+        w[1].figures.first_reply_p50_s,
+        w[1].figures.first_reply_p90_s,
     );
     assert_eq!(week1, (5, 2, 2, Some(60), Some(600)));
     let approvals1 = (
-        w[1].allowed,
-        w[1].rejected,
-        w[1].expired,
-        w[1].refused_requests,
+        w[1].figures.allowed,
+        w[1].figures.rejected,
+        w[1].figures.expired,
+        w[1].figures.refused_requests,
     );
     assert_eq!(approvals1, (1, 1, 0, 1));
     let week2 = (
-        w[2].opened,
-        w[2].answered,
-        w[2].closed,
-        w[2].first_reply_p50_s,
-        w[2].first_reply_p90_s,
+        w[2].figures.opened,
+        w[2].figures.answered,
+        w[2].figures.closed,
+        w[2].figures.first_reply_p50_s,
+        w[2].figures.first_reply_p90_s,
     );
     assert_eq!(week2, (2, 1, 1, Some(30), Some(30)));
     assert_eq!(
         (
-            w[2].allowed,
-            w[2].rejected,
-            w[2].expired,
-            w[2].refused_requests
+            w[2].figures.allowed,
+            w[2].figures.rejected,
+            w[2].figures.expired,
+            w[2].figures.refused_requests
         ),
         (0, 0, 1, 0)
     );
-    assert!(w.iter().all(|w| w.tasks.is_empty()));
+    assert!(w.iter().all(|w| w.figures.tasks.is_empty()));
 
     let partners = s
-        .activity(&alice, &channel("partners"), Some(3))
+        .activity(&alice, in_channel("partners", Some(3)))
         .await
         .unwrap();
     let p = &partners.weeks[2];
     assert_eq!(
-        (p.opened, p.answered, p.first_reply_p50_s),
+        (
+            p.figures.opened,
+            p.figures.answered,
+            p.figures.first_reply_p50_s
+        ),
         (1, 1, Some(45))
     );
-    assert_eq!(p.tasks.get("completed"), Some(&1));
+    assert_eq!(p.figures.tasks.get("completed"), Some(&1));
     // A channel she is not in looks like one that does not exist; bounds at both edges.
     let e = s
-        .activity(&bob, &channel("partners"), None)
+        .activity(&bob, in_channel("partners", None))
         .await
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::NotFound);
     for bad in [0, liaison::service::MAX_ACTIVITY_WEEKS + 1] {
         let e = s
-            .activity(&alice, &channel("demo"), Some(bad))
+            .activity(&alice, in_channel("demo", Some(bad)))
             .await
             .unwrap_err();
         assert_eq!(e.code, ErrorCode::InvalidInput);
@@ -793,8 +805,7 @@ async fn the_activity_of_a_channel_matches_a_seeded_history_exactly() {
     let longest = s
         .activity(
             &alice,
-            &channel("demo"),
-            Some(liaison::service::MAX_ACTIVITY_WEEKS),
+            in_channel("demo", Some(liaison::service::MAX_ACTIVITY_WEEKS)),
         )
         .await
         .unwrap();

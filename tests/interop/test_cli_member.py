@@ -134,3 +134,57 @@ def test_bad_input_is_refused_clearly_and_changes_nothing(server, tokens):
 
     view = json.loads(ok(cli(server, tokens["alice"], "thread", thread, "--json")))
     assert view["thread"]["message_count"] == 1 and view["thread"]["state"] == "open"
+
+
+def test_activity_across_channels_and_since_a_date(server):
+    """`liaison activity`: a fresh member's two channels counted together and alone, totals since
+    today, a table by default and the API's JSON with --json; a channel she is not in, a bad date
+    and a bad week count are refused clearly."""
+    import datetime
+    dana, eve = unique("dana"), unique("eve")
+    server.person(dana, "Dana Activity")
+    server.person(eve, "Eve Activity")
+    dana_token = server.token(dana)["secret"]
+    eve_token = server.token(eve)["secret"]
+    first, second, elsewhere = unique("act"), unique("act"), unique("act")
+    server.channel(first, [dana, eve])
+    server.channel(second, [dana, eve])
+    server.channel(elsewhere, [eve, "alice"])
+    today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+
+    asked = json.loads(ok(cli(server, dana_token, "post", "--kind", "question", "--channel", first,
+                              "--json", "Which port?")))
+    ok(cli(server, eve_token, "post", "--kind", "reply", "--thread", asked["thread"], "8443"))
+    ok(cli(server, dana_token, "post", "--kind", "question", "--channel", second, "Which host?"))
+    ok(cli(server, eve_token, "post", "--kind", "announce", "--channel", elsewhere, "Not hers"))
+
+    both = json.loads(ok(cli(server, dana_token, "activity", "--since", today, "--json")))
+    assert both["scope"] == "all_channels" and "channel" not in both, both
+    assert both["channels"] == sorted([first, second]), both
+    assert both["since"] == f"{today}T00:00:00.000Z", both
+    totals = both["totals"]
+    assert (totals["opened"], totals["answered"], totals["closed"]) == (2, 1, 0), totals
+    assert isinstance(totals["first_reply_p50_s"], int) and totals["first_reply_p50_s"] >= 0, totals
+    assert sum(w["opened"] for w in both["weeks"]) == 2, both
+    one = json.loads(ok(cli(server, dana_token, "activity", "--channel", first, "--since", today,
+                            "--weeks", "3", "--json")))
+    assert one["scope"] == "channel" and one["channel"] == first and len(one["weeks"]) == 3, one
+    assert (one["totals"]["opened"], one["totals"]["answered"]) == (1, 1), one
+
+    table = ok(cli(server, dana_token, "activity", "--since", today))
+    lines = table.splitlines()
+    assert lines[0].startswith(f"Activity of all your channels ({', '.join(sorted([first, second]))})"), table
+    assert lines[1].split()[:3] == ["WEEK", "OF", "OPENED"], table
+    assert lines[-1].split()[:5] == ["since", today, "2", "1", "0"], table
+
+    for args, says in [(["--channel", elsewhere], "not_found"),
+                       (["--channel", unique("nope")], "not_found"),
+                       (["--since", "2026-13-01"], "since"),
+                       (["--since", "2001-01-01"], "366 days"),
+                       (["--weeks", "0"], "weeks"),
+                       (["--weeks", "27"], "weeks")]:
+        r = cli(server, dana_token, "activity", *args)
+        assert r.returncode != 0 and says in r.stderr, (args, r.stderr)
+        assert ("invalid_input" in r.stderr) or says == "not_found", (args, r.stderr)
+    r = cli(server, None, "activity")
+    assert r.returncode != 0 and "LIAISON_TOKEN" in r.stderr

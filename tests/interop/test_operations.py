@@ -138,6 +138,48 @@ def test_writes_move_the_group_commit_metrics_and_approvals_the_gauge(ops_server
     assert value(after, "liaison_db_pool_connections") >= 1
 
 
+def test_posts_threads_and_decisions_move_their_counters_exactly(ops_server):
+    chan = unique("ops")
+    ops_server.channel(chan, ["alice", "bob"])
+    alice = ops_server.token("alice")["secret"]
+    bob = ops_server.token("bob")["secret"]
+    bob_human = ops_server.token("bob", scopes=("human",))["secret"]
+
+    def post(token, **body):
+        status, _, text = http(ops_server, "POST", "/api/v1/messages", token, body)
+        assert status == 200, text
+        return json.loads(text)
+
+    before = scrape(ops_server)
+    asked = post(alice, kind="question", channel=chan, body="Which port?", idempotency_key="q-1")
+    # The same post again (its idempotency key) creates nothing, and counts nothing.
+    assert post(alice, kind="question", channel=chan, body="Which port?",
+                idempotency_key="q-1")["message"] == asked["message"]
+    post(bob, kind="reply", thread=asked["thread"], body="8443")
+    post(alice, kind="close", thread=asked["thread"], body="", outcome="done")
+    for decision in ("allow", "reject"):
+        asked = post(alice, kind="request", channel=chan, impact="code", body=f"Deploy ({decision})")
+        status, _, text = http(ops_server, "POST", f"/api/v1/approvals/{asked['approval']}/{decision}",
+                               bob_human, {"reason": "not today"} if decision == "reject" else None)
+        assert status == 200, text
+    after = scrape(ops_server)
+
+    def moved(name, **labels):
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    posted = "liaison_messages_posted_total"
+    # The rejection's close is the server's own, counted with the others.
+    assert {k: moved(posted, kind=k) for k in ("question", "reply", "close", "request", "announce")} == {
+        "question": 1, "reply": 1, "close": 2, "request": 2, "announce": 0}
+    assert moved("liaison_threads_opened_total") == 3
+    closed = "liaison_threads_closed_total"
+    assert {o: moved(closed, outcome=o) for o in ("done", "rejected", "failed", "canceled")} == {
+        "done": 1, "rejected": 1, "failed": 0, "canceled": 0}
+    decisions = "liaison_approval_decisions_total"
+    assert {o: moved(decisions, outcome=o) for o in ("allowed", "rejected", "expired")} == {
+        "allowed": 1, "rejected": 1, "expired": 0}
+
+
 def test_a_waiting_long_poll_shows_as_a_waiter(ops_server):
     carol = unique("w")
     ops_server.person(carol, "Carol Waiter")

@@ -180,6 +180,13 @@ async def test_alice_connects_an_agent_writes_to_bob_watches_the_answer_and_revo
                 await expect(page.locator("#chart-threads svg rect")).to_have_count(2)
                 await expect(page.locator("#chart-first-reply tbody tr").last.locator("td").first).to_contain_text(" s")
                 await shots(browser, laptop, f"{srv.url}/console/activity?channel=demo", "activity")
+                # All her channels together, with the totals since a date as each table's last line.
+                await page.get_by_role("link", name="All my channels").click()
+                await expect(page.get_by_role("link", name="All my channels")).to_have_attribute(
+                    "aria-current", "page")
+                await expect(page.locator("#chart-threads tfoot th")).to_contain_text("since ")
+                await expect(page.locator("#chart-threads tbody tr").last.locator("td").first).not_to_have_text("0")
+                await shots(browser, laptop, f"{srv.url}/console/activity?scope=all", "activity-all")
                 await page.goto(thread_url)
                 await shots(browser, laptop, f"{srv.url}/console/compose?channel=demo", "compose")
 

@@ -79,8 +79,7 @@ pub(in crate::store) async fn finish_in(
     let event_type: String = row.try_get("event_type")?;
     let mut done = Finished {
         applied: true,
-        endpoint_disabled: false,
-        outbox_due: false,
+        ..Finished::default()
     };
     match f.verdict {
         AttemptVerdict::Delivered => {
@@ -95,7 +94,7 @@ pub(in crate::store) async fn finish_in(
             // A death may free the next of its order key, post a close and enqueue webhooks.
             done.outbox_due = true;
             if let Some(close) = f.on_dead.clone() {
-                close_unless_closed(tx, close, lock, cache).await?;
+                done.closed = close_unless_closed(tx, close, lock, cache).await?;
             }
             let streak: i64 = query(
                 "INSERT INTO outbox_endpoints (endpoint, dead_streak) VALUES ($1, 1) ON CONFLICT (endpoint) \
@@ -181,13 +180,14 @@ pub(in crate::store) async fn enable_in(tx: &mut Conn, endpoint: String) -> Resu
 }
 
 /// Posts `close` unless its thread is closed already (a remote's own close, or an internal one,
-/// may have come first); for closes that must not fail the transaction they ride in.
+/// may have come first); for closes that must not fail the transaction they ride in. True when
+/// it closed the thread.
 async fn close_unless_closed(
     tx: &mut Conn,
     close: NewMessage,
     lock: &'static str,
     cache: &WebhookCache,
-) -> Result<()> {
+) -> Result<bool> {
     let sql = format!("SELECT state FROM threads WHERE id = $1{lock}");
     let state: Option<String> = query(sql)
         .bind(close.thread.as_str().to_owned())
@@ -197,6 +197,7 @@ async fn close_unless_closed(
         .transpose()?;
     if state.is_some_and(|s| s != "closed") {
         post_in(tx, close, lock, cache).await?;
+        return Ok(true);
     }
-    Ok(())
+    Ok(false)
 }

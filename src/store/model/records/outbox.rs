@@ -97,6 +97,8 @@ pub struct Finished {
     /// key (it waited behind this one), or webhooks a death enqueued. A retry keeps its delivery
     /// the head of its queue, so it frees nothing; its worker reads the due time again.
     pub outbox_due: bool,
+    /// The delivery died and its `on_dead` close closed its thread (it was not closed already).
+    pub closed: bool,
 }
 
 /// An admin webhook.
