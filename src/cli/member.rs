@@ -73,7 +73,8 @@ pub struct PostArgs {
     /// Thread to post in (required for reply and close).
     #[arg(long)]
     pub thread: Option<String>,
-    /// Person ids to address (comma-separated); default: the thread's participants.
+    /// Persons and connections to address, comma-separated (`bob`, `bob/codex`, your own
+    /// `alice/claude-laptop`); default: the thread's participants, or every other member.
     #[arg(long, value_delimiter = ',')]
     pub to: Vec<String>,
     /// The effect a request asks for (required for a request).

@@ -177,6 +177,33 @@ async fn render(
                 id: p.to_string(),
             });
         }
+        // Her own agents (SPEC §4b): all of them, or one connection; what she writes to them
+        // in person is her command.
+        let mine: Vec<String> = c
+            .service
+            .own_tokens(&s.caller)
+            .await
+            .map_err(fail)?
+            .into_iter()
+            .filter(|t| t.live)
+            .filter_map(|t| t.token.connection.map(|n| n.to_string()))
+            .collect();
+        if !mine.is_empty() {
+            let all = me.to_string();
+            recipients.push(Recipient {
+                name: "Any of my agents".into(),
+                checked: form.to.iter().any(|t| t == &all),
+                id: all,
+            });
+            for name in mine {
+                let id = format!("{me}/{name}");
+                recipients.push(Recipient {
+                    name: format!("My agent {name}"),
+                    checked: form.to.iter().any(|t| t == &id),
+                    id,
+                });
+            }
+        }
     }
     let kinds: Vec<_> = KINDS
         .iter()

@@ -595,6 +595,7 @@ mod tests {
             cursor: 2,
             acked: 0,
             last: 2,
+            unread: 2,
             more: false,
             timed_out: false,
         };

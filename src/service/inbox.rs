@@ -76,6 +76,10 @@ pub struct InboxPage {
     pub acked: i64,
     /// The last sequence number in the inbox.
     pub last: i64,
+    /// Entries after `acked` this consumer's reader may see (SPEC §4b: never its own posts):
+    /// what the Stop hook counts. `last - acked` also counts entries for the person's other
+    /// readers.
+    pub unread: i64,
     /// Whether more entries follow this page.
     pub more: bool,
     /// True when the call waited its whole `wait_s` and nothing came.
@@ -381,6 +385,14 @@ impl Service {
         timed_out: bool,
     ) -> Result<InboxPage> {
         let cursor = entries.last().map_or(acked, |e| e.seq);
+        let unread = if last > acked {
+            self.inner
+                .store
+                .visible_after(caller.id(), caller.reader().key(), acked)
+                .await?
+        } else {
+            0
+        };
         let mut items = Vec::with_capacity(entries.len());
         let mut budget = MAX_SLICE_CHARS;
         for entry in entries {
@@ -392,6 +404,7 @@ impl Service {
             cursor,
             acked,
             last,
+            unread,
             more,
             timed_out,
         })

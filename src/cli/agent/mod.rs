@@ -227,8 +227,12 @@ pub(super) async fn peek(remote: &Remote, consumer: &str, limit: i64) -> anyhow:
         .into_structured()
 }
 
+/// What the consumer has not acknowledged, of what it may see (a server before connections
+/// answered no `unread`: then every entry after the cursor).
 pub(super) fn unread(page: &Value) -> i64 {
-    page["last"].as_i64().unwrap_or(0) - page["acked"].as_i64().unwrap_or(0)
+    page["unread"]
+        .as_i64()
+        .unwrap_or_else(|| page["last"].as_i64().unwrap_or(0) - page["acked"].as_i64().unwrap_or(0))
 }
 
 /// The additionalContext of the SessionStart hook.
