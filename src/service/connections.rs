@@ -17,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Caller, ErrorCode, Result, Service, ServiceError};
-use crate::domain::{ConnectionRights, ConnectionSlug, PersonId, Reader, Scope};
+use crate::domain::{ConnectionRights, ConnectionSlug, PersonId, PersonKind, Reader, Scope};
 use crate::store::{StoreError, TokenRecord};
 
 /// The connection a new agent token becomes: its name (none: derived from the token's
@@ -47,6 +47,17 @@ pub struct ConnectionUpdate {
     /// New rights per impact.
     #[serde(default)]
     pub rights: Option<ConnectionRights>,
+}
+
+/// A member's own credential (a `human` one): only she manages her connections and tokens.
+pub(super) fn own(caller: &Caller) -> Result<()> {
+    caller.require(Scope::Human)?;
+    if caller.person.kind != PersonKind::Member {
+        return Err(ServiceError::forbidden(
+            "only members connect their own agents",
+        ));
+    }
+    Ok(())
 }
 
 /// The error a taken connection name becomes.
@@ -171,7 +182,7 @@ impl Service {
         token: &str,
         update: ConnectionUpdate,
     ) -> Result<TokenRecord> {
-        super::own_tokens::own(caller)?;
+        own(caller)?;
         if update.name.is_none() && update.rights.is_none() {
             return Err(ServiceError::invalid(
                 "give a new name or new rights for the connection",

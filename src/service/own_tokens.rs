@@ -13,9 +13,10 @@
 use serde::{Deserialize, Serialize};
 
 use super::admin::{IssuedToken, TokenSpec};
+use super::connections::own;
 use super::{Caller, ErrorCode, Result, Service, ServiceError, input};
 use crate::bus::Topic;
-use crate::domain::{PersonKind, Scope, Scopes, Timestamp};
+use crate::domain::{Scope, Scopes, Timestamp};
 use crate::store::TokenRecord;
 
 /// Most live (not revoked, not expired) agent tokens one person may hold.
@@ -235,15 +236,4 @@ fn agent_only() -> Scopes {
 
 pub(super) fn usable(t: &TokenRecord, now: Timestamp) -> bool {
     t.revoked_at.is_none() && t.expires_at.is_none_or(|e| e > now)
-}
-
-/// Only a member's human credential manages her own agent tokens.
-pub(super) fn own(caller: &Caller) -> Result<()> {
-    caller.require(Scope::Human)?;
-    if caller.person.kind != PersonKind::Member {
-        return Err(ServiceError::forbidden(
-            "only members connect their own agents",
-        ));
-    }
-    Ok(())
 }
