@@ -236,6 +236,7 @@ impl Service {
             .claim(
                 thread.clone(),
                 caller.id().clone(),
+                caller.connection.as_ref().map(|c| c.token.clone()),
                 session.clone(),
                 now,
                 now.plus_secs(lease_s),

@@ -100,7 +100,12 @@ impl Service {
             }
         };
         let now = self.now();
-        let claims = self.inner.store.claims_of(caller.id(), now).await?;
+        let mut claims = self.inner.store.claims_of(caller.id(), now).await?;
+        // A connection's hook reports on its own claims only (SPEC §4b): her codex's edits never
+        // land in the thread her claude claimed.
+        if let Some(c) = &caller.connection {
+            claims.retain(|claim| claim.connection.as_deref() == Some(c.token.as_str()));
+        }
         let claim = match &caller.agent {
             Some(agent) => claims.into_iter().find(|c| &c.session == agent),
             None => claims.into_iter().next(),

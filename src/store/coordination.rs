@@ -29,10 +29,12 @@ impl Store {
     /// claim in the same transaction: pending refuses it, approved is consumed by it (SPEC §5:
     /// single use), consumed lets the work go on (a renewal, or another session of the recipients
     /// after the first one's lease expired).
+    #[allow(clippy::too_many_arguments)]
     pub async fn claim(
         &self,
         thread: ThreadId,
         person: PersonId,
+        connection: Option<String>,
         session: AgentIdentity,
         now: Timestamp,
         expires_at: Timestamp,
@@ -71,9 +73,9 @@ impl Store {
                     .as_ref()
                     .map(claim)
                     .transpose()?;
-                let renewal = current
-                    .as_ref()
-                    .is_some_and(|c| c.person == person && c.session == session);
+                let renewal = current.as_ref().is_some_and(|c| {
+                    c.person == person && c.session == session && c.connection == connection
+                });
                 if let Some(c) = current.as_ref().filter(|c| !renewal && c.expires_at > now) {
                     return Ok(ClaimAttempt::Held(c.clone()));
                 }
@@ -95,11 +97,12 @@ impl Store {
                     }
                 };
                 query(
-                    "INSERT INTO claims (thread_id, person_id, session, claimed_at, expires_at, fencing_token) \
-                     VALUES ($1, $2, $3, $4, $5, $6) \
+                    "INSERT INTO claims (thread_id, person_id, session, claimed_at, expires_at, fencing_token, \
+                     connection) VALUES ($1, $2, $3, $4, $5, $6, $7) \
                      ON CONFLICT (thread_id) DO UPDATE SET person_id = excluded.person_id, \
                      session = excluded.session, claimed_at = excluded.claimed_at, \
-                     expires_at = excluded.expires_at, fencing_token = excluded.fencing_token",
+                     expires_at = excluded.expires_at, fencing_token = excluded.fencing_token, \
+                     connection = excluded.connection",
                 )
                 .bind(thread.as_str().to_owned())
                 .bind(person.as_str().to_owned())
@@ -107,6 +110,7 @@ impl Store {
                 .bind(claimed_at.0)
                 .bind(expires_at.0)
                 .bind(fencing_token)
+                .bind(connection.clone())
                 .execute(&mut *tx)
                 .await?;
                 if let Some(a) = gate.filter(|a| a.state == ApprovalState::Approved) {
@@ -121,6 +125,7 @@ impl Store {
                         claimed_at,
                         expires_at,
                         fencing_token,
+                        connection,
                     },
                     outbox_due,
                 })

@@ -736,3 +736,72 @@ async fn her_connections_rights_decide_her_commands_and_its_own_requests() {
         .unwrap();
     assert_eq!(view.approvals[0].approvers, vec![pid("alice")]);
 }
+
+#[tokio::test]
+async fn a_connections_tool_notes_land_on_its_own_claims_only() {
+    let Fleet {
+        env,
+        alice,
+        claude,
+        codex,
+        ..
+    } = fleet().await;
+    let cmd = env
+        .service
+        .post(&alice, command("Fix the typo", Impact::Code))
+        .await
+        .unwrap();
+    let claim = env
+        .service
+        .claim(
+            &claude,
+            liaison::service::ClaimTarget::Thread(cmd.thread.clone()),
+            liaison::service::ClaimAction::Claim,
+            None,
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let report = || liaison::service::ProgressReport {
+        tool: "Edit".into(),
+        target: Some("site/pricing.md".into()),
+        outcome: "ok".into(),
+    };
+    // Codex holds no claim: its edit is nobody's progress, whatever claude holds.
+    let noted = env.service.report_progress(&codex, report()).await.unwrap();
+    assert_eq!(noted.recorded, "no_claim");
+    let noted = env
+        .service
+        .report_progress(&claude, report())
+        .await
+        .unwrap();
+    assert_eq!(noted.thread.as_ref(), Some(&claim.thread));
+    // A command to any of her agents: claude claims it; codex declaring claude's session name
+    // does not renew (take over) claude's claim.
+    let mut any = to(
+        "request",
+        Some("ops"),
+        "Anyone: rotate the logs",
+        &["alice"],
+    );
+    any.impact = Some(Impact::None);
+    let any = env.service.post(&alice, any).await.unwrap();
+    let claim = |who: &Caller| {
+        let (s, who, thread) = (env.service.clone(), who.clone(), any.thread.clone());
+        async move {
+            s.claim(
+                &who,
+                liaison::service::ClaimTarget::Thread(thread),
+                liaison::service::ClaimAction::Claim,
+                None,
+            )
+            .await
+        }
+    };
+    claim(&claude).await.unwrap().unwrap();
+    let twin = codex.clone().declaring(Some(
+        liaison::domain::AgentIdentity::parse("claude@laptop:1").unwrap(),
+    ));
+    let e = claim(&twin).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::AlreadyClaimed, "{e:?}");
+}

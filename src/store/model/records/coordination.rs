@@ -20,11 +20,16 @@ pub struct ClaimRecord {
     /// holder of the thread was given; the same session renewing keeps it. A post or a renewal
     /// carrying it is refused once another session has claimed the thread since.
     pub fencing_token: i64,
+    /// The connection (token id) holding it, when a connection claimed (SPEC §4b): its tool
+    /// hooks report on this claim, and another connection declaring the same session never
+    /// renews it.
+    #[serde(skip)]
+    pub connection: Option<String>,
 }
 
 /// The columns [`claim`] reads.
 pub(in crate::store) const CLAIM_COLUMNS: &str =
-    "thread_id, person_id, session, claimed_at, expires_at, fencing_token";
+    "thread_id, person_id, session, claimed_at, expires_at, fencing_token, connection";
 
 impl From<&ClaimRecord> for ClaimHolder {
     fn from(c: &ClaimRecord) -> Self {
@@ -97,6 +102,7 @@ pub(in crate::store) fn claim(row: &Row) -> Result<ClaimRecord> {
         claimed_at: Timestamp(row.try_get("claimed_at")?),
         expires_at: Timestamp(row.try_get("expires_at")?),
         fencing_token: row.try_get("fencing_token")?,
+        connection: row.try_get("connection")?,
     })
 }
 
