@@ -24,23 +24,25 @@ async def messages(client, consumer: str) -> list[dict]:
     return [e for e in page["entries"] if e["type"] == "message"]
 
 
-async def test_her_agents_see_each_others_posts_but_never_their_own(server, tokens):
-    alice = unique("al")
+async def test_her_agents_see_each_others_posts_but_never_their_own(server):
+    alice, bob_id = unique("al"), unique("bob")
     server.person(alice, "Alice Fleet")
+    server.person(bob_id, "Bob Fresh")
+    bob_secret = server.token(bob_id)["secret"]
     claude_secret, claude_name = connection(server, alice, "claude laptop")
     codex_secret, codex_name = connection(server, alice, "codex")
     assert (claude_name, codex_name) == ("claude-laptop", "codex")
     ops = unique("ops")
-    server.channel(ops, [alice, "bob"])
+    server.channel(ops, [alice, bob_id])
     consumer = unique("c")
 
     async with connect(server, codex_secret, agent="codex@laptop:1") as codex, \
             connect(server, claude_secret, agent="claude@laptop:2") as claude, \
-            connect(server, tokens["bob"], agent="claude@bob:1") as bob:
+            connect(server, bob_secret, agent="claude@bob:1") as bob:
         me = await call(codex, "whoami")
         assert me["connection"]["address"] == f"{alice}/codex"
         sent = await call(codex, "post", kind="announce", channel=ops, body="deploy freeze from 14:00")
-        assert sent["recipients"] == ["bob"]
+        assert sent["recipients"] == [bob_id]
 
         # Bob receives it with the usual label; her claude with codex named; codex never.
         [for_bob] = [m for m in await messages(bob, consumer) if m["id"] == sent["message"]]
