@@ -14,7 +14,9 @@ use super::convert::{self, history_length, task_id};
 use super::jwt::JwtVerifier;
 use crate::bus::Subscription;
 use crate::domain::{TaskState, ThreadId};
-use crate::service::{Caller, ErrorCode, Service, ServiceError, StreamPermit, TaskView};
+use crate::service::{
+    Caller, CredentialHold, ErrorCode, Service, ServiceError, StreamPermit, TaskView,
+};
 use crate::wire::errors::{A2aError, ErrorKind, SpecVersion};
 use crate::wire::pb;
 
@@ -125,11 +127,13 @@ impl A2a {
     pub async fn authenticate(&self, credential: &str) -> Result<Caller, ServiceError> {
         match &self.jwt {
             Some(jwt) if JwtVerifier::looks_like_jwt(credential) => {
-                let subject = jwt.verify(credential).await.map_err(|e| {
+                let jwt = jwt.verify(credential).await.map_err(|e| {
                     tracing::debug!(error = %e, "A JWT was refused.");
                     ServiceError::new(ErrorCode::Unauthenticated, format!("invalid JWT: {e}"))
                 })?;
-                self.service.party_caller(&subject).await
+                self.service
+                    .party_caller(&jwt.subject, Some(jwt.expires_at))
+                    .await
             }
             _ => self.service.authenticate(credential).await,
         }
@@ -217,6 +221,7 @@ impl A2a {
             return Ok(seen);
         }
         let deadline = tokio::time::Instant::now() + self.blocking_wait;
+        let hold = self.service.hold_credential(caller).await?;
         let last = seen.thread.task.as_ref().map_or(0, |t| t.last_event);
         let (events, mut sub) = self.service.task_events(caller, id, last, true).await?;
         let sub = sub.as_mut().expect("asked for a subscription");
@@ -233,7 +238,11 @@ impl A2a {
                 () = tokio::time::sleep_until(deadline) => {
                     return Ok(self.service.task(caller, id, None).await?);
                 }
+                // What the wait would return is no longer the caller's to read.
+                why = hold.ended() => return Err(why.into()),
             }
+            hold.check()?;
+            self.service.check_credential(caller).await?;
             if let Some(view) = self.service.task_when(caller, id, ends_wait).await? {
                 return Ok(view);
             }
@@ -261,8 +270,9 @@ impl A2a {
         req: pb::SendMessageRequest,
     ) -> Result<Events, A2aError> {
         let permit = self.service.open_stream(caller)?;
+        let hold = self.service.hold_credential(caller).await?;
         let view = self.send(caller, req).await?;
-        Ok(self.follow(caller.clone(), view, ends_wait, permit))
+        Ok(self.follow(caller.clone(), view, ends_wait, (permit, hold)))
     }
 
     /// SubscribeToTask: the snapshot, then the task's events until it ends (§3.1.6), through any
@@ -274,6 +284,7 @@ impl A2a {
     ) -> Result<Events, A2aError> {
         let id = task_id(&req.id)?;
         let permit = self.service.open_stream(caller)?;
+        let hold = self.service.hold_credential(caller).await?;
         let view = self.service.task(caller, &id, None).await?;
         if view.state().is_terminal() {
             return Err(A2aError::new(
@@ -281,23 +292,25 @@ impl A2a {
                 format!("task {id} has ended; get it with GetTask"),
             ));
         }
-        Ok(self.follow(caller.clone(), view, TaskState::is_terminal, permit))
+        Ok(self.follow(caller.clone(), view, TaskState::is_terminal, (permit, hold)))
     }
 
     /// The task's stream, closed after the first event whose state `ends`; `permit` counts the
-    /// stream against the party's limit while it is open.
+    /// stream against the party's limit while it is open. It ends with the caller's credential
+    /// (revoked, removed, expired), its last item the error a new request would get.
     fn follow(
         &self,
         caller: Caller,
         view: TaskView,
         ends: fn(TaskState) -> bool,
-        permit: StreamPermit,
+        (permit, hold): (StreamPermit, CredentialHold),
     ) -> Events {
         use futures::StreamExt as _;
         let service = self.service.clone();
-        Box::pin(async_stream(service, caller, view, ends).inspect(move |_| {
+        let events = async_stream(service, caller, view, ends).inspect(move |_| {
             let _ = &permit;
-        }))
+        });
+        Box::pin(hold.bound(events, |why| Some(Err(why.into()))))
     }
 
     pub async fn get_task(
@@ -520,6 +533,9 @@ impl Follower {
             }
             return Ok(true);
         }
+        // What was read is handed over only while the credential stands (its hold ends an idle
+        // stream; this catches a write that raced the revocation's notice).
+        self.service.check_credential(&self.caller).await?;
         let view = self.service.task(&self.caller, &self.id, Some(0)).await?;
         let (thread, approval) = (view.thread, view.approval);
         for ev in events {

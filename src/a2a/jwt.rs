@@ -169,6 +169,14 @@ impl Cache {
 }
 
 /// Verifies party JWTs; shared by the bindings.
+/// What a valid JWT proves: its subject, until when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    pub subject: String,
+    /// `exp` plus the tolerated skew, in milliseconds.
+    pub expires_at: crate::domain::Timestamp,
+}
+
 #[derive(Debug)]
 pub struct JwtVerifier {
     settings: JwtSettings,
@@ -204,15 +212,15 @@ impl JwtVerifier {
         credential.bytes().filter(|b| *b == b'.').count() == 2
     }
 
-    /// The subject of a valid token.
-    pub async fn verify(&self, token: &str) -> Result<String, JwtError> {
+    /// The subject of a valid token, and when it stops being accepted.
+    pub async fn verify(&self, token: &str) -> Result<Verified, JwtError> {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
         self.verify_at(token, now).await
     }
 
-    async fn verify_at(&self, token: &str, now: i64) -> Result<String, JwtError> {
+    async fn verify_at(&self, token: &str, now: i64) -> Result<Verified, JwtError> {
         if token.len() > MAX_TOKEN_LEN {
             return Err(JwtError::Malformed);
         }
@@ -241,7 +249,7 @@ impl JwtVerifier {
         self.check_claims(&claims, now)
     }
 
-    fn check_claims(&self, claims: &Value, now: i64) -> Result<String, JwtError> {
+    fn check_claims(&self, claims: &Value, now: i64) -> Result<Verified, JwtError> {
         let s = &self.settings;
         let leeway = s.leeway_s as i64;
         if claims["iss"].as_str() != Some(s.issuer.as_str()) {
@@ -266,7 +274,13 @@ impl JwtVerifier {
             }
         }
         match claims["sub"].as_str() {
-            Some(sub) if !sub.is_empty() && sub.len() <= 255 => Ok(sub.to_owned()),
+            Some(sub) if !sub.is_empty() && sub.len() <= 255 => Ok(Verified {
+                subject: sub.to_owned(),
+                // Accepted until `exp` plus the leeway: what is held open with it ends then.
+                expires_at: crate::domain::Timestamp(
+                    exp.saturating_add(leeway).saturating_mul(1000),
+                ),
+            }),
             _ => Err(JwtError::Claim("sub")),
         }
     }
@@ -411,7 +425,13 @@ mod tests {
         let token = key.sign_jwt(&claims()).unwrap();
         assert!(JwtVerifier::looks_like_jwt(&token));
         assert!(!JwtVerifier::looks_like_jwt("lsn_abc"));
-        assert_eq!(v.verify_at(&token, NOW).await.unwrap(), "partner-7");
+        let verified = v.verify_at(&token, NOW).await.unwrap();
+        assert_eq!(verified.subject, "partner-7");
+        assert_eq!(
+            verified.expires_at.0,
+            (NOW + 300 + 60) * 1000,
+            "exp plus the leeway"
+        );
         // Within the leeway either side.
         assert!(v.verify_at(&token, NOW + 300 + 60).await.is_ok());
         let early = key

@@ -248,6 +248,9 @@ impl App {
                 service.clone(),
                 guard::auth_failures,
             ))
+            .layer(axum::middleware::from_fn(
+                crate::http::unread::close_when_unread,
+            ))
             .layer(tower_http::trace::TraceLayer::new_for_http())
             .layer(axum::middleware::from_fn(crate::http::access::observe));
         Ok(App {

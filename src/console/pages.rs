@@ -365,12 +365,17 @@ const TICK: Duration = Duration::from_secs(30);
 
 /// Server-sent events: `change` whenever the person's inbox topic fires (a request reached them,
 /// an approval they are told of was decided, a thread they are in moved), and every [`TICK`].
-/// Ends at shutdown, and when the session has ended or expired.
+/// Ends at shutdown, and as soon as the session ends (sign-out, expiry, its person removed).
 async fn events(
     State(c): State<Console>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Page> {
     let s = session(&c, &headers)
+        .await
+        .map_err(|e| Page::from(e).with(&c, false))?;
+    let hold = c
+        .service
+        .hold_credential(&s.caller)
         .await
         .map_err(|e| Page::from(e).with(&c, false))?;
     let changes = c.service.console_changes(&s.caller);
@@ -390,7 +395,8 @@ async fn events(
             Some((Ok(event), (c, secret, changes, seen)))
         },
     );
-    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+    Ok(Sse::new(hold.bound(stream, |_| None))
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {

@@ -178,14 +178,32 @@ pub(super) async fn attachment(
     );
     h.insert(
         header::CONTENT_DISPOSITION,
-        HeaderValue::from_str(&format!(
-            "attachment; filename=\"{}\"; filename*=UTF-8''{}",
-            ascii_name(&filename),
-            crate::domain::text::percent_encode(&filename)
-        ))
-        .unwrap_or_else(|_| HeaderValue::from_static("attachment")),
+        HeaderValue::from_str(&disposition(&filename))
+            .unwrap_or_else(|_| HeaderValue::from_static("attachment")),
     );
     response
+}
+
+/// `Content-Disposition` of a download named `filename`: the ASCII name, and the UTF-8 name with
+/// every character that hides or reorders what is shown (bidi controls such as U+202E, which
+/// make `exe.txt` of `txt.exe`, other invisible characters, line breaks, unusual spaces) replaced.
+fn disposition(filename: &str) -> String {
+    use crate::domain::text::{is_invisible, is_line_break, is_unusual_space};
+    let shown: String = filename
+        .chars()
+        .map(|c| {
+            if is_invisible(c) || is_line_break(c) || is_unusual_space(c) {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    format!(
+        "attachment; filename=\"{}\"; filename*=UTF-8''{}",
+        ascii_name(filename),
+        crate::domain::text::percent_encode(&shown)
+    )
 }
 
 /// A filename reduced to what a quoted header value may hold.
@@ -216,5 +234,18 @@ mod tests {
         assert_eq!(ascii_name("a\"b\r\nc.html"), "a_b__c.html");
         assert_eq!(ascii_name("\u{202e}"), "_");
         assert_eq!(ascii_name(""), "attachment");
+    }
+
+    #[test]
+    fn the_utf8_download_name_keeps_no_bidi_or_invisible_character() {
+        let d = disposition("report\u{202e}fdp.exe");
+        assert!(!d.contains("%E2%80%AE"), "{d}");
+        assert!(d.ends_with("filename*=UTF-8''report_fdp.exe"), "{d}");
+        for hidden in ['\u{200f}', '\u{2066}', '\u{200b}', '\u{2028}', '\u{a0}'] {
+            let d = disposition(&format!("a{hidden}b.txt"));
+            assert!(d.ends_with("UTF-8''a_b.txt"), "{hidden:?}: {d}");
+        }
+        // Other scripts stay as they are.
+        assert!(disposition("résumé.pdf").ends_with("UTF-8''r%C3%A9sum%C3%A9.pdf"));
     }
 }

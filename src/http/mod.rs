@@ -1,13 +1,15 @@
 //! The HTTP toolkit every HTTP front shares (admin, member API, console, MCP, the A2A push
 //! receiver): the JSON error shape and its status table, bearer authentication with the declared
 //! agent identity, the typed JSON body, the answer to an unknown route, the access log
-//! ([`access`]) and `GET /metrics` ([`metrics`]).
+//! ([`access`]), `GET /metrics` ([`metrics`]) and `Connection: close` on answers given before
+//! their request body was read ([`unread`]).
 //!
 //! It stands beside the fronts, on the service: it decodes and encodes, and holds no rule. No
 //! front imports another front's plumbing; they import this.
 
 pub mod access;
 pub mod metrics;
+pub mod unread;
 
 use axum::Json;
 use axum::extract::FromRequestParts;

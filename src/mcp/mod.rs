@@ -80,11 +80,6 @@ pub fn router(
             settings.sessions_per_token,
         )),
     };
-    tokio::spawn(end_dead_sessions(
-        service.clone(),
-        front.sessions.clone(),
-        shutdown.clone(),
-    ));
     let config = StreamableHttpServerConfig::default()
         // `:` comments on every SSE reply, so that proxies keep streams that wait on humans.
         .with_sse_keep_alive(Some(settings.sse_keep_alive))
@@ -110,28 +105,31 @@ pub fn router(
         )
 }
 
-/// Closes the sessions of tokens revoked (or expired) as soon as the directory changes, on any
+/// Closes session `id` once its credential ends (revoked, its person removed, expired), on any
 /// replica: "the old code stops working at once", open streams included. A token's next request
-/// is refused anyway (every request is authenticated).
-async fn end_dead_sessions(service: Service, book: Arc<SessionBook>, shutdown: CancellationToken) {
-    let mut changes = service.directory_changes();
-    loop {
-        tokio::select! {
-            () = changes.woken() => {}
-            () = shutdown.cancelled() => return,
-        }
-        let tokens = book.tokens();
-        match service.dead_tokens(&tokens).await {
-            Ok(dead) if !dead.is_empty() => {
-                // The long-polls of those tokens end with `token_revoked` at the same moment:
-                // let their answers reach the clients before the streams close.
+/// is refused anyway (every request is authenticated). The watch goes with the session.
+fn end_with_credential(front: &Front, caller: Caller, id: String) {
+    let (service, book) = (front.service.clone(), front.sessions.clone());
+    let session = id.clone();
+    let task = tokio::spawn(async move {
+        match service.hold_credential(&caller).await {
+            Ok(hold) => {
+                hold.ended().await;
+                // The long-polls of that credential end with `token_revoked` at the same
+                // moment: let their answers reach the clients before the streams close.
                 tokio::time::sleep(SHUTDOWN_GRACE).await;
-                book.close_tokens(&dead).await;
             }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "Could not check the tokens of MCP sessions."),
+            Err(e) if matches!(e.code, ErrorCode::TokenRevoked | ErrorCode::TokenExpired) => {}
+            // The store did not answer: the session lives on, its requests checked one by one.
+            Err(e) => {
+                tracing::warn!(error = %e, "Could not watch the credential of an MCP session.");
+                return;
+            }
         }
-    }
+        tracing::debug!(session = %id, "Closing an MCP session: its credential can no longer be used.");
+        book.end(&id).await;
+    });
+    front.sessions.watch(&session, task.abort_handle());
 }
 
 /// Cancelled a moment after `shutdown`: the service ends long-polls with their current (empty)
@@ -238,6 +236,7 @@ async fn bearer(State(front): State<Front>, mut req: Request, next: Next) -> Res
         None => None,
     };
     let token = caller.token_id.clone();
+    let holder = (named.is_none() && !ending).then(|| caller.clone());
     req.extensions_mut().insert::<Caller>(caller);
     if crate::telemetry::on() {
         req.extensions_mut()
@@ -265,7 +264,12 @@ async fn bearer(State(front): State<Front>, mut req: Request, next: Next) -> Res
                 .map(str::to_owned);
             match created {
                 Some(id) => match front.sessions.created(&token, &id).await {
-                    Ok(()) => response,
+                    Ok(()) => {
+                        if let Some(caller) = holder {
+                            end_with_credential(&front, caller, id);
+                        }
+                        response
+                    }
                     Err(e) => ApiError(e).into_response(),
                 },
                 None => response,

@@ -30,6 +30,21 @@ struct Entry {
     last_used: Mutex<Instant>,
     /// Requests of this session whose response is still being sent.
     in_flight: Arc<AtomicUsize>,
+    /// The task that closes the session when its credential ends; stopped with the entry.
+    watch: Mutex<Option<tokio::task::AbortHandle>>,
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        if let Some(task) = self
+            .watch
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            task.abort();
+        }
+    }
 }
 
 /// Sessions by id, with their token.
@@ -98,6 +113,7 @@ impl SessionBook {
             created: now,
             last_used: Mutex::new(now),
             in_flight: Arc::default(),
+            watch: Mutex::default(),
         });
         if mine.len() < self.max_per_token {
             self.insert(id, entry);
@@ -130,29 +146,21 @@ impl SessionBook {
         }
     }
 
-    /// The tokens holding sessions, each once.
-    pub(super) fn tokens(&self) -> Vec<String> {
+    /// Attaches to session `id` the task that ends it with its credential; the task is stopped
+    /// when the session goes (a session already gone stops it at once).
+    pub(super) fn watch(&self, id: &str, task: tokio::task::AbortHandle) {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let mut tokens: Vec<String> = entries.values().map(|e| e.token.clone()).collect();
-        tokens.sort();
-        tokens.dedup();
-        tokens
+        match entries.get(id) {
+            Some(entry) => *entry.watch.lock().unwrap_or_else(|e| e.into_inner()) = Some(task),
+            None => task.abort(),
+        }
     }
 
-    /// Closes every session of these tokens (revoked or expired): their open streams end now.
-    pub(super) async fn close_tokens(&self, dead: &[String]) {
-        let ids: Vec<Arc<str>> = {
-            let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-            entries
-                .iter()
-                .filter(|(_, e)| dead.contains(&e.token))
-                .map(|(id, _)| id.clone())
-                .collect()
-        };
-        for id in &ids {
-            tracing::debug!(session = %id, "Closing an MCP session: its token can no longer be used.");
-            self.close(id).await;
-        }
+    /// Closes session `id` (its credential ended): its open streams end now. Closed before it is
+    /// forgotten, since forgetting stops the watch that calls this.
+    pub(super) async fn end(&self, id: &str) {
+        let _ = self.manager.close_session(&Arc::from(id)).await;
+        self.forget(id);
     }
 
     fn insert(&self, id: Arc<str>, entry: Arc<Entry>) {

@@ -11,6 +11,12 @@ use crate::domain::{Scope, Scopes, text};
 /// Every secret starts with this, so a leaked one is easy to recognise (e.g. by secret scanners).
 pub(super) const SECRET_PREFIX: &str = "lsn_";
 
+/// A JWT caller's credential id is this followed by the JWT's subject.
+pub(super) const JWT_PREFIX: &str = "jwt:";
+
+/// A console session's credential id is this followed by the session's id.
+pub(super) const CONSOLE_PREFIX: &str = "console:";
+
 /// A new random secret and its public id.
 pub(super) fn new_secret() -> (String, String) {
     let secret = crate::domain::secret::random::<32>();
@@ -92,6 +98,7 @@ impl Service {
             agent: None,
             connection,
             via: crate::domain::DecisionPath::Api,
+            expires_at: token.expires_at,
         };
         // The access log names who called (the person, never the credential).
         crate::metrics::identified(caller.person.id.as_str());
@@ -100,10 +107,14 @@ impl Service {
         Ok(caller)
     }
 
-    /// The caller behind a verified JWT: the party whose `jwt_subject` is `subject`, with the
-    /// `agent` scope. A subject no party has is unauthenticated (the token proved an identity this
+    /// The caller behind a verified JWT expiring at `expires_at`: the party whose `jwt_subject` is
+    /// `subject`, with the `agent` scope. A subject no party has is unauthenticated (the token proved an identity this
     /// gateway does not know).
-    pub async fn party_caller(&self, subject: &str) -> Result<Caller> {
+    pub async fn party_caller(
+        &self,
+        subject: &str,
+        expires_at: Option<crate::domain::Timestamp>,
+    ) -> Result<Caller> {
         if text::first_storable_violation(subject).is_some() {
             return Err(ServiceError::new(
                 ErrorCode::Unauthenticated,
@@ -124,10 +135,11 @@ impl Service {
         let caller = Caller {
             person: party.person,
             scopes: Scopes::default().with(Scope::Agent),
-            token_id: format!("jwt:{subject}"),
+            token_id: format!("{JWT_PREFIX}{subject}"),
             agent: None,
             connection: None,
             via: crate::domain::DecisionPath::Api,
+            expires_at,
         };
         // The access log names who called (the person, never the credential).
         crate::metrics::identified(caller.person.id.as_str());

@@ -229,7 +229,10 @@ impl Service {
 
         let _guard;
         let mut subscription = None;
+        let mut hold = None;
         if wait_s > 0 {
+            // A wait ends with its credential (revoked, removed, expired), whatever it waits for.
+            hold = Some(self.hold_credential(caller).await?);
             // Subscribed before counted: a long-poll that `waiting` (the `liaison_inbox_waiters`
             // gauge) counts is one that a publish wakes.
             subscription = Some(self.inner.bus.subscribe(&Topic::inbox(&person)));
@@ -246,6 +249,9 @@ impl Service {
             // the person's long-polls), which ends the wait at once.
             if woke && entries.is_empty() {
                 Box::pin(self.still_valid(caller)).await?;
+            }
+            if let Some(h) = &hold {
+                h.check()?;
             }
             woke = false;
             let timed_out =
@@ -290,6 +296,7 @@ impl Service {
             tokio::select! {
                 () = sub.woken() => woke = true,
                 () = tokio::time::sleep_until(deadline) => {}
+                why = super::credentials::ended(hold.as_ref()) => return Err(why),
                 () = self.inner.shutdown.cancelled() => {
                     let page = self.page(caller, req.consumer, Vec::new(), position.acked, position.last, false, false);
                     return Box::pin(page).await;

@@ -15,6 +15,7 @@ mod channels;
 mod connections;
 mod coordination;
 mod counted;
+mod credentials;
 mod delivery;
 mod error;
 mod figures;
@@ -51,6 +52,7 @@ pub use audit::{AuditQuery, MAX_AUDIT_PAGE};
 pub use channels::{ChannelSpec, MemberChange, MembersPlan};
 pub use connections::{CallerConnection, ConnectionUpdate, NewConnection, slug_from};
 pub use coordination::{ClaimAction, ClaimTarget, LeaseSpec, PresenceSpec};
+pub use credentials::CredentialHold;
 pub use delivery::{DeliveryView, PushParts};
 pub use error::{ErrorCode, Result, ServiceError};
 pub use figures::EXPIRING_SOON_MS;
@@ -144,6 +146,10 @@ pub struct Caller {
     /// console; the CLI, which says so in a header). Self-declared by token holders: it records
     /// the path, it never authorises.
     pub via: crate::domain::DecisionPath,
+    /// When the credential stops working by itself (a token's or a JWT's expiry, the end of a
+    /// console session); `None` when it does not. What the caller holds open ends then (see
+    /// [`Service::hold_credential`]).
+    pub expires_at: Option<crate::domain::Timestamp>,
 }
 
 impl Caller {
@@ -239,6 +245,8 @@ struct Inner {
     /// When this replica last recorded a token's use (`last_used_at` is written at most once a
     /// minute per token).
     token_uses: Mutex<HashMap<String, crate::domain::Timestamp>>,
+    /// The watchers of credentials held open by streams, long-polls and sessions.
+    credential_watchers: credentials::Watchers,
     /// Threads a `claim` with `thread="next"` is claiming on this replica right now: the other
     /// claimers woken by the same entry try them last (`coordination.rs`).
     claims_in_flight: Mutex<std::collections::HashSet<crate::domain::ThreadId>>,
@@ -335,6 +343,7 @@ impl Service {
                 waiters: Mutex::default(),
                 token_waiters: Mutex::default(),
                 token_uses: Mutex::default(),
+                credential_watchers: Mutex::default(),
                 claims_in_flight: Mutex::default(),
                 master_key: master,
                 keys,
@@ -375,6 +384,7 @@ impl Service {
             agent: None,
             connection: None,
             via: crate::domain::DecisionPath::Api,
+            expires_at: None,
         })
     }
 

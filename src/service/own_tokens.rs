@@ -3,9 +3,8 @@
 //! them. `human` and `admin` tokens stay admin-issued; an agent credential can do none of this
 //! (every operation needs a `human` caller, which only a console session or a human token is).
 //!
-//! Revoking ends what the token holds at once: its waiting long-polls return `token_revoked`
-//! (they are woken through the person's inbox topic and check their token), and the MCP front
-//! closes its sessions (it watches the directory topic, on every replica).
+//! Revoking ends what the token holds at once, on every replica: its waiting long-polls return
+//! `token_revoked`, its MCP sessions and A2A streams close (see `credentials`).
 //!
 //! Every own token has an expiry (at most [`OWN_TOKEN_MAX_DAYS`] days) and a person holds at most
 //! [`MAX_OWN_AGENT_TOKENS`] live agent tokens: bounded by design.
@@ -168,17 +167,11 @@ impl Service {
         Ok(())
     }
 
-    /// After a revocation: the directory changed (caches, MCP sessions), and the person's
-    /// waiting long-polls wake to find their token gone.
+    /// After a revocation: the directory changed (caches, and every credential hold: streams,
+    /// long-polls and MCP sessions of the token end), and the person's waiting long-polls wake.
     pub(super) fn token_revoked(&self, token: &TokenRecord) {
         self.directory_changed();
         self.inner.bus.publish(&Topic::inbox(&token.person));
-    }
-
-    /// Of these token ids, those that can no longer be used: what the MCP front closes the
-    /// sessions of when the directory changes.
-    pub async fn dead_tokens(&self, ids: &[String]) -> Result<Vec<String>> {
-        Ok(self.inner.store.dead_tokens(ids, self.now()).await?)
     }
 
     /// Wakes when people, tokens or channels change, on any replica.
@@ -186,21 +179,10 @@ impl Service {
         self.inner.bus.subscribe(&Topic::directory())
     }
 
-    /// Refuses with `token_revoked` or `token_expired` when the caller's token can no longer be
-    /// used (a long-poll checks it when woken with nothing to return). Console sessions and JWT
-    /// callers have no token row: they pass.
+    /// Refuses with `token_revoked` or `token_expired` when the caller's credential can no
+    /// longer be used (a long-poll checks it when woken with nothing to return).
     pub(super) async fn still_valid(&self, caller: &Caller) -> Result<()> {
-        match self.inner.store.token_by_id(&caller.token_id).await? {
-            Some(t) if t.revoked_at.is_some() => Err(ServiceError::new(
-                ErrorCode::TokenRevoked,
-                "this token was revoked while the call waited",
-            )),
-            Some(t) if t.expires_at.is_some_and(|e| e <= self.now()) => Err(ServiceError::new(
-                ErrorCode::TokenExpired,
-                "this token expired while the call waited",
-            )),
-            _ => Ok(()),
-        }
+        self.check_credential(caller).await
     }
 
     /// Records a token's use, at most once a minute per token and replica, off the request's

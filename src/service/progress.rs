@@ -64,6 +64,8 @@ impl Service {
         report: ProgressReport,
     ) -> Result<ProgressOutcome> {
         caller.require(Scope::Agent)?;
+        // A party's agent token is refused as on every other member route, not told `no_claim`.
+        caller.require_participant()?;
         let tool = report.tool.trim();
         if tool.is_empty()
             || tool.chars().count() > MAX_TOOL_CHARS
@@ -144,13 +146,15 @@ impl Service {
                 });
             }
             ProgressAdded::RateLimited => {
+                // The window is a minute: by then a slot is free (`Retry-After` on every front).
                 return Err(ServiceError::new(
                     ErrorCode::RateLimited,
                     format!(
                         "thread {} already got {PER_MINUTE} progress notes this minute",
                         claim.thread
                     ),
-                ));
+                )
+                .with_details(serde_json::json!({ "retry_after_s": 60 })));
             }
             ProgressAdded::Full => {
                 return Err(ServiceError::new(

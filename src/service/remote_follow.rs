@@ -378,6 +378,7 @@ impl Service {
             agent: None,
             connection: None,
             via: crate::domain::DecisionPath::Api,
+            expires_at: None,
         })
     }
 }

@@ -398,9 +398,13 @@ impl Service {
                 ),
             ));
         }
-        let caller = self
-            .human_caller(&session.person, format!("console:{}", session.id))
+        let mut caller = self
+            .human_caller(
+                &session.person,
+                format!("{}{}", super::auth::CONSOLE_PREFIX, session.id),
+            )
             .await?;
+        caller.expires_at = Some(session.expires_at);
         // A session is rate-limited as a token is.
         self.inner.limits.admit(&caller)?;
         Ok((caller, session))
@@ -423,6 +427,7 @@ impl Service {
             agent: None,
             connection: None,
             via: DecisionPath::Console,
+            expires_at: member.expires_at,
         })
     }
 
@@ -458,6 +463,8 @@ impl Service {
             .store
             .end_session(hash_secret(session_secret), self.now())
             .await?;
+        // What the session holds open (event streams) ends on every replica, as at a revocation.
+        self.directory_changed();
         tracing::info!(session = %session.id, person = %caller.id(), "Console session ended.");
         Ok(())
     }
@@ -543,6 +550,7 @@ impl Service {
             agent: None,
             connection: None,
             via: crate::domain::DecisionPath::Console,
+            expires_at: None,
         })
     }
 

@@ -166,6 +166,26 @@ impl Store {
         row.as_ref().map(session).transpose()
     }
 
+    /// The session with this id and whether its person was removed, read from the database (not
+    /// a cache): what ends the streams a session holds open.
+    pub async fn session_standing(&self, id: &str) -> Result<Option<(SessionRecord, bool)>> {
+        let sql = format!(
+            "SELECT {SESSION_COLUMNS}, (SELECT removed_at FROM persons \
+             WHERE persons.id = console_sessions.person) AS person_removed_at \
+             FROM console_sessions WHERE id = $1"
+        );
+        let row = query(sql)
+            .bind(id.to_owned())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref()
+            .map(|r| {
+                let removed = r.try_get::<Option<i64>, _>("person_removed_at")?.is_some();
+                Ok((session(r)?, removed))
+            })
+            .transpose()
+    }
+
     /// Ends a live session (logout); false when it had already ended.
     pub async fn end_session(&self, secret_hash: String, now: Timestamp) -> Result<bool> {
         self.write(move |tx| {

@@ -176,25 +176,6 @@ impl Store {
         row.as_ref().map(token).transpose()
     }
 
-    /// Of these token ids, those revoked or expired at `now`.
-    pub async fn dead_tokens(&self, ids: &[String], now: Timestamp) -> Result<Vec<String>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let list: Vec<String> = (0..ids.len()).map(|i| format!("${}", i + 2)).collect();
-        let sql = format!(
-            "SELECT id FROM tokens WHERE id IN ({}) AND (revoked_at IS NOT NULL \
-             OR (expires_at IS NOT NULL AND expires_at <= $1))",
-            list.join(", ")
-        );
-        let mut q = query(sql).bind(now.0);
-        for id in ids {
-            q = q.bind(id.clone());
-        }
-        let rows = q.fetch_all(&self.pool).await?;
-        rows.iter().map(|r| r.try_get::<String, _>("id")).collect()
-    }
-
     /// Records that the token was used at `now` (the service calls it at most once a minute per
     /// token). Not a directory change: the cache keeps serving the token.
     pub async fn touch_token(&self, id: String, now: Timestamp) -> Result<()> {

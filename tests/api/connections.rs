@@ -283,3 +283,40 @@ async fn http2_until_closed(tcp: &mut TcpStream) {
         }
     }
 }
+
+/// An answer given before its request body was read (here: a body over every limit, refused at
+/// its head) says `Connection: close`, since the server closes the connection rather than read
+/// the rest: a keep-alive client must not send its next request there.
+#[tokio::test]
+async fn an_answer_given_before_its_body_was_read_says_connection_close() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, stop) = spawn_app(&db, dir.path(), &[]).await;
+    let head_of = |request: String| async move {
+        let mut tcp = TcpStream::connect(addr).await.unwrap();
+        tcp.write_all(request.as_bytes()).await.unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = tokio::time::timeout(head_bound(), tcp.read(&mut buf))
+                .await
+                .expect("an answer")
+                .unwrap();
+            assert!(n > 0, "closed without an answer");
+            got.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&got).to_ascii_lowercase()
+    };
+    for path in ["/admin/v1/persons", "/api/v1/messages", "/console/logout"] {
+        let head = head_of(format!(
+            "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+             Content-Length: 50000000\r\n\r\n{{\"id\":"
+        ))
+        .await;
+        assert!(head.contains("\r\nconnection: close\r\n"), "{path}: {head}");
+    }
+    // Nothing left unread: the connection stays open (no such header).
+    let head = head_of("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n".to_owned()).await;
+    assert!(!head.contains("connection: close"), "{head}");
+    stop.cancel();
+}

@@ -2098,3 +2098,60 @@ async fn the_activity_page_shows_one_channel_or_all_of_hers_with_totals() {
     assert_eq!(status, StatusCode::BAD_REQUEST, "{page}");
     assert!(page.contains("366 days"), "{page}");
 }
+
+/// The live event stream of a session ends as soon as the session does: signed out, its person
+/// removed, or expired (on the service's clock). Bounded at a third of the stream's own tick, so
+/// a stream that only noticed at its next tick fails; nothing here times how soon it ends.
+#[tokio::test]
+async fn the_event_stream_ends_with_its_session() {
+    let c = console().await;
+    let bound = std::time::Duration::from_secs(10);
+    let open = |session: String| {
+        let (http, url) = (c.http.clone(), c.url.clone());
+        async move {
+            let r = http
+                .get(format!("{url}/console/events"))
+                .header(COOKIE, session)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+            r
+        }
+    };
+    // Reads until the stream ends; `false` if it is still open at the bound.
+    let ends = |mut r: reqwest::Response| async move {
+        tokio::time::timeout(bound, async {
+            while let Some(chunk) = r.chunk().await.unwrap_or(None) {
+                let _ = chunk;
+            }
+        })
+        .await
+        .is_ok()
+    };
+
+    let (session, csrf) = c.sign_in("bob").await;
+    let events = open(session.clone()).await;
+    let (status, _, _) = c
+        .post_form("/console/logout", Some(&session), &[("csrf", &csrf)])
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert!(ends(events).await, "signed out, the stream is still open");
+
+    let (session, _) = c.sign_in("bob").await;
+    let events = open(session).await;
+    c.env.clock.advance_secs(12 * 3_600);
+    assert!(ends(events).await, "expired, the stream is still open");
+
+    let (session, _) = c.sign_in("alice").await;
+    let events = open(session).await;
+    c.env
+        .service
+        .remove_person(&c.env.admin, &pid("alice"))
+        .await
+        .unwrap();
+    assert!(
+        ends(events).await,
+        "its person removed, the stream is still open"
+    );
+}

@@ -157,7 +157,7 @@ async fn nul_from_a_party_or_an_admin_is_invalid_input_and_changes_nothing() {
         0
     );
     // A JWT subject with a NUL is an unknown subject, not an outage.
-    let e = s.party_caller("partner\0").await.unwrap_err();
+    let e = s.party_caller("partner\0", None).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::Unauthenticated);
 
     let before = s.list_persons(&env.admin).await.unwrap().len();

@@ -14,6 +14,7 @@ mod claims;
 mod connections;
 mod console;
 mod coordination;
+mod credential_end;
 mod directory;
 mod durability;
 mod hostile_input;

@@ -465,6 +465,18 @@ async fn progress_notes_reach_only_the_thread_the_session_holds_and_are_bounded(
     let asked = env.service.post(&alice, req).await.unwrap();
     let s = &env.service;
 
+    // A party's agent token is refused, as on every member route (not told `no_claim`).
+    env.person("partner", liaison::domain::PersonKind::External)
+        .await;
+    let partner = env
+        .caller("partner", liaison::domain::Scope::Agent, "remote@p:1")
+        .await;
+    let e = s
+        .report_progress(&partner, report("Edit", Some("a.rs"), "ok"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::Forbidden, "{e:?}");
+
     // Nobody holds a claim yet: nothing is recorded, for anyone.
     for who in [&alice, &bob, &carol] {
         let out = s
@@ -541,6 +553,11 @@ async fn progress_notes_reach_only_the_thread_the_session_holds_and_are_bounded(
         .await
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::RateLimited);
+    // Said with the wait, which every front turns into `Retry-After`.
+    assert!(
+        e.retry_after_s().is_some_and(|s| (1..=60).contains(&s)),
+        "{e:?}"
+    );
     env.clock.advance_secs(61);
     s.claim(
         &bob,

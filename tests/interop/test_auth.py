@@ -120,3 +120,29 @@ async def test_a_token_revoked_mid_session_is_refused_on_its_next_request(server
     assert refused.status == 401, refused
     assert 'error="invalid_token"' in refused.headers["www-authenticate"], refused
     assert json.loads(refused.body)["error"]["code"] == "token_revoked", refused
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_long_poll_of_a_token_that_expires_ends_and_hands_it_nothing_later(server, tokens, mode):
+    # bob's token expires 2 s from now while his agent long-polls; alice posts after that.
+    issued = server.token("bob", expires_in_s=2)
+    async with connect(server, issued["secret"], mode) as bob, connect(server, tokens["alice"]) as alice:
+        consumer = f"expiry-{mode}"
+        drained = await call(bob, "inbox", consumer=consumer, wait_s=0)
+        result = {}
+
+        async def poll():
+            result["r"] = await bob.call_tool("inbox", {"consumer": consumer, "after": drained["cursor"],
+                                                        "wait_s": 30})
+
+        with anyio.fail_after(25):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(poll)
+                await anyio.sleep(3)  # past the expiry: the point is what comes after it
+                body = f"after bob's token expired ({mode})"
+                await call(alice, "post", kind="announce", channel="demo", body=body)
+    r = result["r"]
+    text = "\n".join(c.text for c in r.content if getattr(c, "type", "") == "text")
+    assert body not in text, "an expired token's long-poll received an entry posted after its expiry"
+    assert r.is_error and r.structured_content["error"]["code"] == "token_expired", text

@@ -61,19 +61,27 @@ pub(super) fn routes() -> Router<Console> {
 const TICK: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Server-sent events for the outbox pages: `change` when deliveries fall due, and every
-/// [`TICK`]. Ends at shutdown, and when the session is no longer an admin's.
+/// [`TICK`]. Ends at shutdown, as soon as the session ends (sign-out, expiry, its person
+/// removed), and when a directory change leaves the session no longer an admin's.
 async fn events(
     axum::extract::State(c): axum::extract::State<Console>,
     headers: HeaderMap,
 ) -> Result<Response, Response> {
     use axum::response::sse::{Event, KeepAlive, Sse};
     let a = admin(&c, &headers).await?;
+    let hold = c
+        .service
+        .hold_credential(&a.caller)
+        .await
+        .map_err(fail(&c))?;
     let changes = c.service.outbox_changes(&a.caller).map_err(fail(&c))?;
+    let directory = c.service.directory_changes();
     let stream = futures::stream::unfold(
-        (c, a.s.secret, changes),
-        |(c, secret, mut changes)| async move {
+        (c, a.s.secret, changes, directory),
+        |(c, secret, mut changes, mut directory)| async move {
             tokio::select! {
                 () = changes.woken() => {}
+                () = directory.woken() => {}
                 () = tokio::time::sleep(TICK) => {}
                 () = c.service.stopping() => return None,
             }
@@ -82,11 +90,11 @@ async fn events(
             let event = Event::default().event("change").data("changed");
             Some((
                 Ok::<_, std::convert::Infallible>(event),
-                (c, secret, changes),
+                (c, secret, changes, directory),
             ))
         },
     );
-    Ok(Sse::new(stream)
+    Ok(Sse::new(hold.bound(stream, |_| None))
         .keep_alive(KeepAlive::new().interval(std::time::Duration::from_secs(15)))
         .into_response())
 }
