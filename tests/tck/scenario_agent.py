@@ -56,12 +56,12 @@ OUTPUT_TXT = {
 
 def client_message_id(key: str) -> str | None:
     """The client's messageId behind a party message's idempotency key: `a2a:<id>` for its first
-    use, `a2a~<16 hex>:<id>` for a later message under the same id (docs/a2a-clients.md "Retries and
-    messageId"); None for any other key."""
+    use, `a2a~<16 hex>.<6-digit use>:<id>` for a later message under the same id (docs/a2a-clients.md
+    "Retries and messageId"); None for any other key."""
     if key.startswith("a2a:"):
         return key.removeprefix("a2a:")
-    if key.startswith("a2a~") and key[20:21] == ":":
-        return key[21:]
+    if key.startswith("a2a~") and key[20:21] == "." and key[27:28] == ":":
+        return key[28:]
     return None
 
 
