@@ -195,6 +195,17 @@ pub fn message(m: &MessageRecord, thread: &ThreadRecord) -> pb::Message {
     }
 }
 
+/// A reply of the team given as a direct answer: a message of no task (the party has none to
+/// follow), in the task's context.
+pub fn direct_message(m: &MessageRecord, thread: &ThreadRecord) -> pb::Message {
+    pb::Message {
+        task_id: String::new(),
+        metadata: reply_envelope(m),
+        extensions: vec![ENVELOPE_EXTENSION.to_owned()],
+        ..message(m, thread)
+    }
+}
+
 /// A reply of the team as an artifact.
 pub fn artifact(m: &MessageRecord) -> pb::Artifact {
     let mut parts = parts_out(&m.body, &m.attachments);

@@ -20,6 +20,9 @@ pub struct SkillRoute {
     pub channel: ChannelName,
     pub kind: Kind,
     pub impact: Option<Impact>,
+    /// A conversational skill (`reply = "message"` in `agent-card/`): a single reply within a
+    /// blocking wait goes back to the party as a bare A2A `Message` ([`Service::direct_answer`]).
+    pub direct_answers: bool,
 }
 
 /// A message from an external party (an A2A `ROLE_USER` message), already converted from the wire.
@@ -488,6 +491,37 @@ impl Service {
             return Ok(Sent::Reused("its task ended after the party posted in it"));
         }
         Ok(Sent::Task(Box::new(view)))
+    }
+
+    /// Whether a task of this skill may be answered with a bare message (a conversational skill).
+    pub fn answers_directly(&self, view: &TaskView) -> bool {
+        let Some(task) = &view.thread.task else {
+            return false;
+        };
+        self.inner
+            .settings
+            .skills
+            .iter()
+            .any(|s| s.id == task.skill && s.direct_answers)
+    }
+
+    /// The team's answer to a party's message as a direct answer (SPEC §8 "Direct answers"): on a
+    /// conversational skill, the task went from the party's message straight to COMPLETED by one
+    /// `reply` and nothing else. A claim, a note, a question or an approval between logs events
+    /// the party could follow, so such a task stays a task. `view` must hold the whole history.
+    pub fn direct_answer<'a>(&self, view: &'a TaskView) -> Option<&'a MessageRecord> {
+        let task = view.thread.task.as_ref()?;
+        // Event 1 is the task's submission; event 2 its completion by the reply.
+        if !self.answers_directly(view)
+            || task.state != TaskState::Completed
+            || task.last_event != 2
+        {
+            return None;
+        }
+        match view.history.as_slice() {
+            [opener, reply] if opener.position == 1 && reply.kind == Kind::Reply => Some(reply),
+            _ => None,
+        }
     }
 
     /// One of the caller's tasks, with at most `history_length` messages of history (all when none).

@@ -14,6 +14,7 @@ mod claims;
 mod connections;
 mod console;
 mod coordination;
+mod direct_answers;
 mod directory;
 mod durability;
 mod hostile_input;

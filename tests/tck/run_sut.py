@@ -48,6 +48,18 @@ def start_liaison(binary: Path, port: int, spec_version: str, data_dir: Path) ->
     raise SystemExit("liaison did not start")
 
 
+def add_tck_party(binary: Path, url: str, data_dir: Path) -> str:
+    """Adds the party the kit calls as: in the demo's `partners` channel, its default skill the
+    conversational `chat` (the kit names no skill, and its DM-MSG-001 wants a direct answer; every
+    other scenario's agent claims first, so those stay tasks). Returns its bearer token."""
+    out = subprocess.run(
+        [str(binary), "party", "add", "tck", "--name", "A2A TCK", "--default-skill", "chat",
+         "--channel", "partners", "--server", url, "--data-dir", str(data_dir)],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    return json.loads(out)["token"]["secret"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=9999)
@@ -71,10 +83,11 @@ def main() -> None:
         process, url = start_liaison(args.binary, args.port, args.spec_version, data_dir)
         demo = json.loads((data_dir / "demo.json").read_text())
         token = demo["alice"]["agent_token"]
+        party_token = add_tck_party(args.binary, url, data_dir)
         print(
             "\nRun the TCK (a2aproject/a2a-tck, branch 1.0-dev) in its own checkout and venv, calling as\n"
-            "the demo party `partner` (tck_auth.py adds its bearer token to every request):\n"
-            f"  export PYTHONPATH={Path(__file__).resolve().parent} A2A_TCK_TOKEN={demo['partner']['agent_token']}\n"
+            "the party `tck` (default skill `chat`; tck_auth.py adds its bearer token to every request):\n"
+            f"  export PYTHONPATH={Path(__file__).resolve().parent} A2A_TCK_TOKEN={party_token}\n"
             f"  python run_tck.py --sut-host {url} --transport jsonrpc -- -p tck_auth   # also grpc, http_json\n"
         )
     try:
