@@ -289,20 +289,35 @@ impl A2a {
             .is_some_and(|c| c.task_push_notification_config.is_some());
         let view = self.send(caller, req).await?;
         if !pushes && self.service.answers_directly(&view) {
-            let after = view.thread.task.as_ref().map_or(0, |t| t.last_event);
-            self.first_event(caller, &view.thread.id, after).await?;
-            let now = self.service.task(caller, &view.thread.id, None).await?;
-            if let Some(answer) = self.direct_answer(&now) {
-                let item = pb::StreamResponse {
-                    payload: Some(pb::stream_response::Payload::Message(answer)),
-                };
-                return Ok(Box::pin(futures::stream::once(async move {
-                    let _ = &permit;
-                    Ok(item)
-                })));
+            // Only a task nothing has happened to yet is held; a retry of an answered message
+            // has its answer, or its task, already.
+            let answer = if view.state() == TaskState::Submitted {
+                let after = view.thread.task.as_ref().map_or(0, |t| t.last_event);
+                self.first_event(caller, &view.thread.id, after).await?;
+                let now = self.service.task(caller, &view.thread.id, None).await?;
+                self.direct_answer(&now)
+            } else {
+                self.direct_answer_of_retry(caller, &view).await?
+            };
+            if let Some(answer) = answer {
+                return Ok(one_message(answer, permit));
             }
         }
         Ok(self.follow(caller.clone(), view, ends_wait, permit))
+    }
+
+    /// The direct answer a retried message already has, if the send's view is of an answered
+    /// task (the view of a retry may hold only part of the history, so it is read whole).
+    async fn direct_answer_of_retry(
+        &self,
+        caller: &Caller,
+        view: &TaskView,
+    ) -> Result<Option<pb::Message>, A2aError> {
+        if view.state() != TaskState::Completed {
+            return Ok(None);
+        }
+        let whole = self.service.task(caller, &view.thread.id, None).await?;
+        Ok(self.direct_answer(&whole))
     }
 
     /// Waits until task `id` logs an event after `after`, up to the blocking cap (or until the
@@ -489,6 +504,17 @@ impl A2a {
             .delete_push_config(caller, &task, &req.id)
             .await?)
     }
+}
+
+/// A stream of one direct answer; `permit` counts it against the party's streams until sent.
+fn one_message(answer: pb::Message, permit: StreamPermit) -> Events {
+    let item = pb::StreamResponse {
+        payload: Some(pb::stream_response::Payload::Message(answer)),
+    };
+    Box::pin(futures::stream::once(async move {
+        let _ = &permit;
+        Ok(item)
+    }))
 }
 
 /// The task snapshot first, then every logged event after it, rendered in order, until the task

@@ -79,11 +79,16 @@ async def test_a_single_reply_on_a_conversational_skill_is_a_message_on_every_bi
             for streaming in (False, True):
                 client = ClientFactory(client_config(binding, http, partner, streaming=streaming)).create(card)
                 # Answered at once: a Message, of no task, in the task's context.
-                events = await exchange(srv, alice, partner, client, chat("Is staging up?"), claim=False, body="Yes")
+                question = chat("Is staging up?")
+                events = await exchange(srv, alice, partner, client, question, claim=False, body="Yes")
                 assert [ev.WhichOneof("payload") for ev in events] == ["message"], events
                 message = events[0].message
                 assert [p.text for p in message.parts] == ["Yes"]
                 assert message.role == 2 and not message.task_id and message.context_id  # ROLE_AGENT
+                # A retry after a lost answer gets the same answer, at once.
+                auth = ClientCallContext(service_parameters={"authorization": f"Bearer {partner}"})
+                retry = [ev async for ev in client.send_message(SendMessageRequest(message=question), context=auth)]
+                assert [ev.message.message_id for ev in retry] == [message.message_id], retry
                 # Claimed first: the task, completed with the reply as its artifact.
                 events = await exchange(srv, alice, partner, client, chat("Upgrade staging"), claim=True, body="Done")
                 kinds = [ev.WhichOneof("payload") for ev in events]
