@@ -38,7 +38,8 @@ def default_binary() -> Path:
 def start_liaison(binary: Path, port: int, spec_version: str, data_dir: Path) -> tuple[subprocess.Popen, str]:
     env = {**os.environ, "LIAISON_A2A__SPEC_VERSION": spec_version, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
     cmd = [str(binary), "serve", "--demo", "--data-dir", str(data_dir), "--listen", f"127.0.0.1:{port}"]
-    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    # From the repository, so the server reads its agent-card/ (the skills the kit is routed to).
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
     for line in process.stdout:
         sys.stdout.write(line)
         m = re.search(r"serving at (https?://\S+)", line)
@@ -74,23 +75,23 @@ def main() -> None:
     logging.getLogger("httpx2").setLevel(logging.WARNING)
 
     process, data_dir = None, None
-    if args.url:
-        if not args.token:
-            parser.error("--url needs --token")
-        url, token = args.url.rstrip("/"), args.token
-    else:
-        data_dir = Path(tempfile.mkdtemp(prefix="liaison-tck-"))
-        process, url = start_liaison(args.binary, args.port, args.spec_version, data_dir)
-        demo = json.loads((data_dir / "demo.json").read_text())
-        token = demo["alice"]["agent_token"]
-        party_token = add_tck_party(args.binary, url, data_dir)
-        print(
-            "\nRun the TCK (a2aproject/a2a-tck, branch 1.0-dev) in its own checkout and venv, calling as\n"
-            "the party `tck` (default skill `chat`; tck_auth.py adds its bearer token to every request):\n"
-            f"  export PYTHONPATH={Path(__file__).resolve().parent} A2A_TCK_TOKEN={party_token}\n"
-            f"  python run_tck.py --sut-host {url} --transport jsonrpc -- -p tck_auth   # also grpc, http_json\n"
-        )
     try:
+        if args.url:
+            if not args.token:
+                parser.error("--url needs --token")
+            url, token = args.url.rstrip("/"), args.token
+        else:
+            data_dir = Path(tempfile.mkdtemp(prefix="liaison-tck-"))
+            process, url = start_liaison(args.binary, args.port, args.spec_version, data_dir)
+            demo = json.loads((data_dir / "demo.json").read_text())
+            token = demo["alice"]["agent_token"]
+            party_token = add_tck_party(args.binary, url, data_dir)
+            print(
+                "\nRun the TCK (a2aproject/a2a-tck, branch 1.0-dev) in its own checkout and venv, calling as\n"
+                "the party `tck` (default skill `chat`; tck_auth.py adds its bearer token to every request):\n"
+                f"  export PYTHONPATH={Path(__file__).resolve().parent} A2A_TCK_TOKEN={party_token}\n"
+                f"  python run_tck.py --sut-host {url} --transport jsonrpc -- -p tck_auth   # also grpc, http_json\n"
+            )
         asyncio.run(scenario_agent.run(url, token))
     except KeyboardInterrupt:
         pass

@@ -1,5 +1,5 @@
-//! The A2A extensions the card declares (`capabilities.extensions`): liaison's envelope, and which
-//! skills answer with a bare message.
+//! The A2A extensions the card declares (`capabilities.extensions`): liaison's envelope, the
+//! approval data of a waiting task, and which skills answer with a bare message.
 
 use crate::domain::ENVELOPE_EXTENSION;
 use crate::wire::pb;
@@ -22,6 +22,17 @@ pub(super) fn declared(direct_answer_skills: &[String]) -> Vec<pb::AgentExtensio
         required: false,
         params: None,
     }];
+    extensions.push(pb::AgentExtension {
+        uri: crate::a2a::approval::APPROVAL_EXTENSION.to_owned(),
+        description: "A task whose request waits for a human of the team stays SUBMITTED; its \
+                      status message carries the approval in metadata under this URI: state \
+                      (pending, approved, consumed, rejected, expired), approvalId, approvers and, \
+                      once decided, decidedBy. A rejection or expiry ends the task REJECTED with \
+                      the same data."
+            .to_owned(),
+        required: false,
+        params: None,
+    });
     if !direct_answer_skills.is_empty() {
         let skills = direct_answer_skills
             .iter()
