@@ -94,6 +94,7 @@ async fn world(url: &str) -> World {
             channel: ChannelName::parse("bench").unwrap(),
             kind: Kind::Question,
             impact: None,
+            direct_answers: false,
         }],
         default_skill: Some("ask".into()),
         outbox: OutboxSettings {

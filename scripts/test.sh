@@ -9,6 +9,8 @@
 #   LIAISON_TEST_PG_SOCKET_DIR  the same server's Unix socket directory, for a shorter pass over
 #                        it (default /var/run/postgresql; skipped when there is no socket)
 #   CARGO_TARGET_DIR     where cargo builds (default: target/ in the repository)
+# Also needs npm (the MCP conformance suite and the Node >= 22 it runs on come from the npm registry).
+#
 #   LIAISON_CONTAINER_TEST  skip: leave out the container test; require: fail where podman is
 #                        missing (default: run it where podman is, say why it is skipped elsewhere)
 set -euo pipefail
@@ -74,6 +76,10 @@ fi
 export LIAISON_BIN=$target/debug/liaison
 step "Interop: the official MCP and A2A Python SDKs, CLI and console against the binary, on SQLite"
 .venv/bin/python -m pytest -q tests/interop
+
+# Once: the MCP protocol layer it checks reads and writes nothing backend-specific.
+step "The official MCP conformance suite against /mcp, both protocol revisions (tests/mcp_conformance)"
+.venv/bin/python tests/mcp_conformance/run.py
 
 step "Interop on PostgreSQL"
 LIAISON_TEST_DATABASE_URL=$pg_url .venv/bin/python -m pytest -q tests/interop

@@ -195,6 +195,17 @@ pub fn message(m: &MessageRecord, thread: &ThreadRecord) -> pb::Message {
     }
 }
 
+/// A reply of the team given as a direct answer: a message of no task (the party has none to
+/// follow), in the task's context.
+pub fn direct_message(m: &MessageRecord, thread: &ThreadRecord) -> pb::Message {
+    pb::Message {
+        task_id: String::new(),
+        metadata: reply_envelope(m),
+        extensions: vec![ENVELOPE_EXTENSION.to_owned()],
+        ..message(m, thread)
+    }
+}
+
 /// A reply of the team as an artifact.
 pub fn artifact(m: &MessageRecord) -> pb::Artifact {
     let mut parts = parts_out(&m.body, &m.attachments);
@@ -242,6 +253,12 @@ pub fn status(view: &TaskView) -> pb::TaskStatus {
     {
         status.message = Some(note);
     }
+    // A rejected or expired approval ended the task: its final message says so in data too.
+    if state == TaskState::Rejected
+        && let (Some(a), Some(message)) = (view.approval.as_ref(), status.message.take())
+    {
+        status.message = Some(super::approval::note(message, a));
+    }
     status
 }
 
@@ -274,12 +291,12 @@ fn server_note(thread: &ThreadRecord, message_id: String, text: String) -> pb::M
     }
 }
 
-/// The server's status message about a task's approval ("Awaiting approval by …", "Approved by
-/// …"), from the team's side, with an id derived from the approval and its state.
+/// The server's status message about a task's approval ([`super::approval::note`]).
 fn approval_note(thread: &ThreadRecord, approval: Option<&TaskApproval>) -> Option<pb::Message> {
     let a = approval?;
     let text = a.status_text()?;
-    Some(server_note(thread, format!("{}-{}", a.id, a.state), text))
+    let note = server_note(thread, format!("{}-{}", a.id, a.state), text);
+    Some(super::approval::note(note, a))
 }
 
 fn status_with(

@@ -132,10 +132,7 @@ impl A2aService for GrpcA2a {
         request: Request<pb::SendMessageRequest>,
     ) -> Result<Response<pb::SendMessageResponse>, Status> {
         self.unary(request, async |a2a, caller, req| {
-            let task = a2a.send_message(caller, req).await?;
-            Ok(pb::SendMessageResponse {
-                payload: Some(pb::send_message_response::Payload::Task(task)),
-            })
+            a2a.send_message(caller, req).await
         })
         .await
     }
@@ -421,6 +418,7 @@ mod tests {
                 channel: channel.clone(),
                 kind: Kind::Question,
                 impact: None,
+                direct_answers: false,
             }],
             default_skill: Some("ask".into()),
             ..Settings::default()

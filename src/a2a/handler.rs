@@ -164,12 +164,15 @@ impl A2a {
     }
 
     /// Sends a message; unless `returnImmediately`, waits (up to the configured cap) for the task to
-    /// end or ask for input, then returns it as it stands.
+    /// end or ask for input, then returns it as it stands, or the team's answer as a bare message
+    /// when it is a direct one (SPEC §8 "Direct answers"; never when the send asked for pushes,
+    /// which follow the task).
     pub async fn send_message(
         &self,
         caller: &Caller,
         req: pb::SendMessageRequest,
-    ) -> Result<pb::Task, A2aError> {
+    ) -> Result<pb::SendMessageResponse, A2aError> {
+        use pb::send_message_response::Payload;
         let config = req.configuration.clone().unwrap_or_default();
         let view = self.send(caller, req).await?;
         let id = view.thread.id.clone();
@@ -178,10 +181,26 @@ impl A2a {
         } else {
             self.wait_for_end(caller, &id, view).await?
         };
+        if config.task_push_notification_config.is_none()
+            && let Some(answer) = self.direct_answer(&view)
+        {
+            return Ok(pb::SendMessageResponse {
+                payload: Some(Payload::Message(answer)),
+            });
+        }
         let view = self
             .trim(caller, &id, view, history_length(config.history_length)?)
             .await?;
-        Ok(convert::task(&view, true))
+        Ok(pb::SendMessageResponse {
+            payload: Some(Payload::Task(convert::task(&view, true))),
+        })
+    }
+
+    /// The team's direct answer in `view` (a whole task), as the message the party receives.
+    fn direct_answer(&self, view: &TaskView) -> Option<pb::Message> {
+        self.service
+            .direct_answer(view)
+            .map(|reply| convert::direct_message(reply, &view.thread))
     }
 
     async fn send(
@@ -264,6 +283,9 @@ impl A2a {
 
     /// SendStreamingMessage: the task snapshot, then its events until it ends or asks for input
     /// (§11.7, like blocking SendMessage: the answer goes in a new request, with its own stream).
+    /// On a conversational skill the stream first waits (up to the blocking cap) for the task's
+    /// first event: a direct answer is then the stream's only item, a `Message`; anything else
+    /// streams the task from the snapshot taken at the send, so no event is lost.
     pub async fn send_streaming(
         &self,
         caller: &Caller,
@@ -271,8 +293,74 @@ impl A2a {
     ) -> Result<Events, A2aError> {
         let permit = self.service.open_stream(caller)?;
         let hold = self.service.hold_credential(caller).await?;
+        let pushes = req
+            .configuration
+            .as_ref()
+            .is_some_and(|c| c.task_push_notification_config.is_some());
         let view = self.send(caller, req).await?;
+        if !pushes && self.service.answers_directly(&view) {
+            // Only a task nothing has happened to yet is held; a retry of an answered message
+            // has its answer, or its task, already. The wait ends with the credential, and the
+            // answer is handed over only while the credential still stands.
+            let answer = if view.state() == TaskState::Submitted {
+                let after = view.thread.task.as_ref().map_or(0, |t| t.last_event);
+                tokio::select! {
+                    waited = self.first_event(caller, &view.thread.id, after) => waited?,
+                    why = hold.ended() => return Err(why.into()),
+                }
+                let now = self.service.task(caller, &view.thread.id, None).await?;
+                self.direct_answer(&now)
+            } else {
+                self.direct_answer_of_retry(caller, &view).await?
+            };
+            if let Some(answer) = answer {
+                hold.check()?;
+                self.service.check_credential(caller).await?;
+                return Ok(one_message(answer, permit));
+            }
+        }
         Ok(self.follow(caller.clone(), view, ends_wait, (permit, hold)))
+    }
+
+    /// The direct answer a retried message already has, if the send's view is of an answered
+    /// task (the view of a retry may hold only part of the history, so it is read whole).
+    async fn direct_answer_of_retry(
+        &self,
+        caller: &Caller,
+        view: &TaskView,
+    ) -> Result<Option<pb::Message>, A2aError> {
+        if view.state() != TaskState::Completed {
+            return Ok(None);
+        }
+        let whole = self.service.task(caller, &view.thread.id, None).await?;
+        Ok(self.direct_answer(&whole))
+    }
+
+    /// Waits until task `id` logs an event after `after`, up to the blocking cap (or until the
+    /// server stops).
+    async fn first_event(
+        &self,
+        caller: &Caller,
+        id: &ThreadId,
+        after: i64,
+    ) -> Result<(), A2aError> {
+        let deadline = tokio::time::Instant::now() + self.blocking_wait;
+        let (events, mut sub) = self.service.task_events(caller, id, after, true).await?;
+        let sub = sub.as_mut().expect("asked for a subscription");
+        if !events.is_empty() {
+            return Ok(());
+        }
+        loop {
+            tokio::select! {
+                () = sub.woken() => {}
+                () = tokio::time::sleep_until(deadline) => return Ok(()),
+                () = self.service.stopping() => return Ok(()),
+            }
+            let (events, _) = self.service.task_events(caller, id, after, false).await?;
+            if !events.is_empty() {
+                return Ok(());
+            }
+        }
     }
 
     /// SubscribeToTask: the snapshot, then the task's events until it ends (§3.1.6), through any
@@ -435,6 +523,17 @@ impl A2a {
             .delete_push_config(caller, &task, &req.id)
             .await?)
     }
+}
+
+/// A stream of one direct answer; `permit` counts it against the party's streams until sent.
+fn one_message(answer: pb::Message, permit: StreamPermit) -> Events {
+    let item = pb::StreamResponse {
+        payload: Some(pb::stream_response::Payload::Message(answer)),
+    };
+    Box::pin(futures::stream::once(async move {
+        let _ = &permit;
+        Ok(item)
+    }))
 }
 
 /// The task snapshot first, then every logged event after it, rendered in order, until the task

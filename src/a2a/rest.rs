@@ -203,10 +203,8 @@ async fn handle(
     let render = |text: String| Ok(Reply::Json(text));
     match route {
         Route::Send => {
-            let task = a2a.send_message(caller, body_of(headers, body)?).await?;
-            render(protojson::render_text(&pb::SendMessageResponse {
-                payload: Some(pb::send_message_response::Payload::Task(task)),
-            }))
+            let response = a2a.send_message(caller, body_of(headers, body)?).await?;
+            render(protojson::render_text(&response))
         }
         Route::Stream => Ok(Reply::Stream(
             a2a.send_streaming(caller, body_of(headers, body)?).await?,

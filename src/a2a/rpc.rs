@@ -147,10 +147,7 @@ async fn dispatch(
     use jsonrpc::decode_params as p;
     Ok(match method {
         Method::SendMessage => {
-            let task = a2a.send_message(caller, p(&params)?).await?;
-            protojson::render_text(&pb::SendMessageResponse {
-                payload: Some(pb::send_message_response::Payload::Task(task)),
-            })
+            protojson::render_text(&a2a.send_message(caller, p(&params)?).await?)
         }
         Method::GetTask => protojson::render_text(&a2a.get_task(caller, p(&params)?).await?),
         Method::ListTasks => protojson::render_text(&a2a.list_tasks(caller, p(&params)?).await?),

@@ -20,6 +20,9 @@ pub struct SkillRoute {
     pub channel: ChannelName,
     pub kind: Kind,
     pub impact: Option<Impact>,
+    /// A conversational skill (`reply = "message"` in `agent-card/`): a single reply within a
+    /// blocking wait goes back to the party as a bare A2A `Message` ([`Service::direct_answer`]).
+    pub direct_answers: bool,
 }
 
 /// A message from an external party (an A2A `ROLE_USER` message), already converted from the wire.
@@ -118,9 +121,14 @@ pub struct PushConfigSpec {
 }
 
 const MAX_CONTEXT_ID: usize = 200;
-/// Most different messages one messageId may stand for (per party): each use past the first
-/// costs a read or a refused write more, so the walk is bounded.
-pub const MAX_MESSAGE_ID_USES: usize = 32;
+/// Most times one message (the same messageId and content) may open a new task for a party, once
+/// each earlier one ended after the party posted in it: the width of the decimal use count in its
+/// idempotency key ([`ReuseKeys`]). Different contents under one messageId each have their own count.
+pub const MAX_MESSAGE_ID_USES: u32 = 999_999;
+/// Digits of the use count in a reused messageId's key: fixed, so keys order by count.
+const USE_DIGITS: usize = 6;
+/// How often a send looks again when a concurrent send took the key of the next use.
+const REUSE_ATTEMPTS: usize = 4;
 
 /// What sending under one idempotency key came to.
 enum Sent {
@@ -136,17 +144,58 @@ enum Opened {
     Replayed,
 }
 
-/// The idempotency key of the `generation`-th reuse of `msg`'s messageId (the first use is
-/// `a2a:<messageId>`): `a2a~<16 hex>:<messageId>`, the hex digesting the message's content and
-/// the generation, so a retry of any use finds its own message by walking the same keys, and
-/// different messages under one id never collide. A2A shows the messageId after the `:`.
-fn reused_key(msg: &TaskMessage, generation: usize) -> String {
-    let content = serde_json::to_vec(msg).unwrap_or_default();
-    let mut input = generation.to_string().into_bytes();
-    input.push(0);
-    input.extend_from_slice(&content);
-    let digest = crate::domain::sha256_hex(&input);
-    format!("{A2A_REUSE_PREFIX}{}:{}", &digest[..16], msg.message_id)
+/// The idempotency keys of a messageId's later uses with one content (its first use, whatever the
+/// content, is `a2a:<messageId>`): `a2a~<16 hex>.<use>:<messageId>`, the hex digesting the
+/// message's content (messageId included), the use counted from 1 in [`USE_DIGITS`] digits. A retry
+/// of the newest use finds it with one read of the greatest key in the range (the keys of one
+/// content differ only in the digits), and different contents never share keys. A2A shows the
+/// messageId after the `:`.
+struct ReuseKeys {
+    prefix: String,
+    message_id: String,
+}
+
+impl ReuseKeys {
+    fn of(msg: &TaskMessage) -> Self {
+        let content = serde_json::to_vec(msg).unwrap_or_default();
+        let digest = crate::domain::sha256_hex(&content);
+        Self {
+            prefix: format!("{A2A_REUSE_PREFIX}{}.", &digest[..16]),
+            message_id: msg.message_id.clone(),
+        }
+    }
+
+    /// The key of use `n` (1..=[`MAX_MESSAGE_ID_USES`]).
+    fn key(&self, n: u32) -> String {
+        format!("{}{n:0USE_DIGITS$}:{}", self.prefix, self.message_id)
+    }
+
+    /// The use a key of this content stands for; `None` for any other key.
+    fn use_of(&self, key: &str) -> Option<u32> {
+        let rest = key.strip_prefix(&self.prefix)?;
+        let (digits, id) = rest.split_at_checked(USE_DIGITS)?;
+        if id.strip_prefix(':') != Some(self.message_id.as_str())
+            || !digits.bytes().all(|b| b.is_ascii_digit())
+        {
+            return None;
+        }
+        digits.parse().ok().filter(|n| *n >= 1)
+    }
+}
+
+/// `next` as the number of a new use of one message under its messageId, or the refusal past
+/// [`MAX_MESSAGE_ID_USES`].
+fn within_bound(message_id: &str, next: u32) -> Result<u32> {
+    if next > MAX_MESSAGE_ID_USES {
+        return Err(ServiceError::new(
+            ErrorCode::IdempotencyConflict,
+            format!(
+                "messageId {message_id:?} already opened {MAX_MESSAGE_ID_USES} tasks with this \
+                 content; give each message a new messageId"
+            ),
+        ));
+    }
+    Ok(next)
 }
 
 /// The client's messageId behind an idempotency key of a party's message, if it is one.
@@ -155,13 +204,25 @@ pub fn client_message_id(key: &str) -> Option<&str> {
         return Some(id);
     }
     let rest = key.strip_prefix(A2A_REUSE_PREFIX)?;
-    let (digest, id) = rest.split_at_checked(17)?;
-    (digest.len() == 17 && digest.ends_with(':')).then_some(id)
+    // `<16 hex>.<use>:` now; `<16 hex>:` in keys written before the use count.
+    let hex = rest.get(..16)?;
+    if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let rest = &rest[16..];
+    if let Some(id) = rest.strip_prefix(':') {
+        return Some(id);
+    }
+    let digits = rest.strip_prefix('.')?.get(..USE_DIGITS)?;
+    if !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    rest[1 + USE_DIGITS..].strip_prefix(':')
 }
 /// A party's message keeps the client's `messageId` as its idempotency key, behind this prefix:
 /// a retry is recognised by it, and A2A shows the party's messages under the client's ids.
 pub const A2A_KEY_PREFIX: &str = "a2a:";
-/// The prefix of the keys of a messageId's later uses ([`reused_key`]).
+/// The prefix of the keys of a messageId's later uses ([`ReuseKeys`]).
 const A2A_REUSE_PREFIX: &str = "a2a~";
 /// Most messages a thread holds that a task view loads.
 const MAX_TASK_MESSAGES: i64 = 1000;
@@ -190,33 +251,55 @@ impl Service {
                 "contextId must be 1-{MAX_CONTEXT_ID} printable characters"
             )));
         }
-        let mut key = format!("{A2A_KEY_PREFIX}{}", msg.message_id);
-        // The message a messageId stands for, walked one generation at a time (see
-        // `reused_key`): the first use, then each different message or answered repeat.
-        for generation in 1..=MAX_MESSAGE_ID_USES {
-            let sent = match msg.task_id.clone() {
-                None => self.open_or_replay(caller, &msg, key.clone()).await?,
-                Some(id) => self.follow_up(caller, &id, &msg, key.clone()).await?,
+        let first = format!("{A2A_KEY_PREFIX}{}", msg.message_id);
+        let why = match self.send_under(caller, &msg, first).await? {
+            Sent::Task(view) => return Ok(*view),
+            Sent::Reused(why) => why,
+        };
+        // A later use: the newest use of this content, found with one read whatever their number,
+        // is either what this message retries or the use before a new one.
+        let keys = ReuseKeys::of(&msg);
+        for _ in 0..REUSE_ATTEMPTS {
+            let newest = self
+                .inner
+                .store
+                .last_message_by_key_in(caller.id(), &keys.key(1), &keys.key(MAX_MESSAGE_ID_USES))
+                .await?
+                .and_then(|m| Some((keys.use_of(m.idempotency_key.as_deref()?)?, m)));
+            let next = match newest {
+                None => 1,
+                Some((n, earlier)) => match self.repeated(caller, &msg, earlier).await? {
+                    Sent::Task(view) => return Ok(*view),
+                    Sent::Reused(_) => n + 1,
+                },
             };
-            match sent {
+            let next = within_bound(&msg.message_id, next)?;
+            tracing::info!(
+                party = %caller.id(), message_id = %msg.message_id, r#use = next, why,
+                "A messageId was used again for a new message."
+            );
+            match self.send_under(caller, &msg, keys.key(next)).await? {
                 Sent::Task(view) => return Ok(*view),
-                Sent::Reused(why) => {
-                    tracing::info!(
-                        party = %caller.id(), message_id = %msg.message_id, generation, why,
-                        "A messageId was used again for a new message."
-                    );
-                    key = reused_key(&msg, generation);
-                }
+                // A concurrent send took that key: look again.
+                Sent::Reused(_) => {}
             }
         }
         Err(ServiceError::new(
             ErrorCode::IdempotencyConflict,
             format!(
-                "messageId {:?} was already used for {MAX_MESSAGE_ID_USES} different messages; \
-                 give each message a new messageId",
+                "messageId {:?} is being used by concurrent sends; give each message a new messageId",
                 msg.message_id
             ),
         ))
+    }
+
+    /// The message under idempotency key `key`: a new task or follow-up, a retry's task, or
+    /// `Reused` when the key stands for another message.
+    async fn send_under(&self, caller: &Caller, msg: &TaskMessage, key: String) -> Result<Sent> {
+        match msg.task_id.clone() {
+            None => self.open_or_replay(caller, msg, key).await,
+            Some(id) => self.follow_up(caller, &id, msg, key).await,
+        }
     }
 
     /// A new task under idempotency key `key`, or the task a true repeat of the message (the same
@@ -408,6 +491,37 @@ impl Service {
             return Ok(Sent::Reused("its task ended after the party posted in it"));
         }
         Ok(Sent::Task(Box::new(view)))
+    }
+
+    /// Whether a task of this skill may be answered with a bare message (a conversational skill).
+    pub fn answers_directly(&self, view: &TaskView) -> bool {
+        let Some(task) = &view.thread.task else {
+            return false;
+        };
+        self.inner
+            .settings
+            .skills
+            .iter()
+            .any(|s| s.id == task.skill && s.direct_answers)
+    }
+
+    /// The team's answer to a party's message as a direct answer (SPEC §8 "Direct answers"): on a
+    /// conversational skill, the task went from the party's message straight to COMPLETED by one
+    /// `reply` and nothing else. A claim, a note, a question or an approval between logs events
+    /// the party could follow, so such a task stays a task. `view` must hold the whole history.
+    pub fn direct_answer<'a>(&self, view: &'a TaskView) -> Option<&'a MessageRecord> {
+        let task = view.thread.task.as_ref()?;
+        // Event 1 is the task's submission; event 2 its completion by the reply.
+        if !self.answers_directly(view)
+            || task.state != TaskState::Completed
+            || task.last_event != 2
+        {
+            return None;
+        }
+        match view.history.as_slice() {
+            [opener, reply] if opener.position == 1 && reply.kind == Kind::Reply => Some(reply),
+            _ => None,
+        }
     }
 
     /// One of the caller's tasks, with at most `history_length` messages of history (all when none).
@@ -744,5 +858,56 @@ impl Service {
             artifacts,
             approval,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(id: &str, body: &str) -> TaskMessage {
+        TaskMessage {
+            message_id: id.into(),
+            body: body.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn every_use_up_to_the_bound_has_a_key_that_names_its_use_and_the_messageid() {
+        let keys = ReuseKeys::of(&msg("m:1", "hello"));
+        for n in [1, 2, 999, MAX_MESSAGE_ID_USES] {
+            let key = keys.key(n);
+            assert_eq!(keys.use_of(&key), Some(n), "{key}");
+            assert_eq!(client_message_id(&key), Some("m:1"), "{key}");
+        }
+        // The keys of one content sort by their use, so the greatest key is the newest use.
+        assert!(keys.key(9) < keys.key(10) && keys.key(10) < keys.key(MAX_MESSAGE_ID_USES));
+        // Another content or messageId is another range.
+        let other = ReuseKeys::of(&msg("m:1", "bye"));
+        assert_eq!(other.use_of(&keys.key(1)), None);
+        assert_eq!(
+            ReuseKeys::of(&msg("m:2", "hello")).use_of(&keys.key(1)),
+            None
+        );
+        // Keys written before the use count still show their messageId.
+        assert_eq!(client_message_id("a2a~0123456789abcdef:m:1"), Some("m:1"));
+        assert_eq!(client_message_id("a2a~0123456789abcdeg:m:1"), None);
+        assert_eq!(client_message_id("other"), None);
+    }
+
+    #[test]
+    fn the_last_use_is_allowed_and_the_next_refused_with_what_to_do() {
+        assert_eq!(
+            within_bound("m1", MAX_MESSAGE_ID_USES).unwrap(),
+            MAX_MESSAGE_ID_USES
+        );
+        let refused = within_bound("m1", MAX_MESSAGE_ID_USES + 1).unwrap_err();
+        assert_eq!(refused.code, ErrorCode::IdempotencyConflict);
+        assert!(
+            refused.message.contains("new messageId"),
+            "{}",
+            refused.message
+        );
     }
 }

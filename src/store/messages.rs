@@ -105,4 +105,31 @@ impl Store {
             None => Ok(None),
         }
     }
+
+    /// The message `author` posted with the greatest idempotency key in `from..=to`, if any: one
+    /// read down the unique index `messages_idempotency_key`, whatever the number of keys in the
+    /// range. Callers give bounds that differ only in a fixed-width run of digits, which every
+    /// collation orders the same way as bytes.
+    pub async fn last_message_by_key_in(
+        &self,
+        author: &PersonId,
+        from: &str,
+        to: &str,
+    ) -> Result<Option<MessageRecord>> {
+        let id: Option<String> = query(
+            "SELECT id FROM messages WHERE author = $1 AND idempotency_key >= $2 \
+             AND idempotency_key <= $3 ORDER BY idempotency_key DESC LIMIT 1",
+        )
+        .bind(author.as_str().to_owned())
+        .bind(from.to_owned())
+        .bind(to.to_owned())
+        .fetch_optional(&self.pool)
+        .await?
+        .map(|row| row.try_get("id"))
+        .transpose()?;
+        match id {
+            Some(id) => self.message(&MessageId::parse(id)?).await,
+            None => Ok(None),
+        }
+    }
 }

@@ -39,6 +39,7 @@ async fn people(policy: Option<ApprovalPolicy>) -> People {
             channel: channel("demo"),
             kind: Kind::Request,
             impact: Some(Impact::Code),
+            direct_answers: false,
         }],
         default_skill: Some("change".into()),
         ..Settings::default()

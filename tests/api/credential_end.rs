@@ -29,6 +29,7 @@ fn settings() -> Settings {
             channel: channel("partners"),
             kind: Kind::Question,
             impact: None,
+            direct_answers: false,
         }],
         default_skill: Some("ask".into()),
         ..Settings::default()

@@ -15,6 +15,7 @@ mod connections;
 mod console;
 mod coordination;
 mod credential_end;
+mod direct_answers;
 mod directory;
 mod durability;
 mod hostile_input;

@@ -148,6 +148,7 @@ fn settings(outbox: OutboxSettings) -> Settings {
             channel: channel("partners"),
             kind: Kind::Question,
             impact: None,
+            direct_answers: false,
         }],
         default_skill: Some("ask".into()),
         outbox,

@@ -292,7 +292,7 @@ async fn a_signed_remote_is_registered_with_its_skills_interfaces_and_pinned_key
     );
     assert!(view.streaming && view.push);
     let skills: Vec<&str> = view.skills.iter().map(|k| k.id.as_str()).collect();
-    assert_eq!(skills, ["ask", "request-change", "handoff"]);
+    assert_eq!(skills, ["ask", "request-change", "chat", "handoff"]);
     assert_eq!(view.channels.len(), 1);
     assert_eq!(view.credentials["auth"]["kind"], "bearer");
 

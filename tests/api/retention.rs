@@ -44,6 +44,7 @@ async fn setup() -> Setup {
             channel: channel("ops"),
             kind: Kind::Question,
             impact: None,
+            direct_answers: false,
         }],
         default_skill: Some("ask".into()),
         ..Settings::default()

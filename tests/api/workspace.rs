@@ -593,6 +593,7 @@ async fn a_working_tasks_progress_note_is_an_event_of_its_log() {
             channel: channel("partners"),
             kind: Kind::Handoff,
             impact: None,
+            direct_answers: false,
         }],
         default_skill: Some("handoff".into()),
         ..Settings::default()
@@ -653,6 +654,7 @@ async fn the_activity_of_a_channel_matches_a_seeded_history_exactly() {
             channel: channel("partners"),
             kind: Kind::Question,
             impact: None,
+            direct_answers: false,
         }],
         default_skill: Some("ask".into()),
         ..Settings::default()

@@ -1,6 +1,7 @@
 """The approval envelope seen from outside, with the official `a2a-sdk` on every binding: a
 `request-change` task stays SUBMITTED with "Awaiting approval by …" until a human of the team
-decides; allowed, an MCP agent claims and completes it; rejected, it ends TASK_STATE_REJECTED with
+decides, and its status message carries the approval as data under `urn:liaison:a2a:approval:v1`
+(state, approvalId, approvers, decidedBy); allowed, an MCP agent claims and completes it; rejected, it ends TASK_STATE_REJECTED with
 the reason, in GetTask and in a subscription alike."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import urllib.request
 import anyio
 import httpx
 import pytest
+from google.protobuf import json_format
 from a2a.client import A2ACardResolver, ClientCallContext, ClientFactory
 from a2a.types import GetTaskRequest, SubscribeToTaskRequest, TaskState
 
@@ -26,6 +28,15 @@ def api(srv, method: str, path: str, token: str, body: dict | None = None) -> di
                                  headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=10) as r:
         return json.loads(r.read())
+
+
+APPROVAL = "urn:liaison:a2a:approval:v1"
+
+
+def approval_data(status) -> dict:
+    """The approval data of a status message (a2a-sdk gives metadata as a protobuf Struct)."""
+    assert APPROVAL in status.message.extensions, status
+    return json.loads(json_format.MessageToJson(status.message.metadata))[APPROVAL]
 
 
 def change(text: str):
@@ -59,6 +70,12 @@ async def test_a_change_waits_for_a_human_and_is_completed_or_rejected(binding):
             assert task.status.message.parts[0].text.startswith("Awaiting approval by ")
             got = await client.get_task(GetTaskRequest(id=task.id))
             assert "Alice" in got.status.message.parts[0].text
+            pending = approval_data(got.status)
+            assert pending["state"] == "pending" and "Alice" in pending["approvers"]
+            assert pending["approvalId"] == pending_approval(srv, alice_human, task.id)["id"]
+            assert "decidedBy" not in pending and approval_data(task.status)["state"] == "pending"
+            declared = [e.uri for e in card.capabilities.extensions]
+            assert APPROVAL in declared
             async with connect(srv, alice, agent="claude@alice:1") as mcp:
                 err, _ = await call_error(mcp, "claim", thread=task.id)
                 assert err["code"] == "approval_pending"
@@ -86,6 +103,9 @@ async def test_a_change_waits_for_a_human_and_is_completed_or_rejected(binding):
                          ev.status_update.status.message.parts[0].text if ev.status_update.status.message.parts else "")
                         for ev in events[1:] if ev.WhichOneof("payload") == "status_update"]
             assert statuses[0][0] == "TASK_STATE_SUBMITTED" and statuses[0][1].startswith("Approved by Alice")
+            approved = approval_data(next(ev.status_update.status for ev in events[1:]
+                                          if ev.WhichOneof("payload") == "status_update"))
+            assert approved["state"] in ("approved", "consumed") and approved["decidedBy"] == "Alice"
             assert [s for s, _ in statuses[1:]] == ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]
 
             # 2. Rejected: the task ends REJECTED with the reason.
@@ -96,6 +116,8 @@ async def test_a_change_waits_for_a_human_and_is_completed_or_rejected(binding):
             got = await client.get_task(GetTaskRequest(id=task.id))
             assert got.status.state == TaskState.TASK_STATE_REJECTED
             assert "We never drop audit data" in got.status.message.parts[0].text
+            rejected = approval_data(got.status)
+            assert rejected["state"] == "rejected" and rejected["decidedBy"] == "Alice"
             await client.close()
             await streaming.close()
     finally:

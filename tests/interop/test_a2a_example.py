@@ -71,7 +71,7 @@ async def test_the_readme_example_delegates_a_task_an_mcp_agent_answers(binding)
         text = out.decode()
         assert script.returncode == 0, text
         lines = [line.strip() for line in text.splitlines()]
-        assert lines[0] == "card: liaison 0.1.0 (signature verified), skills: ask, request-change, handoff", text
+        assert lines[0] == "card: liaison 0.1.0 (signature verified), skills: ask, request-change, chat, handoff", text
         assert lines[1:] == [
             f"task {thread}: TASK_STATE_SUBMITTED",
             "TASK_STATE_WORKING",  # claimed

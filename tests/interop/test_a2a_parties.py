@@ -52,7 +52,7 @@ async def test_the_extended_card_lists_the_skills_a_party_may_use(binding):
         demo = json.loads((srv.data_dir / "demo.json").read_text())
         # A party in no channel may use no skill.
         loner = srv.admin("POST", "/admin/v1/parties", {"id": "loner", "display_name": "Loner Inc"})["token"]["secret"]
-        for token, skills in [(demo["partner"]["agent_token"], ["ask", "request-change", "handoff"]), (loner, [])]:
+        for token, skills in [(demo["partner"]["agent_token"], ["ask", "request-change", "chat", "handoff"]), (loner, [])]:
             headers = {"A2A-Version": "1.0", "Authorization": f"Bearer {token}"}
             async with httpx.AsyncClient(headers=headers, timeout=30) as http:
                 card = await A2ACardResolver(http, srv.url).get_agent_card()

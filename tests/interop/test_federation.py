@@ -88,7 +88,8 @@ async def test_kind_impact_and_result_cross_between_two_liaisons_both_ways(pair)
     bob, bob_human = b.token("bob")["secret"], b.token("bob", scopes=("human",))["secret"]
     card = httpx.get(f"{b.url}/.well-known/agent-card.json").json()
     assert card["name"] == "Team B"
-    assert [e["uri"] for e in card["capabilities"]["extensions"]] == [EXTENSION]
+    # The envelope first; then the approval data and the direct answers of its conversational skill.
+    assert [e["uri"] for e in card["capabilities"]["extensions"]][0] == EXTENSION
 
     # A -> B: a request with impact code, no skill named. B's side opens it as a request with that
     # impact (its request-change skill), so B's own approval applies before any work.

@@ -81,7 +81,7 @@ async def test_a_remote_is_added_shown_refreshed_and_removed_without_showing_its
                env={**env, "HELPER_TOKEN": BEARER})["remote"]
     assert added["signed"] is True and len(added["keys"]) == 1
     assert added["binding"] == "GRPC" and added["url"] == remote.url
-    assert [s["id"] for s in added["skills"]] == ["ask", "request-change", "handoff"]
+    assert [s["id"] for s in added["skills"]] == ["ask", "request-change", "chat", "handoff"]
     assert added["credentials"] == {"auth": {"kind": "bearer"}, "headers": ["X-Trace"]}
     assert added["channels"] == ["team"] and added["display_name"] == "Helper"
     assert "already_exists" in fails(local, "remote", "add", "helper", "--card", card, env=env)

@@ -38,7 +38,8 @@ def default_binary() -> Path:
 def start_liaison(binary: Path, port: int, spec_version: str, data_dir: Path) -> tuple[subprocess.Popen, str]:
     env = {**os.environ, "LIAISON_A2A__SPEC_VERSION": spec_version, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
     cmd = [str(binary), "serve", "--demo", "--data-dir", str(data_dir), "--listen", f"127.0.0.1:{port}"]
-    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    # From the repository, so the server reads its agent-card/ (the skills the kit is routed to).
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
     for line in process.stdout:
         sys.stdout.write(line)
         m = re.search(r"serving at (https?://\S+)", line)
@@ -46,6 +47,18 @@ def start_liaison(binary: Path, port: int, spec_version: str, data_dir: Path) ->
             threading.Thread(target=lambda: [sys.stdout.write(l) for l in process.stdout], daemon=True).start()
             return process, m.group(1)
     raise SystemExit("liaison did not start")
+
+
+def add_tck_party(binary: Path, url: str, data_dir: Path) -> str:
+    """Adds the party the kit calls as: in the demo's `partners` channel, its default skill the
+    conversational `chat` (the kit names no skill, and its DM-MSG-001 wants a direct answer; every
+    other scenario's agent claims first, so those stay tasks). Returns its bearer token."""
+    out = subprocess.run(
+        [str(binary), "party", "add", "tck", "--name", "A2A TCK", "--default-skill", "chat",
+         "--channel", "partners", "--server", url, "--data-dir", str(data_dir)],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    return json.loads(out)["token"]["secret"]
 
 
 def main() -> None:
@@ -62,22 +75,23 @@ def main() -> None:
     logging.getLogger("httpx2").setLevel(logging.WARNING)
 
     process, data_dir = None, None
-    if args.url:
-        if not args.token:
-            parser.error("--url needs --token")
-        url, token = args.url.rstrip("/"), args.token
-    else:
-        data_dir = Path(tempfile.mkdtemp(prefix="liaison-tck-"))
-        process, url = start_liaison(args.binary, args.port, args.spec_version, data_dir)
-        demo = json.loads((data_dir / "demo.json").read_text())
-        token = demo["alice"]["agent_token"]
-        print(
-            "\nRun the TCK (a2aproject/a2a-tck, branch 1.0-dev) in its own checkout and venv, calling as\n"
-            "the demo party `partner` (tck_auth.py adds its bearer token to every request):\n"
-            f"  export PYTHONPATH={Path(__file__).resolve().parent} A2A_TCK_TOKEN={demo['partner']['agent_token']}\n"
-            f"  python run_tck.py --sut-host {url} --transport jsonrpc -- -p tck_auth   # also grpc, http_json\n"
-        )
     try:
+        if args.url:
+            if not args.token:
+                parser.error("--url needs --token")
+            url, token = args.url.rstrip("/"), args.token
+        else:
+            data_dir = Path(tempfile.mkdtemp(prefix="liaison-tck-"))
+            process, url = start_liaison(args.binary, args.port, args.spec_version, data_dir)
+            demo = json.loads((data_dir / "demo.json").read_text())
+            token = demo["alice"]["agent_token"]
+            party_token = add_tck_party(args.binary, url, data_dir)
+            print(
+                "\nRun the TCK (a2aproject/a2a-tck, branch 1.0-dev) in its own checkout and venv, calling as\n"
+                "the party `tck` (default skill `chat`; tck_auth.py adds its bearer token to every request):\n"
+                f"  export PYTHONPATH={Path(__file__).resolve().parent} A2A_TCK_TOKEN={party_token}\n"
+                f"  python run_tck.py --sut-host {url} --transport jsonrpc -- -p tck_auth   # also grpc, http_json\n"
+            )
         asyncio.run(scenario_agent.run(url, token))
     except KeyboardInterrupt:
         pass

@@ -13,8 +13,13 @@ idempotency key, `a2a:<messageId>`), and plays the scenario with liaison's own m
 | add/stream an artifact, complete  | `post` kind `reply` with body and attachments (artifact, COMPLETED) |
 | status "input_required"           | `post` kind `question` (INPUT_REQUIRED)                         |
 | reject                            | `post` kind `close`, outcome `rejected` (REJECTED)              |
-| return a Message (no task)        | not expressible: a task always exists; completes it instead     |
+| return a Message (no task)        | `post` kind `reply` as the only move, on the conversational skill `chat` (a direct answer) |
 | chunked artifact (append)         | not expressible: one reply is one whole artifact                |
+
+The kit's party defaults to the conversational skill `chat` (run_sut.py), where a reply that is
+the agent's only move is the party's answer as a bare Message (SPEC §8 "Direct answers"). Every
+scenario that completes a task claims it first (WORKING), as a team's agent does when it takes on
+work, so its reply stays the task's answer.
 
 Not collected by pytest (the name does not start with `test_`); `run_sut.py` starts it beside a
 server. Run alone: `python scenario_agent.py --url http://127.0.0.1:8080 --token lsn_…`.
@@ -56,12 +61,12 @@ OUTPUT_TXT = {
 
 def client_message_id(key: str) -> str | None:
     """The client's messageId behind a party message's idempotency key: `a2a:<id>` for its first
-    use, `a2a~<16 hex>:<id>` for a later message under the same id (docs/a2a-clients.md "Retries and
-    messageId"); None for any other key."""
+    use, `a2a~<16 hex>.<6-digit use>:<id>` for a later message under the same id (docs/a2a-clients.md
+    "Retries and messageId"); None for any other key."""
     if key.startswith("a2a:"):
         return key.removeprefix("a2a:")
-    if key.startswith("a2a~") and key[20:21] == ":":
-        return key[21:]
+    if key.startswith("a2a~") and key[20:21] == "." and key[27:28] == ":":
+        return key[28:]
     return None
 
 
@@ -71,16 +76,26 @@ def plan(message_id: str) -> list[tuple]:
     # An empty body with attachments: the artifact is only the attachments (the TCK reads parts[0]).
     reply = lambda body, attachments=(): ("post", {"kind": "reply", "body": body, "attachments": list(attachments)})
     mid = message_id
+    if mid.startswith("tck-message-response"):
+        return [reply("Direct message response")]
+    moves = task_plan(mid, reply)
+    # A reply that should stay a task comes after a claim; a question or a close needs none.
+    if any(m[0] == "post" and m[1]["kind"] == "reply" for m in moves):
+        moves = [("claim",), *moves]
+    return moves
+
+
+def task_plan(mid: str, reply) -> list[tuple]:
+    """The moves after the claim, for the scenarios that want a task."""
     if mid.startswith("tck-stream-artifact-chunked"):
-        return [("claim",), reply("chunk-1 chunk-2")]
+        return [reply("chunk-1 chunk-2")]
     if mid.startswith("test-resubscribe-message-id"):
-        return [("claim",), ("sleep", RESUBSCRIBE_HOLD_S), reply("Resubscribed task done")]
+        return [("sleep", RESUBSCRIBE_HOLD_S), reply("Resubscribed task done")]
     if mid.startswith("tck-stream-artifact-file"):
-        return [("claim",), reply("", [OUTPUT_TXT])]
+        return [reply("", [OUTPUT_TXT])]
     for prefix, text in TEXT_ARTIFACTS.items():
         if mid.startswith(prefix):
-            working = [("claim",)] if prefix.startswith("tck-stream") else []
-            return [*working, reply(text)]
+            return [reply(text)]
     if mid.startswith("tck-stream-002"):
         return [reply("Stream completed")]
     if mid.startswith("tck-artifact-file-url"):
@@ -90,15 +105,13 @@ def plan(message_id: str) -> list[tuple]:
         return [reply("", [OUTPUT_TXT])]
     if mid.startswith("tck-artifact-data"):
         return [reply("", [{"type": "data", "data": {"key": "value", "count": 42}}])]
-    if mid.startswith("tck-message-response"):
-        return [reply("Direct message response")]
     if mid.startswith("tck-input-required"):
         return [("post", {"kind": "question", "body": "Input required: please send the next message."})]
     if mid.startswith("tck-reject-task"):
         return [("post", {"kind": "close", "outcome": "rejected", "body": "rejected"})]
     if mid.startswith("tck-complete-task"):
         return [reply("Hello from TCK")]
-    return [reply(f"echo: {message_id}")]
+    return [reply(f"echo: {mid}")]
 
 
 async def call(client, tool: str, **arguments) -> dict:

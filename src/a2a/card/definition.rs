@@ -25,6 +25,8 @@ struct SkillFile {
     #[serde(default)]
     output_modes: Vec<String>,
     route: SkillRoute,
+    #[serde(default)]
+    reply: ReplyMode,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -163,7 +165,19 @@ impl CardDefinition {
                 channel: skill.route.channel.clone(),
                 kind: skill.route.kind,
                 impact: skill.route.impact,
+                direct_answers: skill.reply == ReplyMode::Message,
             })
+            .collect()
+    }
+
+    /// The conversational skills among those listed (`skills`, all when `None`).
+    fn direct_answer_skills(&self, skills: Option<&[&str]>) -> Vec<String> {
+        self.file
+            .skills
+            .iter()
+            .filter(|s| s.reply == ReplyMode::Message)
+            .filter(|s| skills.is_none_or(|only| only.contains(&s.id.as_str())))
+            .map(|s| s.id.clone())
             .collect()
     }
 
@@ -224,17 +238,7 @@ impl CardDefinition {
             capabilities: Some(pb::AgentCapabilities {
                 streaming: Some(capabilities.streaming),
                 push_notifications: Some(capabilities.push_notifications),
-                extensions: vec![pb::AgentExtension {
-                    uri: crate::domain::ENVELOPE_EXTENSION.to_owned(),
-                    description: "liaison's envelope: a message's kind, a request's impact and a \
-                                  reply's structured result, in message.metadata under this URI. \
-                                  Honoured only within the sender's skills, and only to \
-                                  strengthen a route: a request with an effect always meets this \
-                                  team's approval."
-                        .to_owned(),
-                    required: false,
-                    params: None,
-                }],
+                extensions: extensions::declared(&self.direct_answer_skills(skills)),
                 extended_agent_card: Some(capabilities.extended_agent_card),
             }),
             security_schemes,

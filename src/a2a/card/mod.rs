@@ -13,6 +13,8 @@
 
 mod definition;
 mod endpoints;
+mod extensions;
+pub use extensions::DIRECT_ANSWERS_EXTENSION;
 mod sign;
 
 pub use definition::{Capabilities, CardDefinition};
@@ -63,6 +65,18 @@ pub struct SkillRoute {
     /// Only for `request`; absent means `none`.
     #[serde(default)]
     pub impact: Option<Impact>,
+}
+
+/// How a skill's answers reach the party (`reply` of a skill in `card.toml`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReplyMode {
+    /// Always as the task (the default).
+    #[default]
+    Task,
+    /// A single reply within a blocking wait as a bare `Message` (a conversational skill); any
+    /// other answer as the task.
+    Message,
 }
 
 #[cfg(test)]

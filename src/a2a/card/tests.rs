@@ -175,7 +175,7 @@ fn shipped_card_lists_every_binding_at_the_public_url() {
         .iter()
         .map(|skill| skill["id"].as_str().unwrap())
         .collect();
-    assert_eq!(skills, ["ask", "request-change", "handoff"]);
+    assert_eq!(skills, ["ask", "request-change", "chat", "handoff"]);
 }
 
 #[test]
@@ -382,7 +382,7 @@ fn a_signed_extended_card_verifies_and_lists_only_the_given_skills() {
     assert_eq!(verify_card(&json, &jwks), Ok(records[0].kid.clone()));
     // The public card from the same signer lists every skill.
     let public = card_value(&signer.public().unwrap());
-    assert_eq!(public["skills"].as_array().unwrap().len(), 3);
+    assert_eq!(public["skills"].as_array().unwrap().len(), 4);
     // A card that does not offer it says so.
     let closed = CardDefinition::from_toml(
         &CARD.replace("extended_agent_card = true", "extended_agent_card = false"),
@@ -492,7 +492,7 @@ fn skill_routes_feed_the_service_settings() {
     let definition = CardDefinition::from_toml(CARD).unwrap();
     let routes = definition.skill_routes();
     let ids: Vec<&str> = routes.iter().map(|route| route.id.as_str()).collect();
-    assert_eq!(ids, ["ask", "request-change", "handoff"]);
+    assert_eq!(ids, ["ask", "request-change", "chat", "handoff"]);
     assert_eq!(routes[1].kind, Kind::Request);
     assert_eq!(routes[1].impact, Some(Impact::Code));
     assert_eq!(routes[2].channel.as_str(), "partners");

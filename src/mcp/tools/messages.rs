@@ -135,7 +135,11 @@ impl Tools {
                        nothing more: open a new one with refers_to. To delegate to a remote agent (an outside A2A \
                        agent, see `channels`), open a thread with a question, request or handoff whose `to` names \
                        only it (optional `skill`); its answers arrive in the thread as its messages, and a human \
-                       of yours may have to approve what you send first. Returns the ids and the thread state.",
+                       of yours may have to approve what you send first. In the thread of an outside party's \
+                       task on a conversational skill (see the card's skills), a reply posted as your only \
+                       move (no claim, announce or question first) goes back to the party as a direct \
+                       message; claim first when the answer is work the party should follow as a task. \
+                       Returns the ids and the thread state.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
