@@ -58,7 +58,16 @@ class Writer:
             pid = f"p{uuid.uuid4().hex[:10]}"
             try:
                 self.srv.person(pid, "Load")
-            except (urllib.error.URLError, OSError) as e:  # HTTPError is a URLError
+            except urllib.error.HTTPError as e:
+                if e.code == 429:
+                    # The admin token's own rate limit (four writers never pause): not the
+                    # backup's doing. Wait as told and write again; nothing was written.
+                    self.stop.wait(float(e.headers.get("Retry-After") or 1))
+                    continue
+                with self.lock:
+                    self.failed.append(f"{pid}: {e!r}")
+                continue
+            except (urllib.error.URLError, OSError) as e:
                 with self.lock:
                     self.failed.append(f"{pid}: {e!r}")
                 continue
