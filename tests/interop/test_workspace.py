@@ -262,9 +262,12 @@ async def test_an_a2a_client_following_a_task_sees_the_agents_progress_as_workin
             m.metadata.update({"skill": "handoff"})
             task = await send(client, m)
             updates = []
+            subscribed = anyio.Event()
 
             async def follow():
                 async for ev in follower.subscribe(SubscribeToTaskRequest(id=task.id)):
+                    # The stream opens with the task as it stands: from then on nothing is missed.
+                    subscribed.set()
                     if ev.WhichOneof("payload") == "status_update":
                         st = ev.status_update.status
                         text = " ".join(p.text for p in st.message.parts) if st.HasField("message") else ""
@@ -273,6 +276,8 @@ async def test_an_a2a_client_following_a_task_sees_the_agents_progress_as_workin
             async with connect(srv, demo["alice"]["agent_token"], agent="claude@alice-laptop:1") as agent, \
                     anyio.create_task_group() as tg:
                 tg.start_soon(follow)
+                with anyio.fail_after(10):
+                    await subscribed.wait()
                 await call(agent, "claim", thread=task.id)
                 hook(srv, demo["alice"]["agent_token"], "claude@alice-laptop:1", {
                     "hook_event_name": "PostToolUse", "cwd": "/srv", "tool_name": "Write",
