@@ -94,6 +94,7 @@ async fn run(backend: &str, url: &str) {
         .inbox(
             &bob,
             InboxRequest {
+                session: None,
                 consumer: "bench".into(),
                 ..Default::default()
             },
@@ -105,6 +106,7 @@ async fn run(backend: &str, url: &str) {
     for i in 0..WAKEUPS {
         let (s, b) = (service.clone(), bob.clone());
         let req = InboxRequest {
+            session: None,
             consumer: "bench".into(),
             after: Some(after),
             limit: Some(10),

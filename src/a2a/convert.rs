@@ -533,7 +533,9 @@ pub fn a2a_kind(code: ErrorCode) -> ErrorKind {
         ErrorCode::TaskNotCancelable => ErrorKind::TaskNotCancelable,
         // A message to a task that ended, or to a thread that closed: the spec's "operation not
         // supported" for a task in a terminal state.
-        ErrorCode::TaskTerminal | ErrorCode::ThreadClosed => ErrorKind::UnsupportedOperation,
+        ErrorCode::TaskTerminal | ErrorCode::ThreadClosed | ErrorCode::SessionEnded => {
+            ErrorKind::UnsupportedOperation
+        }
         // State conflicts of claims, leases and approvals: the request is valid, but cannot be
         // carried out on the task as it stands (gRPC FAILED_PRECONDITION in v1.0.1).
         ErrorCode::AlreadyClaimed

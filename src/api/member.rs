@@ -5,7 +5,7 @@
 //!
 //! | route | does |
 //! |---|---|
-//! | `GET /api/v1/inbox?consumer=C&after=N&limit=L&wait_s=S` | the MCP `inbox` tool |
+//! | `GET /api/v1/inbox?consumer=C&after=N&limit=L&wait_s=S&session=ID` | the MCP `inbox` tool |
 //! | `GET /api/v1/threads/{id}?cursor=N&limit=L` | the MCP `thread` tool |
 //! | `POST /api/v1/messages` (the `post` tool's arguments) | the MCP `post` tool |
 //! | `POST /api/v1/claims` (`{"thread", "action", "lease_s", "fencing_token", "agent"}`) | the MCP `claim` tool |
@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::ApiResult;
+use crate::domain::personal::SessionId;
 use crate::domain::{AgentIdentity, ThreadId};
 use crate::http::{ApiError, Authed, Body};
 use crate::mcp::args::{ClaimActionArg, ClaimArgs, PostArgs};
@@ -44,6 +45,7 @@ pub(super) struct InboxQuery {
     after: Option<i64>,
     limit: Option<i64>,
     wait_s: Option<u64>,
+    session: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -58,7 +60,15 @@ pub(super) async fn inbox(
     Authed(c): Authed,
     Params(q): Params<InboxQuery>,
 ) -> ApiResult<Value> {
+    let session = match q.session {
+        // A malformed id is as unknown as a foreign one.
+        Some(s) => {
+            Some(SessionId::parse(s.as_str()).map_err(|_| ServiceError::not_found("session", &s))?)
+        }
+        None => None,
+    };
     let req = InboxRequest {
+        session,
         consumer: q.consumer,
         after: q.after,
         limit: q.limit,

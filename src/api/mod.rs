@@ -10,11 +10,13 @@
 //! | `POST /api/v1/approvals/{id}/reject` | reject, body `{"reason": "…"}` (required) |
 //! | `POST /api/v1/progress` | a progress note, body `{"tool", "target", "outcome": "ok"\|"failed"}`, on the caller's claimed thread (`service::progress`) |
 //! | `GET /api/v1/activity?channel=NAME&since=DATE&weeks=N` | the activity figures of a channel, or of all the caller's (no `channel`), per week and since a date (`api::activity`) |
+//! | `/api/v1/sessions…`, `POST /api/v1/join` | her sessions with her own agents and their commands (`api::sessions`) |
 //!
 //! Decode, call the service, encode: no rule lives here. Errors have the admin API's shape.
 
 mod activity;
 mod member;
+mod sessions;
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -38,6 +40,12 @@ pub fn router(service: Service) -> Router {
         .route("/api/v1/claims", post(member::claim))
         .route("/api/v1/progress", post(member::progress))
         .route("/api/v1/activity", get(activity::activity))
+        .route("/api/v1/sessions", get(sessions::list).post(sessions::open))
+        .route("/api/v1/sessions/{id}", get(sessions::show))
+        .route("/api/v1/sessions/{id}/commands", post(sessions::command))
+        .route("/api/v1/sessions/{id}/code", post(sessions::code))
+        .route("/api/v1/sessions/{id}/end", post(sessions::end))
+        .route("/api/v1/join", post(sessions::join))
         .with_state(service)
 }
 

@@ -303,6 +303,10 @@ impl App {
             "approval sweep",
             crate::workers::sweep::sweep_approvals(self.service.clone(), shutdown.clone()).boxed(),
         );
+        start(
+            "command expiry sweep",
+            crate::workers::sweep::sweep_commands(self.service.clone(), shutdown.clone()).boxed(),
+        );
         if self.retention.purges() {
             start(
                 "retention sweep",

@@ -109,9 +109,13 @@ string_id!(
     check_connection_slug
 );
 string_id!(
-    /// A channel, e.g. `demo`.
+    /// A channel, e.g. `demo`; or a person's personal channel, `@alice` (SPEC §4b,
+    /// `domain::personal`), which only the service makes.
     ChannelName,
-    |s| check_slug("channel name", s)
+    |s| match s.strip_prefix('@') {
+        Some(person) => check_slug("channel name", person),
+        None => check_slug("channel name", s),
+    }
 );
 string_id!(
     /// A message: `msg_` and a UUIDv7, so ids sort by creation time.

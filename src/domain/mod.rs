@@ -16,6 +16,7 @@ mod ids;
 mod label;
 mod message;
 mod person;
+pub mod personal;
 mod presence;
 mod remote;
 mod result;

@@ -218,6 +218,7 @@ pub fn http_status(code: ErrorCode) -> u16 {
         | ErrorCode::TaskNotCancelable
         | ErrorCode::IdempotencyConflict
         | ErrorCode::KeysChanged
+        | ErrorCode::SessionEnded
         | ErrorCode::AlreadyExists => 409,
         ErrorCode::CardRejected => 422,
         ErrorCode::RemoteUnreachable => 502,

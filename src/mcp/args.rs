@@ -193,6 +193,16 @@ pub(crate) struct InboxArgs {
     pub limit: Option<i64>,
     /// Seconds to wait (0-50) when nothing is there yet; returns as soon as an entry arrives.
     pub wait_s: Option<u64>,
+    /// A personal session you joined (ses_…, from `join`): only its commands; the call returns
+    /// the error `session_ended` as soon as your person ends it.
+    pub session: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct JoinArgs {
+    /// The join code your person gave you (lj-xxxx-xxxx-xxxx), from her session's panel.
+    pub code: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

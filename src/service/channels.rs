@@ -63,6 +63,18 @@ fn check_policy(policy: &ApprovalPolicy) -> Result<()> {
     }
 }
 
+/// Refuses a personal channel (`@alice`, SPEC §4b): its person's sessions make it, with her as
+/// its only member, and nobody shapes it.
+fn admin_managed(name: &ChannelName) -> Result<()> {
+    match name.personal_owner() {
+        Some(person) => Err(ServiceError::invalid(format!(
+            "{name} is {person}'s personal channel (names starting with @ are made by a person's \
+             sessions with her own agents): admins cannot create, change or remove one"
+        ))),
+        None => Ok(()),
+    }
+}
+
 impl Service {
     pub async fn add_channel(&self, caller: &Caller, spec: ChannelSpec) -> Result<ChannelRecord> {
         let channel = self.preview_channel(caller, spec).await?;
@@ -92,6 +104,7 @@ impl Service {
     ) -> Result<ChannelRecord> {
         caller.require(Scope::Admin)?;
         input::storable("channel", &spec)?;
+        admin_managed(&spec.name)?;
         if let Some(policy) = &spec.policy {
             check_policy(policy)?;
         }
@@ -271,6 +284,7 @@ impl Service {
     /// reused. Approvals already pending keep their approvers until decided or expired.
     pub async fn remove_channel(&self, caller: &Caller, name: &ChannelName) -> Result<()> {
         caller.require(Scope::Admin)?;
+        admin_managed(name)?;
         let before = self.inner.store.channel(name).await?;
         let audit = self.change(
             caller,
@@ -302,6 +316,7 @@ impl Service {
 
     /// A channel an admin may still change: known and not removed.
     pub(super) async fn live_channel(&self, name: &ChannelName) -> Result<ChannelRecord> {
+        admin_managed(name)?;
         let channel = self.channel_for_admin(name).await?;
         if channel.removed_at.is_some() {
             return Err(ServiceError::invalid(format!(

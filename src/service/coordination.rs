@@ -212,6 +212,7 @@ impl Service {
                 ),
             ));
         }
+        self.command_gate(caller, &record, true).await?;
         // Addressed to this reader (SPEC §4b): a connection never claims what it wrote itself,
         // nor a command its person gave another of her connections.
         let opener = self.inner.store.thread_messages(&thread, 0, 1).await?;
@@ -270,6 +271,17 @@ impl Service {
                 ErrorCode::NotClaimable,
                 format!("thread {thread} is closed and cannot be claimed"),
             )),
+            ClaimAttempt::Expired => {
+                // Withdrawn just now, perhaps: her console shows it as expired.
+                self.inner.bus.publish(&Topic::inbox(caller.id()));
+                Err(ServiceError::new(
+                    ErrorCode::NotClaimable,
+                    format!(
+                        "command {thread} expired before anyone picked it up and was withdrawn; \
+                         its person can send it again"
+                    ),
+                ))
+            }
         }
     }
 

@@ -76,6 +76,8 @@ named_enum! {
         CardRejected = "card_rejected",
         /// A remote agent's signing keys changed since they were pinned; accept them explicitly.
         KeysChanged = "keys_changed",
+        /// The personal session has ended (SPEC §4b): nothing more is sent or accepted in it.
+        SessionEnded = "session_ended",
         /// The server is stopping or its database is unavailable; retry later.
         Unavailable = "unavailable",
         /// A bug or an unexpected failure; details are in the server log.

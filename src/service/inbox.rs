@@ -28,6 +28,9 @@ pub struct InboxRequest {
     pub limit: Option<i64>,
     /// 0–50 seconds of long-poll when nothing is there yet.
     pub wait_s: Option<u64>,
+    /// Only the entries of this personal session (SPEC §4b), for a connection that joined it;
+    /// `session_ended` once it ends, at once for a waiting call.
+    pub session: Option<crate::domain::personal::SessionId>,
 }
 
 /// One inbox entry as returned to a consumer.
@@ -189,6 +192,9 @@ impl Service {
                 "after must be 0 or a cursor you received",
             ));
         }
+        if let Some(session) = &req.session {
+            self.readable_session(caller, session).await?;
+        }
         let store = &self.inner.store;
         let person = caller.id().clone();
         // A connection's consumers are its own; it carries on from the person's plain consumer
@@ -241,8 +247,18 @@ impl Service {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_s);
         let mut woke = false;
         loop {
-            let mut entries =
-                Box::pin(store.inbox_entries(&person, &reader, position.acked, limit + 1)).await?;
+            let mut entries = Box::pin(store.inbox_entries(
+                &person,
+                &reader,
+                position.acked,
+                limit + 1,
+                req.session.as_ref(),
+            ))
+            .await?;
+            // A session that ended meanwhile ends the call (her "End session" wakes it).
+            if woke && let Some(session) = &req.session {
+                Box::pin(self.readable_session(caller, session)).await?;
+            }
             let more = entries.len() as i64 > limit;
             entries.truncate(limit as usize);
             // Woken with nothing to return: perhaps the token was revoked (its revocation wakes

@@ -213,7 +213,23 @@ impl Service {
         req: PostRequest,
         task: Option<NewTask>,
     ) -> Result<(PostReceipt, PostOutcome)> {
-        self.post_with(caller, req, task, None).await
+        self.post_with(caller, req, task, None, None).await
+    }
+
+    /// A command of a personal session (`service::personal`): the thread it opens is recorded
+    /// as the session's, with its pickup deadline, in the post's transaction.
+    pub(super) async fn post_command(
+        &self,
+        caller: &Caller,
+        req: PostRequest,
+        command: crate::store::NewCommand,
+    ) -> Result<PostReceipt> {
+        let thread = req.thread.clone();
+        let posting = self.post_with(caller, req, None, None, Some(command));
+        Ok(self
+            .traced("service.post", thread.as_ref(), posting)
+            .await?
+            .0)
     }
 
     /// A remote agent's message with the state of its task it reports: both commit together
@@ -224,7 +240,10 @@ impl Service {
         req: PostRequest,
         observed: crate::store::RemoteObservation,
     ) -> Result<PostReceipt> {
-        Ok(self.post_with(caller, req, None, Some(observed)).await?.0)
+        Ok(self
+            .post_with(caller, req, None, Some(observed), None)
+            .await?
+            .0)
     }
 
     async fn post_with(
@@ -233,6 +252,7 @@ impl Service {
         req: PostRequest,
         task: Option<NewTask>,
         observed: Option<crate::store::RemoteObservation>,
+        command: Option<crate::store::NewCommand>,
     ) -> Result<(PostReceipt, PostOutcome)> {
         let json = input::storable_json("post", &req)?;
         let kind = req.kind.ok_or_else(|| {
@@ -297,6 +317,9 @@ impl Service {
             return Err(ServiceError::forbidden(format!(
                 "you may not send requests with an effect in channel {channel_name}"
             )));
+        }
+        if let Some(t) = &existing {
+            self.command_gate(caller, t, false).await?;
         }
         if let Some(t) = &existing
             && let crate::domain::ThreadState::Closed { .. } = t.state
@@ -398,6 +421,7 @@ impl Service {
             observed,
             fencing_token: req.fencing_token,
             addressing,
+            command,
         };
         let approval_id = new.approval.as_ref().map(|a| a.id.clone());
         let remote = new.remote.as_ref().map(|hop| hop.remote.clone());

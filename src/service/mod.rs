@@ -25,6 +25,7 @@ mod keys;
 mod limits;
 mod messages;
 mod own_tokens;
+mod personal;
 mod progress;
 mod receipts;
 mod remote_follow;
@@ -64,6 +65,10 @@ pub use messages::{
     PostRequest, ThreadMessage, ThreadView,
 };
 pub use own_tokens::{MAX_OWN_AGENT_TOKENS, OWN_TOKEN_MAX_DAYS, OwnToken, OwnTokenSpec};
+pub use personal::{
+    COMMANDS_SHOWN, CommandSpec, CommandView, JoinCode, Joined, MAX_OPEN_SESSIONS, PendingCommand,
+    SessionMember, SessionSpec, SessionSummary, SessionView, Step, start_prompt,
+};
 pub use progress::{COALESCE_S, PER_MINUTE, PER_THREAD, ProgressOutcome, ProgressReport};
 pub use receipts::{ConsumerReceipt, RecipientReceipt};
 pub use remote_send::OutboundSend;

@@ -276,6 +276,7 @@ impl Service {
             observed: None,
             fencing_token: None,
             addressing: crate::store::Addressing::default(),
+            command: None,
         }
     }
 

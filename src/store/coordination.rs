@@ -12,7 +12,7 @@ use super::model::records::coordination::{
 };
 use super::model::records::inbox::EntryContent;
 use super::tx::inbox::append_entry;
-use super::tx::{approvals, fence, task_events};
+use super::tx::{approvals, commands, fence, task_events};
 use super::{Backend, Store};
 use crate::domain::{AgentIdentity, ApprovalState, PersonId, ThreadId, Timestamp};
 
@@ -53,6 +53,10 @@ impl Store {
                     .transpose()?;
                 if state.as_deref().is_none_or(|s| s == "closed") {
                     return Ok(ClaimAttempt::Closed);
+                }
+                // A command of a personal session is claimed before its deadline or never.
+                if commands::pickup(tx, &thread, now).await? == commands::Pickup::Expired {
+                    return Ok(ClaimAttempt::Expired);
                 }
                 if let Some(token) = fence {
                     fence::check(tx, &thread, &person, &session, token, now).await?;
@@ -116,6 +120,7 @@ impl Store {
                 if let Some(a) = gate.filter(|a| a.state == ApprovalState::Approved) {
                     approvals::consume(tx, &a, &person, &session, now).await?;
                 }
+                commands::claimed(tx, &thread, now, connection.as_deref()).await?;
                 let outbox_due = task_events::on_claim(tx, &cache, &thread, now).await?;
                 Ok(ClaimAttempt::Claimed {
                     claim: ClaimRecord {

@@ -7,6 +7,7 @@ use super::Store;
 use super::db::query;
 use super::error::{Result, StoreError};
 use super::model::records::inbox::{InboxEntry, InboxPosition, ReceiptRecord, entry, receipt};
+use crate::domain::personal::SessionId;
 use crate::domain::{MessageId, PersonId, ThreadId, Timestamp};
 
 /// The entries of an inbox one reader may see (SPEC §4b): those for all the person's readers or
@@ -134,23 +135,33 @@ impl Store {
     }
 
     /// Entries of `person`'s inbox that `reader` may see with `seq > after`, oldest first, at
-    /// most `limit`.
+    /// most `limit`; with `session`, only those of that personal session's commands.
     pub async fn inbox_entries(
         &self,
         person: &PersonId,
         reader: &str,
         after: i64,
         limit: i64,
+        session: Option<&SessionId>,
     ) -> Result<Vec<InboxEntry>> {
+        let in_session = if session.is_some() {
+            " AND e.thread_id IN (SELECT c.thread_id FROM session_commands c WHERE c.session_id = $5)"
+        } else {
+            ""
+        };
         let rows = query(format!(
             "SELECT e.seq, e.entry_kind, e.message_id, e.thread_id, e.channel, e.notice, e.created_at \
-             FROM inbox_entries e WHERE e.person_id = $1 AND e.seq > $2 AND {} ORDER BY e.seq LIMIT $3",
+             FROM inbox_entries e WHERE e.person_id = $1 AND e.seq > $2 AND {}{in_session} ORDER BY e.seq LIMIT $3",
             visible(4)
         ))
         .bind(person.as_str().to_owned())
         .bind(after)
         .bind(limit)
-        .bind(reader.to_owned())
+        .bind(reader.to_owned());
+        let rows = match session {
+            Some(s) => rows.bind(s.as_str().to_owned()),
+            None => rows,
+        }
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(entry).collect()

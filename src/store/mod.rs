@@ -45,6 +45,7 @@ mod model;
 mod outbox;
 mod parties;
 mod people;
+mod personal;
 mod postgres;
 mod readers;
 mod remote_tasks;
@@ -85,6 +86,9 @@ pub use model::records::outbox::{
     AttemptRecord, DeliveryRecord, DeliveryState, EndpointRecord, Finished, PUSH_EVENT,
     WebhookRecord, push_endpoint, webhook_endpoint,
 };
+pub use model::records::personal::{
+    CommandRecord, JoinAttempt, NewCommand, NewPersonalSession, PersonalSessionRecord,
+};
 pub use model::records::remote_tasks::{
     REMOTE_CANCEL, REMOTE_SEND, RemoteTaskRecord, remote_endpoint,
 };
@@ -92,6 +96,7 @@ pub use model::records::remotes::RemoteRecord;
 pub use model::records::threads::{
     MessageRecord, PostOutcome, PushConfigRecord, TaskEventRecord, TaskInfo, ThreadRecord,
 };
+pub use personal::SESSIONS_LISTED;
 pub use retention::{PURGE_BATCH, PurgedDeliveries, PurgedThreads};
 
 /// Which database the store talks to.

@@ -104,6 +104,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "connections",
         include_str!("migrations/sqlite/0019_connections.sql"),
     ),
+    (
+        20,
+        "personal sessions",
+        include_str!("migrations/sqlite/0020_personal_sessions.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {

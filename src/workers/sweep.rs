@@ -2,6 +2,8 @@
 //! shutdown. A claim or decision on an approval past its deadline expires it at once, so the sweep
 //! only bounds how late an untouched thread is closed.
 //!
+//! The command sweep: withdraws the commands of personal sessions nobody picked up in time.
+//!
 //! The retention sweep: purges what `[retention]` no longer keeps, every [`RETENTION_SWEEP`]
 //! (the service purges in bounded transactions, so the writer is never held for long).
 
@@ -22,6 +24,26 @@ pub async fn sweep_approvals(service: Service, shutdown: CancellationToken) {
         }
         tokio::select! {
             () = tokio::time::sleep(APPROVAL_SWEEP) => {}
+            () = shutdown.cancelled() => return,
+        }
+    }
+}
+
+/// How often the commands of personal sessions are checked for their pickup deadline (a
+/// command due at 10:00:00 is withdrawn by 10:00:01; a claim after the deadline is refused at
+/// once whatever the sweep did).
+pub const COMMAND_SWEEP: Duration = Duration::from_secs(1);
+
+/// Withdraws unclaimed commands past their deadline every [`COMMAND_SWEEP`] until `shutdown`.
+/// On PostgreSQL every replica sweeps; each withdrawal is conditional, so two never withdraw one
+/// command twice.
+pub async fn sweep_commands(service: Service, shutdown: CancellationToken) {
+    loop {
+        if let Err(e) = service.expire_commands().await {
+            tracing::warn!(error = %e, "Could not expire commands; will retry.");
+        }
+        tokio::select! {
+            () = tokio::time::sleep(COMMAND_SWEEP) => {}
             () = shutdown.cancelled() => return,
         }
     }

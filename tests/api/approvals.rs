@@ -120,6 +120,7 @@ async fn a_code_request_waits_for_a_human_then_its_first_claim_consumes_the_appr
 
     // Bob's agent long-polls; the human's "allow" wakes it with a notice.
     let mut inbox = InboxRequest {
+        session: None,
         consumer: "codex".into(),
         ..Default::default()
     };
@@ -278,6 +279,7 @@ async fn a_rejection_needs_a_reason_and_closes_the_thread_with_it() {
         .inbox(
             &p.alice,
             InboxRequest {
+                session: None,
                 consumer: "claude".into(),
                 ..Default::default()
             },
@@ -404,6 +406,7 @@ async fn policies_decide_which_requests_need_approval_and_deny_refuses_at_postin
         .inbox(
             &p.bob,
             InboxRequest {
+                session: None,
                 consumer: "codex".into(),
                 ..Default::default()
             },

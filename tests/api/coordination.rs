@@ -99,6 +99,7 @@ async fn leases_refuse_conflicts_and_force_tells_the_previous_holder() {
         .inbox(
             &alice,
             InboxRequest {
+                session: None,
                 consumer: "claude".into(),
                 ..Default::default()
             },

@@ -209,6 +209,7 @@ async fn a_long_poll_ends_when_its_token_expires_and_returns_no_later_entry() {
         let (s, alice) = (s.clone(), alice.clone());
         async move {
             let req = InboxRequest {
+                session: None,
                 consumer: "claude".into(),
                 after: None,
                 limit: None,

@@ -89,6 +89,7 @@ async fn nul_in_any_posted_field_is_invalid_input_and_posts_nothing() {
         .inbox(
             &bob,
             liaison::service::InboxRequest {
+                session: None,
                 consumer: "codex".into(),
                 ..Default::default()
             },

@@ -8,6 +8,7 @@ use crate::helpers::{TestEnv, post, until_waiting};
 
 fn req(consumer: &str, after: Option<i64>, wait_s: u64) -> InboxRequest {
     InboxRequest {
+        session: None,
         consumer: consumer.into(),
         after,
         limit: Some(7),

@@ -32,6 +32,7 @@ mod remotes;
 mod replicas;
 mod resources;
 mod retention;
+mod sessions;
 mod tasks;
 mod webhooks;
 mod workspace;

@@ -12,6 +12,7 @@ use crate::helpers::{TestEnv, pid, post};
 
 fn inbox(consumer: &str, after: Option<i64>) -> InboxRequest {
     InboxRequest {
+        session: None,
         consumer: consumer.into(),
         after,
         limit: Some(50),

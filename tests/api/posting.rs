@@ -341,6 +341,7 @@ async fn a_thread_page_or_inbox_page_holds_at_most_twenty_thousand_characters_of
         .inbox(
             &bob,
             liaison::service::InboxRequest {
+                session: None,
                 consumer: "codex".into(),
                 limit: Some(100),
                 ..Default::default()
@@ -432,6 +433,7 @@ async fn close_among_posts() {
                     .inbox(
                         &who,
                         liaison::service::InboxRequest {
+                            session: None,
                             consumer: consumer.into(),
                             after: all.last().map(|e: &liaison::service::InboxItem| e.seq),
                             limit: Some(100),
@@ -581,6 +583,7 @@ async fn posts_opening_threads_together_get_the_answers_they_would_alone() {
         observed: None,
         fencing_token: None,
         addressing: Default::default(),
+        command: None,
     };
     let earlier = store
         .post(new("earlier", &["bob"], Some("used")))
@@ -744,6 +747,7 @@ async fn posts_to_any_number_of_recipients_reach_each_inbox_once_in_order() {
         observed: None,
         fencing_token: None,
         addressing: Default::default(),
+        command: None,
     };
     let refused = store.post(ghostly.clone()).await;
     assert!(
@@ -777,7 +781,7 @@ async fn inbox_messages(
     person: &str,
 ) -> Vec<liaison::domain::MessageId> {
     let entries = store
-        .inbox_entries(&pid(person), liaison::domain::PERSON_READER, 0, 1000)
+        .inbox_entries(&pid(person), liaison::domain::PERSON_READER, 0, 1000, None)
         .await
         .unwrap();
     let seqs: Vec<i64> = entries.iter().map(|e| e.seq).collect();

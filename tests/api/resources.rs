@@ -11,6 +11,7 @@ use crate::helpers::{TestDb, TestEnv, pid, post, until_waiting};
 
 fn wait(consumer: &str, wait_s: u64) -> InboxRequest {
     InboxRequest {
+        session: None,
         consumer: consumer.into(),
         wait_s: Some(wait_s),
         ..Default::default()

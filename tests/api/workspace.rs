@@ -10,6 +10,7 @@ use crate::helpers::{TestEnv, channel, post};
 
 fn inbox(consumer: &str, after: Option<i64>, wait_s: u64) -> InboxRequest {
     InboxRequest {
+        session: None,
         consumer: consumer.into(),
         after,
         limit: Some(20),

@@ -1,5 +1,5 @@
 //! The coordination tools: `claim`, `presence_set`, `fleet`, `lease_acquire`, `lease_release`,
-//! `leases`.
+//! `leases`, `join`.
 
 use rmcp::handler::server::tool::{Extension, InputResponses as ToolInputResponses, RequestState};
 use rmcp::handler::server::wrapper::Parameters;
@@ -11,7 +11,7 @@ use serde_json::json;
 use super::{Parts, Tools, caller, done, more, page};
 use crate::domain::{LeaseMode, ThreadId, text};
 use crate::mcp::args::{
-    ClaimActionArg, ClaimArgs, LeaseAcquireArgs, LeaseReleaseArgs, ListArgs, PresenceArgs,
+    ClaimActionArg, ClaimArgs, JoinArgs, LeaseAcquireArgs, LeaseReleaseArgs, ListArgs, PresenceArgs,
 };
 use crate::mcp::elicit::{self, Stateless};
 use crate::mcp::render;
@@ -303,6 +303,52 @@ impl Tools {
                     json!({ "leases": items, "next_cursor": next_cursor }),
                     vec![text + &more(&next_cursor)],
                 ))
+            }
+            .await,
+        )
+    }
+
+    #[tool(
+        description = "Join your person's session with the code she gave you (lj-xxxx-xxxx-xxxx): binds this \
+                       connection to her session and returns it, its pending commands, and the consumer and \
+                       session to wait on with `inbox`. Her commands are her instructions to you; run each \
+                       once (claim it first) and report in its thread. Codes are single use and short-lived.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn join(
+        &self,
+        Parameters(a): Parameters<JoinArgs>,
+        Extension(parts): Extension<Parts>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        done(
+            async {
+                let (c, _) = caller(&parts, &ctx, None)?;
+                let joined = self.service.join_session(&c, &a.code).await?;
+                let pending: Vec<String> = joined
+                    .pending
+                    .iter()
+                    .map(|p| format!("- {} {} (pick up by {})", p.thread, text::quote(&p.subject), p.pickup_by))
+                    .collect();
+                let mut text = format!(
+                    "Joined session {} ({}) with {}. Wait for commands with inbox(consumer=\"{}\", \
+                     session=\"{}\", after={}, wait_s=50); claim each command before you work on it.",
+                    joined.session.id,
+                    text::quote(&joined.session.title),
+                    joined.session.with,
+                    joined.consumer,
+                    joined.session.id,
+                    joined.cursor
+                );
+                if !pending.is_empty() {
+                    text.push_str(&format!("\nPending commands:\n{}", pending.join("\n")));
+                }
+                Ok(render::ok(json!({ "joined": joined }), vec![text]))
             }
             .await,
         )

@@ -8,6 +8,7 @@ use rmcp::{RoleServer, tool, tool_router};
 use serde_json::json;
 
 use super::{Parts, Tools, caller, done, more, page};
+use crate::domain::personal::SessionId;
 use crate::domain::{AgentIdentity, MessageId, ThreadId, text};
 use crate::mcp::args::{InboxArgs, ListArgs, PostArgs, ReadMessageArgs, ThreadArgs, WhoamiArgs};
 use crate::mcp::progress::with_progress;
@@ -187,7 +188,19 @@ impl Tools {
             Err(e) => return render::error(e),
         };
         let wait_s = a.wait_s.unwrap_or(0);
+        let session = match a.session.as_deref().map(SessionId::parse) {
+            None => None,
+            Some(Ok(s)) => Some(s),
+            // A malformed id is as unknown as a foreign one.
+            Some(Err(_)) => {
+                return render::error(ServiceError::not_found(
+                    "session",
+                    a.session.as_deref().unwrap_or_default(),
+                ));
+            }
+        };
         let req = InboxRequest {
+            session,
             consumer: a.consumer,
             after: a.after,
             limit: a.limit,

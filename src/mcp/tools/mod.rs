@@ -1,4 +1,4 @@
-//! The twelve tools of SPEC §7, with their fixed names. Each one: find the caller the bearer
+//! The thirteen tools of SPEC §7, with their fixed names. Each one: find the caller the bearer
 //! middleware authenticated, decode the arguments, call the service, encode the result.
 
 mod coordination;

@@ -53,6 +53,9 @@ pub struct NewMessage {
     pub fencing_token: Option<i64>,
     /// Which of the recipients' readers the message is for (SPEC §4b).
     pub addressing: Addressing,
+    /// When this message opens a command of a personal session (SPEC §4b): its session and
+    /// pickup deadline, recorded in the post's transaction.
+    pub command: Option<crate::store::model::records::personal::NewCommand>,
 }
 
 /// Which readers of the recipients' inboxes a message is for (SPEC §4b): by default every reader
@@ -83,6 +86,7 @@ impl NewMessage {
         self.written_by != WrittenBy::Agent
             || self.result.is_some()
             || self.addressing != Addressing::default()
+            || self.command.is_some()
     }
 }
 

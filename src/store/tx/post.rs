@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::enqueue::{self, WebhookCache};
 use super::post_rows::{Opening, insert_message_rows};
-use super::{approvals, fence, remote_hops};
+use super::{approvals, commands, fence, remote_hops};
 use crate::domain::{Kind, Outcome, PersonId, TaskEvent, TaskState, ThreadState, WrittenBy};
 use crate::store::db::{Conn, query};
 use crate::store::error::{Result, StoreError, json_err};
@@ -289,6 +289,9 @@ pub(super) async fn after_rows(
 ) -> Result<bool> {
     if m.opens_thread {
         crate::store::trace::opened(tx, m.thread.as_str()).await?;
+    }
+    if let Some(c) = m.command.as_ref().filter(|_| m.opens_thread) {
+        commands::insert(tx, &m.thread, c).await?;
     }
     let mut enqueued = enqueue::on_message(tx, cache, m, position).await?;
     if let Some(a) = &m.approval {

@@ -78,6 +78,8 @@ pub enum ClaimAttempt {
     Held(ClaimRecord),
     /// The thread is closed (or gone) and cannot be claimed.
     Closed,
+    /// A command of a personal session that was not claimed before its deadline: withdrawn.
+    Expired,
     /// The thread's newest approval does not allow work (pending); nothing was claimed.
     AwaitingApproval(Box<ApprovalRecord>),
 }
