@@ -1,4 +1,5 @@
-//! `liaison activity`: the activity figures of one channel or of all the caller's channels, per
+//! `liaison activity`: the activity figures of one channel, of one of the caller's sessions with
+//! her own agents, or of all the caller's channels, per
 //! week and in total since a date, from `GET /api/v1/activity`: a table by default (one line per
 //! week, the totals last), the API's JSON with `--json`.
 
@@ -12,8 +13,11 @@ use super::table::{Column, cell, col, render};
 #[derive(Debug, Args)]
 pub struct ActivityArgs {
     /// One channel you can read (default: all of them, counted together).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "session")]
     pub channel: Option<String>,
+    /// One of your sessions with your own agents (ses_…): its commands only.
+    #[arg(long)]
+    pub session: Option<String>,
     /// Where the totals start: a date YYYY-MM-DD (00:00 UTC) or an RFC 3339 time, at most 366
     /// days back [default: the start of the first week shown].
     #[arg(long)]
@@ -44,6 +48,9 @@ pub(super) async fn activity(a: ActivityArgs) -> anyhow::Result<()> {
     if let Some(channel) = &a.channel {
         query.push(format!("channel={}", encode(channel)));
     }
+    if let Some(session) = &a.session {
+        query.push(format!("session={}", encode(session)));
+    }
     if let Some(since) = &a.since {
         query.push(format!("since={}", encode(since)));
     }
@@ -63,9 +70,10 @@ pub(super) async fn activity(a: ActivityArgs) -> anyhow::Result<()> {
 /// The answer as a terminal shows it: what was counted, the table, the tasks when there were any.
 fn text(answer: &Value) -> String {
     let day = |v: &Value| cell(v).chars().take(10).collect::<String>();
-    let scope = match answer["channel"].as_str() {
-        Some(channel) => format!("#{channel}"),
-        None => format!(
+    let scope = match (answer["channel"].as_str(), answer["session"].as_str()) {
+        (_, Some(session)) => format!("session {session}"),
+        (Some(channel), None) => format!("#{channel}"),
+        (None, None) => format!(
             "all your channels ({})",
             answer["channels"]
                 .as_array()

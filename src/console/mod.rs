@@ -27,6 +27,7 @@ mod agents;
 mod compose;
 mod links;
 mod pages;
+mod personal;
 mod session;
 mod thread;
 mod upload;
@@ -103,6 +104,31 @@ fn workspace_routes() -> Router<Console> {
         )
         .route("/console/compose", get(compose::page).post(compose::post))
         .route(
+            "/console/sessions",
+            get(personal::list).post(personal::open),
+        )
+        .route("/console/sessions/{id}", get(personal::panel))
+        .route(
+            "/console/sessions/{id}/commands",
+            post(personal::command).get(compose::no_get),
+        )
+        .route(
+            "/console/sessions/{id}/code",
+            post(personal::code).get(compose::no_get),
+        )
+        .route(
+            "/console/sessions/{id}/end",
+            post(personal::end).get(compose::no_get),
+        )
+        .route(
+            "/console/sessions/{id}/answer",
+            post(personal::answer).get(compose::no_get),
+        )
+        .route(
+            "/console/sessions/{id}/decide",
+            post(personal::decide).get(compose::no_get),
+        )
+        .route(
             "/console/messages/{id}/attachments/{n}",
             get(upload::attachment),
         )
@@ -124,6 +150,8 @@ fn templates() -> Environment<'static> {
         ("compose.html", include_str!("templates/compose.html")),
         ("agents.html", include_str!("templates/agents.html")),
         ("activity.html", include_str!("templates/activity.html")),
+        ("sessions.html", include_str!("templates/sessions.html")),
+        ("session.html", include_str!("templates/session.html")),
         ("admin/nav.html", include_str!("templates/admin/nav.html")),
         (
             "admin/preview.html",

@@ -43,6 +43,10 @@ pub enum ActivityScope {
     Channel { channel: ChannelName },
     /// Every channel the caller can read, counted together.
     AllChannels,
+    /// The commands of one of her sessions with her own agents (SPEC §4b).
+    Session {
+        session: crate::domain::personal::SessionId,
+    },
 }
 
 /// What to compute: a scope, how many weekly rows, and since when the totals count.
@@ -172,9 +176,15 @@ impl Service {
             (None, None) => DEFAULT_ACTIVITY_WEEKS,
         };
         let channels = self.scope_channels(caller, &req.scope).await?;
+        let threads = match &req.scope {
+            ActivityScope::Session { session } => {
+                Some(self.session_threads(caller, session).await?)
+            }
+            _ => None,
+        };
         let filter = ActivityFilter {
             channels: &channels,
-            threads: None,
+            threads: threads.as_deref(),
         };
         let to = Timestamp(this_week.0 + WEEK_MS);
         let from = Timestamp(to.0 - i64::from(weeks) * WEEK_MS);
@@ -222,6 +232,7 @@ impl Service {
                 self.visible_channel(caller, channel).await?;
                 Ok(vec![channel.clone()])
             }
+            ActivityScope::Session { .. } => Ok(vec![ChannelName::personal(caller.id())]),
             ActivityScope::AllChannels => {
                 let mut readable = Vec::new();
                 // Membership alone is not enough: the read right is `visible_channel`'s rule.

@@ -583,6 +583,24 @@ impl Service {
         }
     }
 
+    /// The threads of one of her sessions' commands (for its activity figures); a session she may
+    /// not see is unknown.
+    pub(super) async fn session_threads(
+        &self,
+        caller: &Caller,
+        id: &SessionId,
+    ) -> Result<Vec<ThreadId>> {
+        self.own_session(caller, id).await?;
+        Ok(self
+            .inner
+            .store
+            .session_commands(id)
+            .await?
+            .into_iter()
+            .map(|(c, _)| c.thread)
+            .collect())
+    }
+
     async fn own_session(&self, caller: &Caller, id: &SessionId) -> Result<PersonalSessionRecord> {
         self.inner
             .store

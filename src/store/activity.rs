@@ -81,7 +81,9 @@ impl ActivityFilter<'_> {
 }
 
 impl Store {
-    /// The threads `filter` selects that were opened in the window.
+    /// The threads `filter` selects that were opened in the window, with their first reply by
+    /// someone other than the opener: another person, or another reader of the same person (her
+    /// command answered by her agent, SPEC §4b), as the thread's state machine counts it.
     pub async fn opened_threads(
         &self,
         filter: ActivityFilter<'_>,
@@ -92,7 +94,9 @@ impl Store {
         }
         let sql = format!(
             "SELECT t.created_at, t.state, (SELECT MIN(m.created_at) FROM messages m \
-             WHERE m.thread_id = t.id AND m.kind = 'reply' AND m.author <> t.opened_by) AS first_reply \
+             WHERE m.thread_id = t.id AND m.kind = 'reply' AND (m.author <> t.opened_by \
+             OR COALESCE(m.connection, '') <> COALESCE((SELECT o.connection FROM messages o \
+             WHERE o.thread_id = t.id AND o.position = 1), ''))) AS first_reply \
              FROM threads t WHERE t.created_at >= $1 AND t.created_at < $2{}",
             filter.condition("t.channel", "t.id", 3)
         );

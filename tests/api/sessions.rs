@@ -287,8 +287,39 @@ async fn her_command_reaches_the_joined_agent_as_her_instruction_and_each_step_i
         c.timeline[6].result.as_ref().map(|r| r.summary.as_str()),
         Some("Pricing table replaced")
     );
+    // The session's figures: one command opened and answered.
+    let figures = env
+        .service
+        .activity(
+            &alice,
+            liaison::service::ActivityRequest {
+                scope: liaison::service::ActivityScope::Session {
+                    session: id.clone(),
+                },
+                weeks: Some(1),
+                since: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!((figures.totals.opened, figures.totals.answered), (1, 1));
     // Nobody else can see the session or its commands.
     let bob = env.caller("bob", Scope::Human, "bob@console:1").await;
+    let foreign = env
+        .service
+        .activity(
+            &bob,
+            liaison::service::ActivityRequest {
+                scope: liaison::service::ActivityScope::Session {
+                    session: id.clone(),
+                },
+                weeks: Some(1),
+                since: None,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(foreign.code, ErrorCode::NotFound);
     assert_eq!(
         code_of(env.service.session(&bob, &id).await.unwrap_err()),
         ErrorCode::NotFound

@@ -8,7 +8,7 @@ pytestmark = pytest.mark.anyio
 
 TOOLS = {
     "whoami", "channels", "post", "inbox", "thread", "read_message", "claim",
-    "presence_set", "fleet", "lease_acquire", "lease_release", "leases",
+    "presence_set", "fleet", "lease_acquire", "lease_release", "leases", "join",
 }
 READ_ONLY = {"whoami", "channels", "thread", "read_message", "fleet", "leases"}
 
@@ -28,7 +28,7 @@ async def next_message(client, consumer, after, wait_s=10):
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_the_twelve_tools_are_listed_with_honest_annotations(server, tokens, mode):
+async def test_the_thirteen_tools_are_listed_with_honest_annotations(server, tokens, mode):
     async with connect(server, tokens["alice"], mode) as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
     assert set(tools) == TOOLS

@@ -13,6 +13,11 @@ document.addEventListener("click", (event) => {
     () => { button.textContent = "Select and copy"; },
   );
 });
+// Forms that do something that cannot be undone ask first: <form data-confirm="…">.
+document.addEventListener("submit", (event) => {
+  const message = event.target.dataset && event.target.dataset.confirm;
+  if (message && !window.confirm(message)) event.preventDefault();
+});
 (function () {
   const source = document.body.dataset.live;
   const status = document.getElementById("live-status");
