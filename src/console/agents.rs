@@ -185,7 +185,7 @@ pub(super) struct RightsFields {
 }
 
 impl RightsFields {
-    fn typed(&self) -> Vec<(&'static str, String)> {
+    pub(super) fn typed(&self) -> Vec<(&'static str, String)> {
         let r = [
             &self.rights_none,
             &self.rights_code,
@@ -199,7 +199,7 @@ impl RightsFields {
             .collect()
     }
 
-    fn parse(&self) -> Result<Option<ConnectionRights>, ServiceError> {
+    pub(super) fn parse(&self) -> Result<Option<ConnectionRights>, ServiceError> {
         match self.preset.as_deref().map(str::trim) {
             Some("strict") => return Ok(Some(ConnectionRights::strict())),
             None | Some("") | Some("custom") => {}

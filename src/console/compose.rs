@@ -141,8 +141,10 @@ async fn render(
         .await
         .map_err(fail)?
         .into_iter()
+        // Her personal channel is written to from Sessions, where commands get their timeline.
         .filter(|ch| {
             ch.removed_at.is_none()
+                && ch.name.personal_owner().is_none()
                 && ch
                     .member(me)
                     .is_some_and(|m| m.rights.contains(Right::Post))

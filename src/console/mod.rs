@@ -125,6 +125,10 @@ fn workspace_routes() -> Router<Console> {
             post(personal::answer).get(compose::no_get),
         )
         .route(
+            "/console/sessions/{id}/rights",
+            post(personal::rights).get(compose::no_get),
+        )
+        .route(
             "/console/sessions/{id}/decide",
             post(personal::decide).get(compose::no_get),
         )

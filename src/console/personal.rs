@@ -239,6 +239,7 @@ async fn render_panel(
         "session.html",
         minijinja::context! { s => Serde(&view), code => Serde(code), refused => Serde(refused),
         rights => rights, expiries => expiries, default_expiry => DEFAULT_COMMAND_TTL_S,
+        levels => crate::domain::RightLevel::ALL.iter().map(|l| l.as_str()).collect::<Vec<_>>(),
         impacts => Impact::ALL.iter().map(|i| i.as_str()).collect::<Vec<_>>(),
         form_key => super::compose::new_form_key(),
         ..Serde(frame(s, "sessions")) },
@@ -509,6 +510,72 @@ pub(super) async fn decide(
                 &e,
                 &[("reason", f.reason.as_deref())],
             );
+            render_panel(&c, &s, &id, None, Some(refused), status).await
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub(super) struct RightsForm {
+    csrf: Option<String>,
+    #[serde(flatten)]
+    rights: super::agents::RightsFields,
+}
+
+impl HasCsrf for RightsForm {
+    fn csrf(&self) -> Option<&str> {
+        self.csrf.as_deref()
+    }
+}
+
+/// `POST /console/sessions/{id}/rights`: the rights of the session's connection, from its
+/// settings (the same change as on Connect, audited there); they apply to the next action.
+pub(super) async fn rights(
+    State(c): State<Console>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    f: Result<Form<RightsForm>, FormRejection>,
+) -> Result<Response, Response> {
+    let (s, f) = checked(&c, &headers, f).await?;
+    let id = session_id(&id).map_err(|e| Page::from(e).with(&c, true).into_response())?;
+    let changed = async {
+        let view = c.service.session(&s.caller, &id).await?;
+        let crate::domain::Address::Connection(_, name) = &view.session.with else {
+            return Err(ServiceError::invalid(
+                "this session is with any of your agents: change each one's rights on Connect",
+            ));
+        };
+        let token = c
+            .service
+            .own_tokens(&s.caller)
+            .await?
+            .into_iter()
+            .find(|t| t.live && t.token.connection.as_ref() == Some(name))
+            .ok_or_else(|| ServiceError::not_found("connection", name))?;
+        let rights = f
+            .rights
+            .parse()?
+            .ok_or_else(|| ServiceError::invalid("choose a right for each impact, or a preset"))?;
+        c.service
+            .update_own_connection(
+                &s.caller,
+                &token.token.id,
+                crate::service::ConnectionUpdate {
+                    name: None,
+                    rights: Some(rights),
+                },
+            )
+            .await
+    }
+    .await;
+    match changed {
+        Ok(_) => Ok(Redirect::to(&format!("/console/sessions/{id}#settings")).into_response()),
+        Err(e) => {
+            let status = super::status_of(&e);
+            let mut refused = Refused::new("rights", &e, &[]);
+            for (impact, value) in f.rights.typed() {
+                refused.values.insert(format!("rights_{impact}"), value);
+            }
             render_panel(&c, &s, &id, None, Some(refused), status).await
         }
     }

@@ -173,11 +173,13 @@ async def test_she_directs_her_agent_live_from_a_session(tmp_path):
                 await expect(page.locator(".command").last.locator(".badge").first).to_have_text(
                     "confirmation needed")
                 await expect(page.locator(".command").last.get_by_role("button", name="Allow once")).to_be_visible()
+                # From the session's own settings (the same change as on Connect).
+                await page.locator("#session-rights-database").select_option("allowed")
+                await page.get_by_role("button", name="Save rights").click()
+                await expect(page.locator("#session-rights-database")).to_have_value("allowed")
                 await page.goto(f"{srv.url}/console/agents")
-                row = page.locator(".token", has_text="alice/claude-laptop")
-                await row.locator("summary").click()
-                await row.get_by_label("database").select_option("allowed")
-                await row.get_by_role("button", name="Save").click()
+                await expect(page.locator(".token", has_text="alice/claude-laptop").locator(
+                    ".rights-summary")).to_contain_text("database allowed")
                 await page.goto(panel)
                 await page.get_by_label("Command").fill("Add an index on names")
                 await page.get_by_label("Impact").select_option("database")
