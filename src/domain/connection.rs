@@ -110,6 +110,11 @@ impl Reader {
 /// The reader key of the person's own credentials.
 pub const PERSON_READER: &str = "person";
 
+/// The reader key of an entry no credential reads: a command withdrawn unclaimed (SPEC §4b). Its
+/// entries stay (so its receipts still say who read it) but no inbox, unread count or claim sees
+/// them. No token id (`tok_…`) and not [`PERSON_READER`].
+pub const WITHDRAWN_READER: &str = "-withdrawn";
+
 /// The consumer name and the connection (token id) of a stored consumer key
 /// ([`Reader::consumer_key`]).
 pub fn split_consumer_key(key: &str) -> (Option<&str>, &str) {

@@ -32,7 +32,8 @@ pub use approval::{
 };
 pub use channel::{APPROVAL_TTL_RANGE, ApprovalPolicy, PolicyChange, PolicyDecision};
 pub use connection::{
-    Address, ConnectionRights, PERSON_READER, Reader, RightLevel, split_consumer_key,
+    Address, ConnectionRights, PERSON_READER, Reader, RightLevel, WITHDRAWN_READER,
+    split_consumer_key,
 };
 pub use digest::{hex, sha256_hex};
 pub use envelope::{ENVELOPE_EXTENSION, Envelope, RESULT_MEDIA_TYPE};

@@ -24,7 +24,7 @@
 //!   to a connection that joined it; once the session ends, a waiting call returns
 //!   `session_ended` at once and every later call with it is refused the same way.
 //! - **Expiry.** Each command has a time to be picked up (claimed): default 10 minutes, 1 minute
-//!   to 1 day. Past it, unclaimed, the sweep withdraws it (its inbox entries are removed, its
+//!   to 1 day. Past it, unclaimed, the sweep withdraws it (no inbox shows it any more, its
 //!   thread closed as `canceled`, the timeline says `expired`); a claim after the deadline is
 //!   refused and withdraws it at once. A command claimed once never expires. Ending a session
 //!   withdraws its unclaimed commands the same way.

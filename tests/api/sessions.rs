@@ -536,6 +536,15 @@ async fn a_command_nobody_picks_up_expires_and_leaves_every_inbox_but_a_claimed_
     let statuses: Vec<&str> = view.commands.iter().map(|c| c.status).collect();
     assert_eq!(statuses, ["expired", "working"]);
     assert_eq!(view.commands[0].timeline.last().unwrap().step, "expired");
+    // Withdrawn, not forgotten: the timeline still says both agents had read it.
+    let reads = view.commands[0]
+        .timeline
+        .iter()
+        .filter(|s| s.step == "read")
+        .count();
+    assert_eq!(reads, 2, "{:#?}", view.commands[0].timeline);
+    // Nor counted as unread anywhere.
+    assert_eq!(env.service.unread(&codex, "codex").await.unwrap(), 1);
 
     // A claim after the deadline but before any sweep is refused and withdraws it at once.
     let raced = env

@@ -9,6 +9,7 @@ PostgreSQL only: on SQLite replicas cannot share a database.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -16,6 +17,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -134,3 +136,67 @@ async def test_a_task_streamed_on_one_replica_is_answered_over_mcp_on_the_other(
     async with connect(one, alice) as mcp:
         view = await call(mcp, "thread", thread=thread)
     assert view["thread"]["state"] == "answered", view
+
+
+def member_api(server: Server, token: str, method: str, path: str, body: dict | None = None) -> dict:
+    """The member API of one replica, as another application acting for alice would call it."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(f"{server.url}{path}", data=data, method=method,
+                                 headers={"Authorization": f"Bearer {token}",
+                                          "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
+@pytest.mark.anyio
+async def test_her_session_runs_across_replicas(replicas):
+    """Her session (SPEC §4b) opened and written to on replica 2 through `/api/v1/sessions`; her agent
+    joined and waiting on replica 1 over MCP: the command wakes the wait there, and ending the
+    session on replica 2 ends the next wait on replica 1 with `session_ended` before its deadline."""
+    from conftest import call_error, until_waiting
+
+    one, two = replicas
+    one.person("alice", "Alice Martin")
+    human = two.token("alice", scopes=("human",))["secret"]
+    agent = one.admin("POST", "/admin/v1/tokens", {"person": "alice", "scopes": ["agent"],
+                                                   "description": "claude laptop"})["token"]
+    assert agent["connection"] == "claude-laptop"
+    opened = member_api(two, human, "POST", "/api/v1/sessions", {"connection": "claude-laptop"})
+    session = opened["id"]
+    code = member_api(two, human, "POST", f"/api/v1/sessions/{session}/code")["code"]
+    async with connect(one, agent["secret"], agent="claude@laptop:1") as mcp:
+        joined = (await call(mcp, "join", code=code))["joined"]
+        got = {}
+
+        async def wait():
+            got["page"] = await call(mcp, "inbox", consumer=joined["consumer"], session=session,
+                                     after=joined["cursor"], wait_s=30)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            await until_waiting(one, 1)
+            sent = member_api(two, human, "POST", f"/api/v1/sessions/{session}/commands",
+                              {"instruction": "Replace the pricing table",
+                               "context": {"url": "https://example.com/pricing"}})
+        [entry] = [e for e in got["page"]["entries"] if e["type"] == "message"]
+        assert entry["thread"] == sent["thread"] and entry["label"]["instruction"] is True
+
+        ended = {}
+
+        async def wait_end():
+            ended["at"] = time.monotonic()
+            ended["err"], _ = await call_error(mcp, "inbox", consumer=joined["consumer"], session=session,
+                                               after=got["page"]["cursor"], wait_s=30)
+            ended["took"] = time.monotonic() - ended["at"]
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait_end)
+            await until_waiting(one, 1)
+            member_api(two, human, "POST", f"/api/v1/sessions/{session}/end")
+        assert ended["err"]["code"] == "session_ended", ended
+        # Woken by the end, not by its 30-second deadline (a generous bound, not a timing claim).
+        assert ended["took"] < 25, ended
+    view = member_api(two, human, "GET", f"/api/v1/sessions/{session}")
+    # Read but never claimed: ending the session withdrew it.
+    assert view["state"] == "ended" and view["commands"][0]["status"] == "expired", view
+    assert [s["step"] for s in view["commands"][0]["timeline"]] == ["received", "read", "expired"], view

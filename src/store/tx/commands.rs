@@ -83,8 +83,8 @@ pub(in crate::store) async fn claimed(
 }
 
 /// Withdraws `thread`'s command if it is still unclaimed and not withdrawn — and, with `due`, only
-/// when its deadline has passed: marks it expired, closes its thread (`canceled`) and removes it
-/// from every inbox. Locks the thread's row first (`lock`). True when it withdrew it.
+/// when its deadline has passed: marks it expired, closes its thread (`canceled`) and takes it
+/// out of every inbox (its entries are kept for no reader, so its receipts stay). Locks the thread's row first (`lock`). True when it withdrew it.
 pub(in crate::store) async fn withdraw(
     tx: &mut Conn,
     thread: &ThreadId,
@@ -130,8 +130,10 @@ async fn withdraw_locked(tx: &mut Conn, thread: &ThreadId, now: Timestamp) -> Re
     .bind(now.0)
     .execute(&mut *tx)
     .await?;
-    query("DELETE FROM inbox_entries WHERE thread_id = $1")
+    // Out of every inbox, unread count and claim; the rows stay for the receipts.
+    query("UPDATE inbox_entries SET reader = $2 WHERE thread_id = $1")
         .bind(id)
+        .bind(crate::domain::WITHDRAWN_READER)
         .execute(&mut *tx)
         .await?;
     Ok(())
