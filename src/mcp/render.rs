@@ -32,14 +32,31 @@ pub(crate) fn with_meta(mut result: CallToolResult, key: &str, value: Value) -> 
     result
 }
 
-/// A service error as a tool error.
+/// A service error as a tool error. A refusal after which nothing more can happen this turn
+/// (the policy or her agent's rights say no, the thread or session is over, the credential is
+/// gone) also carries `dev.liaison/loop: "end"`: retrying cannot help, so a client may end the
+/// agent's loop there.
 pub(crate) fn error(e: ServiceError) -> CallToolResult {
+    use crate::service::ErrorCode as C;
     let text = match &e.details {
         Some(details) => format!("Error {}: {}\nDetails: {details}", e.code, e.message),
         None => format!("Error {}: {}", e.code, e.message),
     };
+    let terminal = matches!(
+        e.code,
+        C::DeniedByPolicy
+            | C::ThreadClosed
+            | C::SessionEnded
+            | C::TaskTerminal
+            | C::ApprovalExpired
+            | C::TokenRevoked
+            | C::TokenExpired
+    );
     let mut result = CallToolResult::structured_error(json!({ "error": e }));
     result.content = vec![ContentBlock::text(text)];
+    if terminal {
+        result = with_meta(result, META_LOOP, json!("end"));
+    }
     result
 }
 
@@ -645,5 +662,31 @@ mod tests {
             text,
             "Error thread_closed: the thread is closed; start a new one"
         );
+    }
+
+    #[test]
+    fn terminal_refusals_end_the_loop_and_retryable_ones_do_not() {
+        use crate::service::ErrorCode as C;
+        let meta = |code| {
+            error(ServiceError::new(code, "x"))
+                .meta
+                .and_then(|m| m.0.get(META_LOOP).cloned())
+        };
+        for code in [
+            C::SessionEnded,
+            C::DeniedByPolicy,
+            C::ThreadClosed,
+            C::TokenRevoked,
+        ] {
+            assert_eq!(meta(code), Some(json!("end")), "{code}");
+        }
+        for code in [
+            C::Unavailable,
+            C::RateLimited,
+            C::AlreadyClaimed,
+            C::InvalidInput,
+        ] {
+            assert_eq!(meta(code), None, "{code}");
+        }
     }
 }

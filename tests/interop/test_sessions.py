@@ -104,7 +104,7 @@ async def test_she_directs_her_agent_live_from_a_session(tmp_path):
                 session, consumer = joined["session"]["id"], joined["consumer"]
                 err, _ = await call_error(mcp, "join", code=code)
                 assert err["code"] == "not_found", "a code works once"
-                await expect(page.locator(".session-settings")).to_contain_text("claude-laptop")
+                await expect(page.locator("#live .session-settings")).to_contain_text("claude-laptop")
 
                 # Her command wakes the agent's waiting long-poll.
                 got = {}
@@ -204,6 +204,9 @@ async def test_she_directs_her_agent_live_from_a_session(tmp_path):
                     await until_waiting(srv, before + 1)
                     await page.get_by_role("button", name="End session").click()
                 assert ended["err"]["code"] == "session_ended", ended
+                # Nothing more can happen in this session: the result says the loop may end.
+                over = await mcp.call_tool("inbox", {"consumer": consumer, "session": session})
+                assert over.is_error and (over.meta or {}).get("dev.liaison/loop") == "end", over
                 await expect(page.locator("main")).to_contain_text("ended")
 
             # The codex command nobody picked up: expired, and gone from codex's inbox.
