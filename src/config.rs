@@ -164,6 +164,7 @@ struct RawLimits {
     admin: Rate,
     external: Rate,
     auth_failures: Rate,
+    auth_failures_per_address: Rate,
     streams_per_party: usize,
 }
 
@@ -303,6 +304,7 @@ human = { per_s = 50, burst = 100 }
 admin = { per_s = 100, burst = 200 }
 external = { per_s = 2000, burst = 4000 }
 auth_failures = { per_s = 10, burst = 50 }
+auth_failures_per_address = { per_s = 100, burst = 1000 }
 streams_per_party = 32
 [metrics]
 [telemetry]
@@ -602,6 +604,7 @@ fn bounds(raw: &Raw) -> anyhow::Result<(ServerSettings, LimitSettings)> {
         ("admin", l.admin),
         ("external", l.external),
         ("auth_failures", l.auth_failures),
+        ("auth_failures_per_address", l.auth_failures_per_address),
     ] {
         if rate.per_s > 0 && rate.burst == 0 {
             anyhow::bail!("limits.{name}.burst must be at least 1 (or per_s = 0 for no limit)");
@@ -632,6 +635,7 @@ fn bounds(raw: &Raw) -> anyhow::Result<(ServerSettings, LimitSettings)> {
         admin: l.admin,
         external: l.external,
         auth_failures: l.auth_failures,
+        auth_failures_per_address: l.auth_failures_per_address,
         streams_per_party: l.streams_per_party,
     };
     Ok((server, limits))
