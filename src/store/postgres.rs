@@ -112,6 +112,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "connections",
         include_str!("migrations/postgres/0019_connections.sql"),
     ),
+    (
+        20,
+        "withdrawn approvals",
+        include_str!("migrations/postgres/0020_withdrawn_approvals.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str, deadlines: Deadlines) -> Result<(Pool, BatchWriter)> {

@@ -105,6 +105,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "connections",
         include_str!("migrations/sqlite/0019_connections.sql"),
     ),
+    (
+        20,
+        "withdrawn approvals",
+        include_str!("migrations/sqlite/0020_withdrawn_approvals.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str, deadlines: Deadlines) -> Result<(Pool, BatchWriter)> {

@@ -161,6 +161,18 @@ impl Console {
         )
     }
 
+    /// The secret of a new token of `person` with `scope`.
+    async fn secret(&self, person: &str, scope: Scope) -> String {
+        let spec = TokenSpec {
+            person: pid(person),
+            scopes: Scopes::default().with(scope),
+            expires_in_s: None,
+            description: String::new(),
+        };
+        let issued = self.env.service.issue_token(&self.env.admin, spec).await;
+        issued.unwrap().secret
+    }
+
     /// Signs in as `person` through a login link; returns the session cookie and its CSRF token.
     async fn sign_in(&self, person: &str) -> (String, String) {
         self.sign_in_as(person, false).await
@@ -526,21 +538,7 @@ async fn only_admins_issue_links_and_only_for_an_approver_of_a_pending_approval(
 #[tokio::test]
 async fn agent_and_admin_only_credentials_cannot_decide_through_the_console() {
     let c = console().await;
-    let agent = c
-        .env
-        .service
-        .issue_token(
-            &c.env.admin,
-            TokenSpec {
-                person: pid("bob"),
-                scopes: Scopes::default().with(Scope::Agent),
-                expires_in_s: None,
-                description: String::new(),
-            },
-        )
-        .await
-        .unwrap()
-        .secret;
+    let agent = c.secret("bob", Scope::Agent).await;
     let allow = format!("/console/approvals/{}/allow", c.approval);
     for secret in [agent.as_str(), c.admin_secret.as_str()] {
         // As a bearer token, or as if it were a session cookie: not signed in.
@@ -2252,4 +2250,81 @@ async fn failed_authentications_lock_out_the_failing_credential_not_its_address(
             .contains("from this address"),
         "{body}"
     );
+}
+
+/// A request closed while its approval is pending leaves the approver's queue on every front that
+/// lists approvals, and none decides it any more: the console (its list; its allow and reject) and
+/// `/api/v1` (the pending list; allow; reject) each say it was withdrawn.
+#[tokio::test]
+async fn a_request_closed_while_pending_leaves_the_queue_on_the_console_and_the_api() {
+    let (c, _served) = served_console().await;
+    let (session, csrf) = c.sign_in("bob").await;
+    let human = c.secret("bob", Scope::Human).await;
+    let api_pending = || async {
+        let r = c
+            .http
+            .get(format!("{}/api/v1/approvals?pending=true", c.url))
+            .bearer_auth(&human)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        r.text().await.unwrap()
+    };
+    let (_, _, page) = c.get("/console/approvals", Some(&session)).await;
+    assert!(page.contains(c.approval.as_str()), "{page}");
+    assert!(api_pending().await.contains(c.approval.as_str()));
+
+    // Alice gives up on her request.
+    let alice = c.env.caller("alice", Scope::Agent, "claude@a:2").await;
+    let thread = c.env.service.store().approval(&c.approval).await.unwrap();
+    let mut close = post("close", None, Some(&thread.unwrap().thread), "Never mind");
+    close.outcome = Some(liaison::domain::Outcome::Canceled);
+    c.env.service.post(&alice, close).await.unwrap();
+
+    let (_, _, page) = c.get("/console/approvals", Some(&session)).await;
+    assert!(!page.contains(c.approval.as_str()), "{page}");
+    assert!(!api_pending().await.contains(c.approval.as_str()));
+    let one = format!("/console/approvals/{}", c.approval);
+    let (status, _, page) = c.get(&one, Some(&session)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("This approval is withdrawn."), "{page}");
+    for (path, fields) in [
+        (format!("{one}/allow"), vec![("csrf", csrf.as_str())]),
+        (
+            format!("{one}/reject"),
+            vec![("csrf", csrf.as_str()), ("reason", "No")],
+        ),
+    ] {
+        let (status, _, page) = c.post_form(&path, Some(&session), &fields).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{path}: {page}");
+        assert!(page.contains("was withdrawn"), "{path}: {page}");
+    }
+    for (decision, body) in [
+        ("allow", serde_json::json!({})),
+        ("reject", serde_json::json!({"reason": "No"})),
+    ] {
+        let r = c
+            .http
+            .post(format!(
+                "{}/api/v1/approvals/{}/{decision}",
+                c.url, c.approval
+            ))
+            .bearer_auth(&human)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::CONFLICT, "{decision}");
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "approval_decided", "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("was withdrawn"),
+            "{body}"
+        );
+    }
+    assert_eq!(c.state().await, ApprovalState::Withdrawn);
 }
