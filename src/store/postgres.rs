@@ -113,9 +113,9 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("migrations/postgres/0019_connections.sql"),
     ),
     (
-        20,
+        21,
         "withdrawn approvals",
-        include_str!("migrations/postgres/0020_withdrawn_approvals.sql"),
+        include_str!("migrations/postgres/0021_withdrawn_approvals.sql"),
     ),
 ];
 
