@@ -41,6 +41,43 @@ struct Raw {
     outbox: RawOutbox,
     #[serde(default)]
     retention: RawRetention,
+    database: RawDatabase,
+}
+
+/// `[database]`: how long liaison waits on its database before a request is answered
+/// `unavailable` (`crate::store::Deadlines`), and `/readyz`'s own deadline.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDatabase {
+    #[serde(deserialize_with = "seconds")]
+    connect_timeout_s: u64,
+    #[serde(deserialize_with = "seconds")]
+    acquire_timeout_s: u64,
+    #[serde(deserialize_with = "seconds")]
+    statement_timeout_s: u64,
+    #[serde(deserialize_with = "seconds")]
+    ready_timeout_s: u64,
+}
+
+impl RawDatabase {
+    fn resolve(&self) -> anyhow::Result<(crate::store::Deadlines, Duration)> {
+        for (name, v) in [
+            ("database.connect_timeout_s", self.connect_timeout_s),
+            ("database.acquire_timeout_s", self.acquire_timeout_s),
+            ("database.statement_timeout_s", self.statement_timeout_s),
+            ("database.ready_timeout_s", self.ready_timeout_s),
+        ] {
+            if v == 0 {
+                anyhow::bail!("{name} must be at least 1");
+            }
+        }
+        let deadlines = crate::store::Deadlines {
+            connect: Duration::from_secs(self.connect_timeout_s),
+            acquire: Duration::from_secs(self.acquire_timeout_s),
+            statement: Duration::from_secs(self.statement_timeout_s),
+        };
+        Ok((deadlines, Duration::from_secs(self.ready_timeout_s)))
+    }
 }
 
 /// `[retention]`: how long each kind of record is kept; 0 or absent keeps it forever.
@@ -127,6 +164,7 @@ struct RawLimits {
     admin: Rate,
     external: Rate,
     auth_failures: Rate,
+    auth_failures_per_address: Rate,
     streams_per_party: usize,
 }
 
@@ -266,6 +304,7 @@ human = { per_s = 50, burst = 100 }
 admin = { per_s = 100, burst = 200 }
 external = { per_s = 2000, burst = 4000 }
 auth_failures = { per_s = 10, burst = 50 }
+auth_failures_per_address = { per_s = 100, burst = 1000 }
 streams_per_party = 32
 [metrics]
 [telemetry]
@@ -279,6 +318,11 @@ timeout_s = 15
 allow = []
 concurrency = 64
 [retention]
+[database]
+connect_timeout_s = 5
+acquire_timeout_s = 5
+statement_timeout_s = 10
+ready_timeout_s = 2
 "#;
 
 /// The embedded defaults, as TOML text (the generated configuration reference reads them).
@@ -332,6 +376,10 @@ pub struct Config {
     pub telemetry: crate::telemetry::Settings,
     /// How long each kind of record is kept (`[retention]`); forever unless configured.
     pub retention: crate::service::Retention,
+    /// How long the store waits on the database (`[database]`).
+    pub database: crate::store::Deadlines,
+    /// The longest `/readyz` takes to answer (`[database] ready_timeout_s`).
+    pub ready_timeout: Duration,
 }
 
 /// Values given on the command line; each overrides the file and the environment.
@@ -429,6 +477,7 @@ impl Config {
         let jwt = raw.a2a.jwt.clone().map(jwt_settings).transpose()?;
         let (server, limits) = bounds(&raw)?;
         let outbox = outbox_settings(&raw.outbox)?;
+        let (database, ready_timeout) = raw.database.resolve()?;
         Ok(Config {
             data_dir: raw.data_dir,
             listen,
@@ -467,6 +516,8 @@ impl Config {
                 otlp_endpoint: raw.telemetry.otlp_endpoint.filter(|u| !u.trim().is_empty()),
             },
             retention: raw.retention.resolve(),
+            database,
+            ready_timeout,
         })
     }
 
@@ -553,6 +604,7 @@ fn bounds(raw: &Raw) -> anyhow::Result<(ServerSettings, LimitSettings)> {
         ("admin", l.admin),
         ("external", l.external),
         ("auth_failures", l.auth_failures),
+        ("auth_failures_per_address", l.auth_failures_per_address),
     ] {
         if rate.per_s > 0 && rate.burst == 0 {
             anyhow::bail!("limits.{name}.burst must be at least 1 (or per_s = 0 for no limit)");
@@ -583,6 +635,7 @@ fn bounds(raw: &Raw) -> anyhow::Result<(ServerSettings, LimitSettings)> {
         admin: l.admin,
         external: l.external,
         auth_failures: l.auth_failures,
+        auth_failures_per_address: l.auth_failures_per_address,
         streams_per_party: l.streams_per_party,
     };
     Ok((server, limits))
@@ -779,6 +832,36 @@ mod tests {
             ],
         ] {
             assert!(with_env(&bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn database_deadlines_are_short_by_default_configurable_and_never_zero() {
+        let c = Config::load(&Overrides::default(), []).unwrap();
+        assert_eq!(c.database, crate::store::Deadlines::default());
+        assert_eq!(c.ready_timeout, Duration::from_secs(2));
+        let c = with_env(&[
+            ("LIAISON_DATABASE__CONNECT_TIMEOUT_S", "2"),
+            ("LIAISON_DATABASE__ACQUIRE_TIMEOUT_S", "3"),
+            ("LIAISON_DATABASE__STATEMENT_TIMEOUT_S", "1m"),
+            ("LIAISON_DATABASE__READY_TIMEOUT_S", "1"),
+        ])
+        .unwrap();
+        assert_eq!(
+            c.database,
+            crate::store::Deadlines {
+                connect: Duration::from_secs(2),
+                acquire: Duration::from_secs(3),
+                statement: Duration::from_secs(60),
+            }
+        );
+        assert_eq!(c.ready_timeout, Duration::from_secs(1));
+        for bad in [
+            ("LIAISON_DATABASE__STATEMENT_TIMEOUT_S", "0"),
+            ("LIAISON_DATABASE__CONNECT_TIMEOUT_S", "soon"),
+            ("LIAISON_DATABASE__QUERY_TIMEOUT_S", "5"),
+        ] {
+            assert!(with_env(&[bad]).is_err(), "{bad:?}");
         }
     }
 

@@ -115,8 +115,17 @@ struct KindLabels {
 pub const DELIVERY_OUTCOMES: [&str; 3] = ["delivered", "retried", "dead"];
 
 /// The reasons of a rate-limit refusal (`liaison_rate_limited_total`): the caller's class, whose
-/// per-token bucket ran dry, or `auth_failures` for an address refused after failed logins.
-pub const RATE_LIMIT_REASONS: [&str; 5] = ["agent", "human", "admin", "external", "auth_failures"];
+/// per-token bucket ran dry, `auth_failures` for a credential refused after it failed to
+/// authenticate too often, or `auth_failures_address` for an address refused after failures with
+/// many distinct credentials (the backstop).
+pub const RATE_LIMIT_REASONS: [&str; 6] = [
+    "agent",
+    "human",
+    "admin",
+    "external",
+    "auth_failures",
+    "auth_failures_address",
+];
 
 /// The kinds of a message (`liaison_messages_posted_total`).
 pub const MESSAGE_KINDS: [&str; 6] = [
@@ -252,7 +261,7 @@ impl Metrics {
         let rate_limited = Family::<ReasonLabels, Counter>::default();
         registry.register(
             "rate_limited",
-            "Requests refused as rate_limited, by reason (the caller's class, or auth_failures)",
+            "Requests refused as rate_limited, by reason (the caller's class, auth_failures or auth_failures_address)",
             rate_limited.clone(),
         );
         let store_named = [

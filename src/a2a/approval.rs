@@ -17,7 +17,7 @@ use crate::wire::pb;
 pub const APPROVAL_EXTENSION: &str = "urn:liaison:a2a:approval:v1";
 
 /// `message` (a status message about the task's approval) with the approval as data: `state`
-/// (`pending`, `approved`, `consumed`, `rejected` or `expired`), `approvalId`, `approvers` (who
+/// (`pending`, `approved`, `consumed`, `rejected`, `expired` or `withdrawn`), `approvalId`, `approvers` (who
 /// may decide) and, once decided, `decidedBy`.
 pub fn note(mut message: pb::Message, approval: &TaskApproval) -> pb::Message {
     let mut data = serde_json::json!({

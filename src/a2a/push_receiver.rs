@@ -19,6 +19,9 @@ use crate::http::ApiError;
 use crate::remote::PUSH_PATH;
 use crate::remote::observe::{PUSH_SAFETY, ms, state_of, status_update};
 use crate::service::{ErrorCode, Service, ServiceError};
+
+/// The header a push carries the notification token liaison gave for the task in.
+pub const NOTIFICATION_TOKEN: &str = "x-a2a-notification-token";
 use crate::wire::pb;
 
 /// The largest push body read (a progress note; the task itself is read with `GetTask`).
@@ -39,7 +42,7 @@ async fn receive(
     body: axum::body::Bytes,
 ) -> Response {
     let token = headers
-        .get("x-a2a-notification-token")
+        .get(NOTIFICATION_TOKEN)
         .and_then(|v| v.to_str().ok());
     if accept_push(&service, &thread, token, &body).await {
         StatusCode::NO_CONTENT.into_response()

@@ -1,9 +1,10 @@
-//! The failed-authentication guard in front of every route: a client address whose requests
-//! failed to authenticate too often (see `service::limits`) is refused before any front reads its
-//! credential, in the shape of the front it called (gRPC status, A2A JSON-RPC or HTTP+JSON error,
-//! or the admin/MCP JSON error), always with `Retry-After`. A response that reports a refused
-//! credential (HTTP 401, or gRPC `UNAUTHENTICATED`) is charged to the address. Health checks are
-//! never refused.
+//! The failed-authentication guard in front of every route: a request whose credential failed to
+//! authenticate too often lately (or, as a backstop, whose client address did, with many distinct
+//! credentials: see `service::limits`) is refused before any front reads its credential, in the
+//! shape of the front it called (gRPC status, A2A JSON-RPC or HTTP+JSON error, or the admin/MCP
+//! JSON error), always with `Retry-After`. A response that reports a refused credential (HTTP 401,
+//! or gRPC `UNAUTHENTICATED`) is charged to what the request presented and to its address.
+//! Health checks are never refused.
 
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
@@ -13,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use crate::a2a;
 use crate::http::ApiError;
 use crate::net::ClientAddr;
-use crate::service::{Service, ServiceError};
+use crate::service::{Presented, Service, ServiceError};
 use crate::wire::errors::{A2aError, SpecVersion};
 
 /// The middleware (`axum::middleware::from_fn_with_state`).
@@ -30,7 +31,8 @@ pub(super) async fn auth_failures(
         return next.run(req).await;
     }
     let grpc = is_grpc(&req);
-    if let Err(e) = service.check_client(ip) {
+    let presented = presented(&req, ip);
+    if let Err(e) = service.check_client(ip, &presented) {
         return refusal(&req, grpc, e);
     }
     let response = next.run(req).await;
@@ -43,9 +45,40 @@ pub(super) async fn auth_failures(
         response.status() == StatusCode::UNAUTHORIZED
     };
     if refused {
-        service.authentication_failed(ip);
+        service.authentication_failed(ip, &presented);
     }
     response
+}
+
+/// What `req` presents to authenticate with, whichever front reads it: its `Authorization`
+/// header (a token or a JWT, every API and binding: the credential itself when the scheme is
+/// `Bearer`, in any case, so that one token is one credential however it is spelled), its cookies
+/// (a console session), a link's `link` parameter (login and approval links) and an A2A push's
+/// notification token. A link page's form posts its link in the body, which is not read here: its
+/// cookie (the page's form token) stands for it. Nothing presented counts at the client address.
+fn presented(req: &Request, ip: std::net::IpAddr) -> Presented {
+    let headers = req.headers();
+    let authorization = headers.get_all(header::AUTHORIZATION).iter().map(|v| {
+        v.to_str()
+            .ok()
+            .and_then(crate::http::bearer_credential)
+            .map_or(v.as_bytes(), str::as_bytes)
+    });
+    let link = req.uri().query().and_then(|q| {
+        q.split('&')
+            .find_map(|pair| pair.strip_prefix("link="))
+            .map(str::as_bytes)
+    });
+    let values = authorization
+        .chain(headers.get_all(header::COOKIE).iter().map(|v| v.as_bytes()))
+        .chain(link)
+        .chain(
+            headers
+                .get_all(a2a::push_receiver::NOTIFICATION_TOKEN)
+                .iter()
+                .map(|v| v.as_bytes()),
+        );
+    Presented::new(values, ip)
 }
 
 fn is_grpc(req: &Request) -> bool {

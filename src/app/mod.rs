@@ -94,12 +94,14 @@ impl App {
         let mut settings = config.settings.clone();
         settings.skills = card.skill_routes();
         settings.default_skill = Some(card.default_skill().to_owned());
-        let store = Store::open(&config.database_url).await.with_context(|| {
-            format!(
-                "Could not open the database {}",
-                redact(&config.database_url)
-            )
-        })?;
+        let store = Store::open_with(&config.database_url, config.database)
+            .await
+            .with_context(|| {
+                format!(
+                    "Could not open the database {}",
+                    redact(&config.database_url)
+                )
+            })?;
         let bus: Arc<dyn WakeBus> = if config.uses_sqlite() {
             Arc::new(LocalBus::default())
         } else {
@@ -220,9 +222,13 @@ impl App {
                 .context("Could not build the HTTP client for the JWT key set")?;
             a2a_handler = a2a_handler.with_jwt(Arc::new(a2a::jwt::JwtVerifier::new(jwt, http)?));
         }
+        let ready_timeout = config.ready_timeout;
         let router = Router::new()
             .route("/healthz", get(|| async { "ok" }))
-            .route("/readyz", get(readyz))
+            .route(
+                "/readyz",
+                get(move |State(service): State<Service>| readyz(service, ready_timeout)),
+            )
             .with_state(service.clone())
             .merge(crate::admin::router(service.clone()))
             .merge(crate::api::router(service.clone()))
@@ -377,22 +383,41 @@ impl App {
     }
 }
 
-/// Ready while the database answers and writes commit: 503 while every write fails (a full
-/// disk, a lost database), back to 200 with the first write that commits again.
-async fn readyz(State(service): State<Service>) -> (StatusCode, String) {
+/// Ready while the database answers and writes commit, answered within `deadline` whatever the
+/// database does: 503 while every write fails (a full disk, a lost database) or a group commit
+/// has waited on the database longer than `deadline` (a hung server, a lock held elsewhere), or
+/// when the database does not answer a ping within it; back to 200 once it does and a write
+/// commits again.
+async fn readyz(service: Service, deadline: Duration) -> (StatusCode, String) {
     if let Some(since) = service.writes_failing_since() {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             format!("writes failing since {since}"),
         );
     }
-    match service.store().ping().await {
-        Ok(()) => (StatusCode::OK, "ready".into()),
-        Err(e) => {
+    if let Some(since) = service.writes_stuck_since(deadline) {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("a write has waited on the database since {since}"),
+        );
+    }
+    match tokio::time::timeout(deadline, service.store().ping()).await {
+        Ok(Ok(())) => (StatusCode::OK, "ready".into()),
+        Ok(Err(e)) => {
             tracing::warn!(error = %e, "Readiness check failed.");
             (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "database unavailable".into(),
+            )
+        }
+        Err(_) => {
+            tracing::warn!(
+                deadline_ms = deadline.as_millis() as u64,
+                "Readiness check failed: the database did not answer in time."
+            );
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("database did not answer within {} ms", deadline.as_millis()),
             )
         }
     }

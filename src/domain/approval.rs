@@ -3,11 +3,12 @@
 //!
 //! ```text
 //! pending ──allow──▶ approved ──first claim──▶ consumed
-//!    │ └──reject──▶ rejected
-//!    └──deadline──▶ expired
+//!    │ │ └──reject──▶ rejected
+//!    │ └──deadline──▶ expired
+//!    └──its thread closed──▶ withdrawn
 //! ```
 //!
-//! Only `pending` can be decided or expire; only `approved` can be consumed. Every other move is a
+//! Only `pending` can be decided, expire or be withdrawn; only `approved` can be consumed. Every other move is a
 //! [`ApprovalRefusal`] that says what the approval already is. Pure: no I/O.
 
 use serde::Serialize;
@@ -27,6 +28,9 @@ named_enum! {
         Expired = "expired",
         /// Approved, and a claim has started the work it allowed.
         Consumed = "consumed",
+        /// Its request's thread was closed before anyone decided: there is nothing left to
+        /// allow, and it leaves the approvers' queue.
+        Withdrawn = "withdrawn",
     }
 }
 
@@ -69,6 +73,8 @@ pub enum ApprovalEvent {
     Expired,
     /// A claim began the approved work.
     Consumed,
+    /// The request's thread was closed (by anyone) while the approval was pending.
+    Withdrawn,
 }
 
 /// Why an approval cannot move.
@@ -89,6 +95,7 @@ impl ApprovalState {
             (S::Pending, E::Decided(Decision::Allow)) => Ok(S::Approved),
             (S::Pending, E::Decided(Decision::Reject)) => Ok(S::Rejected),
             (S::Pending, E::Expired) => Ok(S::Expired),
+            (S::Pending, E::Withdrawn) => Ok(S::Withdrawn),
             (S::Pending, E::Consumed) => Err(ApprovalRefusal::StillPending),
             (S::Approved, E::Consumed) => Ok(S::Consumed),
             (settled, _) => Err(ApprovalRefusal::AlreadySettled(settled)),
@@ -187,16 +194,24 @@ mod tests {
             Ok(S::Rejected)
         );
         assert_eq!(S::Pending.apply(E::Expired), Ok(S::Expired));
+        assert_eq!(S::Pending.apply(E::Withdrawn), Ok(S::Withdrawn));
         assert_eq!(S::Approved.apply(E::Consumed), Ok(S::Consumed));
         assert_eq!(
             S::Pending.apply(E::Consumed),
             Err(ApprovalRefusal::StillPending)
         );
-        for settled in [S::Approved, S::Rejected, S::Expired, S::Consumed] {
+        for settled in [
+            S::Approved,
+            S::Rejected,
+            S::Expired,
+            S::Consumed,
+            S::Withdrawn,
+        ] {
             for event in [
                 E::Decided(Decision::Allow),
                 E::Decided(Decision::Reject),
                 E::Expired,
+                E::Withdrawn,
             ] {
                 assert_eq!(
                     settled.apply(event),
@@ -204,7 +219,7 @@ mod tests {
                 );
             }
         }
-        for s in [S::Rejected, S::Expired, S::Consumed] {
+        for s in [S::Rejected, S::Expired, S::Consumed, S::Withdrawn] {
             assert!(s.apply(E::Consumed).is_err());
         }
         assert!(S::Approved.allows_work() && S::Consumed.allows_work());

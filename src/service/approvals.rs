@@ -355,7 +355,11 @@ impl Service {
     ) -> Result<ApprovalRecord> {
         let id = &approval.id;
         let now = self.now();
-        if approval.state == ApprovalState::Pending && approval.expires_at <= now {
+        if approval.state != ApprovalState::Pending {
+            // Decided, expired or withdrawn already (the store checks again under the lock).
+            return Err(self.settled_error(&approval).await?);
+        }
+        if approval.expires_at <= now {
             self.expire(&approval).await?;
             return Err(self.settled_error(&self.current(id).await?).await?);
         }
@@ -496,6 +500,14 @@ impl Service {
     async fn settled_error(&self, a: &ApprovalRecord) -> Result<ServiceError> {
         let when = a.decided_at.map(|t| t.to_string()).unwrap_or_default();
         Ok(match (a.state, &a.decided_by) {
+            (ApprovalState::Withdrawn, _) => ServiceError::new(
+                ErrorCode::ApprovalDecided,
+                format!(
+                    "approval {} was withdrawn at {when}: its request's thread was closed before \
+                     anyone decided, so there is nothing left to allow or reject",
+                    a.id
+                ),
+            ),
             (ApprovalState::Expired, _) => ServiceError::new(
                 ErrorCode::ApprovalExpired,
                 format!(
@@ -597,6 +609,18 @@ impl Service {
         );
         close.remote = remote;
         Ok(close)
+    }
+
+    /// After a post that withdrew approvals (a close of a thread whose request awaited a
+    /// decision): each approver's console and long-polls read again, so the approval leaves
+    /// their queue at once.
+    pub(super) fn withdrawn(&self, withdrawn: &[ApprovalRecord]) {
+        for a in withdrawn {
+            tracing::info!(approval = %a.id, thread = %a.thread, "Approval withdrawn: its thread was closed.");
+            for p in &a.approvers {
+                self.inner.bus.publish(&Topic::inbox(p));
+            }
+        }
     }
 
     /// Wakes whoever a settled approval concerns: the notified inboxes, the thread's participants

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use base64::Engine as _;
 
-use super::{Caller, ErrorCode, Result, Service, ServiceError, StreamPermit};
+use super::{Caller, ErrorCode, Presented, Result, Service, ServiceError, StreamPermit};
 use crate::domain::{Scope, Scopes, text};
 
 /// Every secret starts with this, so a leaked one is easy to recognise (e.g. by secret scanners).
@@ -147,19 +147,21 @@ impl Service {
         Ok(caller)
     }
 
-    /// Refuses a client address that failed to authenticate too often lately (`rate_limited`
-    /// with the wait); fronts ask before authenticating, so such a client costs no token hashing.
-    pub fn check_client(&self, ip: IpAddr) -> Result<()> {
-        match self.inner.limits.blocked(ip) {
-            Some(wait) => Err(self.inner.limits.blocked_error(wait)),
+    /// Refuses a request from `ip` presenting `presented` when that credential (or, as a
+    /// backstop, that address) failed to authenticate too often lately (`rate_limited` with the
+    /// wait); fronts ask before authenticating, so such a request costs no token hashing. A valid
+    /// credential from the same address is not refused for another's failures.
+    pub fn check_client(&self, ip: IpAddr, presented: &Presented) -> Result<()> {
+        match self.inner.limits.refused(ip, presented) {
+            Some(e) => Err(e),
             None => Ok(()),
         }
     }
 
-    /// Records that a request from `ip` failed to authenticate (no, unknown, expired or revoked
-    /// credential).
-    pub fn authentication_failed(&self, ip: IpAddr) {
-        self.inner.limits.auth_failed(ip);
+    /// Records that a request from `ip` presenting `presented` failed to authenticate (no,
+    /// unknown, expired or revoked credential).
+    pub fn authentication_failed(&self, ip: IpAddr, presented: &Presented) {
+        self.inner.limits.auth_failed(ip, presented);
     }
 
     /// Counts an A2A stream opened by `caller`'s party until the permit is dropped; refuses

@@ -34,7 +34,8 @@ pub(super) fn settled(record: &ApprovalRecord, closed: Option<Outcome>) {
         ApprovalState::Approved | ApprovalState::Consumed => "allowed",
         ApprovalState::Rejected => "rejected",
         ApprovalState::Expired => "expired",
-        ApprovalState::Pending => return,
+        // Nobody decided: its request's thread was closed (the close is counted as a post).
+        ApprovalState::Pending | ApprovalState::Withdrawn => return,
     };
     metrics::get().approval_decided(outcome);
     if let Some(outcome) = closed {

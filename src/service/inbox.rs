@@ -156,6 +156,18 @@ impl Service {
             .map(crate::domain::Timestamp)
     }
 
+    /// Since when the group commit under way has waited on the database, when that is longer than
+    /// `longer_than` (for `/readyz`).
+    pub fn writes_stuck_since(
+        &self,
+        longer_than: std::time::Duration,
+    ) -> Option<crate::domain::Timestamp> {
+        self.inner
+            .store
+            .writes_stuck_since_ms(longer_than)
+            .map(crate::domain::Timestamp)
+    }
+
     /// The read pool's open and idle connections (for `/metrics`).
     pub fn pool_usage(&self) -> (u32, usize) {
         self.inner.store.pool_usage()

@@ -1,13 +1,18 @@
 //! Per-client limits, enforced here once for every front: the request rate of each token (by the
-//! kind of token), the rate of failed authentications per client address, and the A2A streams a
-//! party may hold open.
+//! kind of token), the rate of failed authentications, and the A2A streams a party may hold open.
 //!
 //! Rates are GCRA buckets (`governor`): `per_s` requests per second sustained, `burst` at once.
 //! A refused request gets `rate_limited` with `details.retry_after_s`, which each front turns into
-//! its own shape (HTTP 429 + `Retry-After`, gRPC `RESOURCE_EXHAUSTED` + `RetryInfo`). The
-//! failed-authentication limit is keyed by client address (IPv6 by its /64) and checked before a
-//! front hashes a token, so nobody without a valid token can keep the server busy. Nothing here
-//! knows about HTTP.
+//! its own shape (HTTP 429 + `Retry-After`, gRPC `RESOURCE_EXHAUSTED` + `RetryInfo`).
+//!
+//! **Failed authentications cost the failing credential, not the address.** A failure is charged
+//! to what the request presented ([`Presented`]: a digest of its credentials, or "nothing, from
+//! this address"), so a misconfigured client behind the same address (a NAT, an office) sending a
+//! bad token runs its own bucket dry and is refused, while a valid token or console session from
+//! the same address goes on working. A much larger bucket per client address (IPv6 by its /64)
+//! is only a backstop against one address spraying many distinct bad credentials. Both are
+//! checked before a front hashes a token, so nobody without a valid credential can keep the server
+//! busy. The table of credentials is bounded ([`MAX_TRACKED`]). Nothing here knows about HTTP.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -54,8 +59,12 @@ pub struct LimitSettings {
     pub admin: Rate,
     /// Requests per external party (token or JWT subject).
     pub external: Rate,
-    /// Failed authentications (missing, unknown, expired or revoked credentials) per client address.
+    /// Failed authentications (missing, unknown, expired or revoked credentials) per credential
+    /// presented (none presented counts per client address).
     pub auth_failures: Rate,
+    /// Failed authentications per client address, whatever was presented: the backstop against
+    /// one address trying many distinct credentials.
+    pub auth_failures_per_address: Rate,
     /// A2A streams (SendStreamingMessage, SubscribeToTask) one party may hold open at once.
     pub streams_per_party: usize,
 }
@@ -68,6 +77,7 @@ impl Default for LimitSettings {
             admin: Rate::new(100, 200),
             external: Rate::new(2_000, 4_000),
             auth_failures: Rate::new(10, 50),
+            auth_failures_per_address: Rate::new(100, 1_000),
             streams_per_party: 32,
         }
     }
@@ -99,6 +109,38 @@ type Keyed<K> = DefaultKeyedRateLimiter<K>;
 /// Checks between two sweeps of the keyed buckets (full buckets are forgotten).
 const SWEEP_EVERY: u64 = 4_096;
 
+/// Most credentials whose failures are counted at once. When as many failed lately (within their
+/// buckets' refill), a new one is counted only at its address, until the table has room again.
+const MAX_TRACKED: usize = 65_536;
+
+/// What a request presented to authenticate with, as the failed-authentication limit counts it:
+/// a digest of its credentials (the same secrets make the same key from any address), or, when it
+/// presented none, of its client address. Never the secret itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Presented([u8; 16]);
+
+impl Presented {
+    /// The key of `credentials` (each a credential-bearing value of the request, in a fixed
+    /// order; empty ones are left out), or of `ip` when there are none.
+    pub fn new<'a>(credentials: impl IntoIterator<Item = &'a [u8]>, ip: IpAddr) -> Presented {
+        let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+        let mut any = false;
+        for value in credentials.into_iter().filter(|v| !v.is_empty()) {
+            any = true;
+            // Each value with its length, so that two lists never run together into one.
+            digest.update(&(value.len() as u64).to_be_bytes());
+            digest.update(value);
+        }
+        if !any {
+            digest.update(b"nothing presented, from ");
+            digest.update(address_key(ip).to_string().as_bytes());
+        }
+        let mut key = [0u8; 16];
+        key.copy_from_slice(&digest.finish().as_ref()[..16]);
+        Presented(key)
+    }
+}
+
 /// The live limiters.
 pub(super) struct Limits {
     settings: LimitSettings,
@@ -107,9 +149,13 @@ pub(super) struct Limits {
     human: Option<Keyed<String>>,
     admin: Option<Keyed<String>>,
     external: Option<Keyed<String>>,
-    auth_failures: Option<Keyed<IpAddr>>,
-    /// Addresses refused until the instant given (their failure bucket ran dry).
-    blocked: Mutex<HashMap<IpAddr, Instant>>,
+    /// Failure buckets by credential presented, and by address (the backstop).
+    auth_failures: Option<Keyed<Presented>>,
+    auth_failures_per_address: Option<Keyed<IpAddr>>,
+    /// Credentials refused until the instant given (their failure bucket ran dry).
+    blocked: Mutex<HashMap<Presented, Instant>>,
+    /// Addresses refused until the instant given (their backstop bucket ran dry).
+    blocked_addresses: Mutex<HashMap<IpAddr, Instant>>,
     /// Open A2A streams by party; an entry goes when its count returns to zero.
     streams: Arc<Mutex<HashMap<PersonId, usize>>>,
     checks: AtomicU64,
@@ -124,7 +170,12 @@ impl Limits {
             admin: keyed(settings.admin),
             external: keyed(settings.external),
             auth_failures: settings.auth_failures.quota().map(Keyed::hashmap),
+            auth_failures_per_address: settings
+                .auth_failures_per_address
+                .quota()
+                .map(Keyed::hashmap),
             blocked: Mutex::default(),
+            blocked_addresses: Mutex::default(),
             streams: Arc::default(),
             checks: AtomicU64::new(0),
             settings,
@@ -167,54 +218,69 @@ impl Limits {
         })
     }
 
-    /// How long `ip` is still refused for failing to authenticate too often, if it is.
-    pub(super) fn blocked(&self, ip: IpAddr) -> Option<Duration> {
-        let key = address_key(ip);
-        let mut blocked = self.blocked.lock().unwrap_or_else(|e| e.into_inner());
-        let until = *blocked.get(&key)?;
+    /// The refusal of a request from `ip` presenting `presented`, while either failed to
+    /// authenticate too often lately: its address (the backstop) or what it presented.
+    pub(super) fn refused(&self, ip: IpAddr, presented: &Presented) -> Option<ServiceError> {
         let now = Instant::now();
-        if until <= now {
-            blocked.remove(&key);
-            return None;
+        if let Some(wait) = still_blocked(&self.blocked_addresses, &address_key(ip), now) {
+            crate::metrics::get().rate_limited("auth_failures_address");
+            return Some(rate_limited(
+                format!(
+                    "too many failed authentications from this address, whatever was presented \
+                     (more than {} per second); retry after {} s",
+                    self.settings.auth_failures_per_address.per_s,
+                    seconds(wait)
+                ),
+                wait,
+            ));
         }
-        Some(until - now)
-    }
-
-    /// Charges a failed authentication to `ip`; when its bucket runs dry, the address is refused
-    /// until the bucket has room again.
-    pub(super) fn auth_failed(&self, ip: IpAddr) {
-        self.sweep_now_and_then();
-        let Some(limiter) = &self.auth_failures else {
-            return;
-        };
-        let key = address_key(ip);
-        if let Err(not_until) = limiter.check_key(&key) {
-            let wait = not_until.wait_time_from(DefaultClock::default().now());
-            let first = {
-                let mut blocked = self.blocked.lock().unwrap_or_else(|e| e.into_inner());
-                blocked.insert(key, Instant::now() + wait).is_none()
-            };
-            if first {
-                tracing::warn!(
-                    client = %key,
-                    retry_after_s = seconds(wait),
-                    "Client refused for a while: too many failed authentications."
-                );
-            }
-        }
-    }
-
-    /// The refusal for an address that [`Limits::blocked`] reports.
-    pub(super) fn blocked_error(&self, wait: Duration) -> ServiceError {
+        let wait = still_blocked(&self.blocked, presented, now)?;
         crate::metrics::get().rate_limited("auth_failures");
-        rate_limited(
+        Some(rate_limited(
             format!(
-                "too many failed authentications from this address (more than {} per second); retry after {} s",
+                "too many failed authentications with this credential (more than {} per second); \
+                 retry after {} s",
                 self.settings.auth_failures.per_s,
                 seconds(wait)
             ),
             wait,
-        )
+        ))
+    }
+
+    /// Charges a failed authentication to what was presented and to the address; a credential (or
+    /// an address) whose bucket runs dry is refused until its bucket has room again.
+    pub(super) fn auth_failed(&self, ip: IpAddr, presented: &Presented) {
+        self.sweep_now_and_then();
+        if let Some(limiter) = &self.auth_failures {
+            // A full table counts a new credential at its address only (see `MAX_TRACKED`).
+            if limiter.len() >= MAX_TRACKED {
+                limiter.retain_recent();
+            }
+            if limiter.len() < MAX_TRACKED
+                && let Err(not_until) = limiter.check_key(presented)
+            {
+                let wait = not_until.wait_time_from(DefaultClock::default().now());
+                if block(&self.blocked, *presented, wait) {
+                    tracing::info!(
+                        retry_after_s = seconds(wait),
+                        "A credential refused for a while: it failed to authenticate too often."
+                    );
+                }
+            }
+        }
+        if let Some(limiter) = &self.auth_failures_per_address {
+            let key = address_key(ip);
+            if let Err(not_until) = limiter.check_key(&key) {
+                let wait = not_until.wait_time_from(DefaultClock::default().now());
+                if block(&self.blocked_addresses, key, wait) {
+                    tracing::warn!(
+                        client = %key,
+                        retry_after_s = seconds(wait),
+                        "Client refused for a while: too many failed authentications, of many credentials."
+                    );
+                }
+            }
+        }
     }
 
     /// Counts one open stream of `party`; the permit gives it back when dropped.
@@ -258,8 +324,15 @@ impl Limits {
         if let Some(limiter) = &self.auth_failures {
             limiter.retain_recent();
         }
+        if let Some(limiter) = &self.auth_failures_per_address {
+            limiter.retain_recent();
+        }
         let now = Instant::now();
         self.blocked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|_, until| *until > now);
+        self.blocked_addresses
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .retain(|_, until| *until > now);
@@ -282,6 +355,40 @@ impl Drop for StreamPermit {
             }
         }
     }
+}
+
+/// How long `key` is still refused, if it is (an expired entry is forgotten).
+fn still_blocked<K: std::hash::Hash + Eq>(
+    blocked: &Mutex<HashMap<K, Instant>>,
+    key: &K,
+    now: Instant,
+) -> Option<Duration> {
+    let mut blocked = blocked.lock().unwrap_or_else(|e| e.into_inner());
+    let until = *blocked.get(key)?;
+    if until <= now {
+        blocked.remove(key);
+        return None;
+    }
+    Some(until - now)
+}
+
+/// Refuses `key` for `wait` from now; says whether it was not refused already. The map holds at
+/// most [`MAX_TRACKED`] entries: when full, expired ones go first, and a new key that still does
+/// not fit is not refused (its bucket keeps counting; the address backstop still applies).
+fn block<K: std::hash::Hash + Eq>(
+    blocked: &Mutex<HashMap<K, Instant>>,
+    key: K,
+    wait: Duration,
+) -> bool {
+    let now = Instant::now();
+    let mut blocked = blocked.lock().unwrap_or_else(|e| e.into_inner());
+    if blocked.len() >= MAX_TRACKED && !blocked.contains_key(&key) {
+        blocked.retain(|_, until| *until > now);
+        if blocked.len() >= MAX_TRACKED {
+            return false;
+        }
+    }
+    blocked.insert(key, now + wait).is_none()
 }
 
 fn rate_limited(message: String, wait: Duration) -> ServiceError {
@@ -332,19 +439,41 @@ mod tests {
     }
 
     #[test]
-    fn failed_authentications_block_an_address_once_its_bucket_is_dry() {
+    fn failed_authentications_block_the_failing_credential_not_its_address() {
         let limits = Limits::new(LimitSettings {
             auth_failures: Rate::new(1, 3),
+            auth_failures_per_address: Rate::new(1, 6),
             ..LimitSettings::default()
         });
         let ip: IpAddr = "192.0.2.7".parse().unwrap();
         let other: IpAddr = "192.0.2.8".parse().unwrap();
+        let bad = Presented::new([b"Bearer lsn_wrong".as_slice()], ip);
+        let good = Presented::new([b"Bearer lsn_right".as_slice()], ip);
+        let nothing = Presented::new([], ip);
+        assert_eq!(bad, Presented::new([b"Bearer lsn_wrong".as_slice()], other));
+        assert_ne!(nothing, Presented::new([], other));
         for _ in 0..3 {
-            limits.auth_failed(ip);
-            assert!(limits.blocked(ip).is_none());
+            limits.auth_failed(ip, &bad);
+            assert!(limits.refused(ip, &bad).is_none());
         }
-        limits.auth_failed(ip);
-        assert!(limits.blocked(ip).is_some());
-        assert!(limits.blocked(other).is_none());
+        limits.auth_failed(ip, &bad);
+        let e = limits
+            .refused(ip, &bad)
+            .expect("the bad credential is refused");
+        assert_eq!(e.code, ErrorCode::RateLimited);
+        assert!(e.retry_after_s().is_some(), "{e:?}");
+        assert!(e.message.contains("with this credential"), "{e:?}");
+        // From any address; and nothing else from this address is refused.
+        assert!(limits.refused(other, &bad).is_some());
+        assert!(limits.refused(ip, &good).is_none());
+        assert!(limits.refused(ip, &nothing).is_none());
+        // Many distinct bad credentials from one address: the backstop refuses the address.
+        for n in 0..3 {
+            let sprayed = Presented::new([format!("Bearer lsn_{n}").as_bytes()], ip);
+            limits.auth_failed(ip, &sprayed);
+        }
+        let e = limits.refused(ip, &good).expect("the address is refused");
+        assert!(e.message.contains("from this address"), "{e:?}");
+        assert!(limits.refused(other, &good).is_none());
     }
 }

@@ -434,6 +434,7 @@ impl Service {
         };
         super::counted::posted(&outcome);
         self.outbox_due(outcome.outbox_due);
+        self.withdrawn(&outcome.withdrawn);
         if !outcome.replayed {
             for person in &outcome.message.recipients {
                 self.inner.bus.publish(&Topic::inbox(person));

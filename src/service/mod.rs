@@ -59,7 +59,7 @@ pub use error::{ErrorCode, Result, ServiceError};
 pub use figures::EXPIRING_SOON_MS;
 pub use inbox::{InboxItem, InboxPage, InboxRequest, ItemContent};
 pub use keys::{CardSignature, PublishedCard};
-pub use limits::{LimitSettings, Rate, StreamPermit};
+pub use limits::{LimitSettings, Presented, Rate, StreamPermit};
 pub use messages::{
     BodyExtent, BodyRest, DeliveredMessage, MAX_SLICE_CHARS, MessageSlice, PostReceipt,
     PostRequest, ThreadMessage, ThreadView,

@@ -184,6 +184,7 @@ impl Service {
             Ok(posted) => {
                 super::counted::posted(&posted);
                 self.outbox_due(posted.outbox_due);
+                self.withdrawn(&posted.withdrawn);
                 for p in &posted.message.recipients {
                     self.inner.bus.publish(&crate::bus::Topic::inbox(p));
                 }

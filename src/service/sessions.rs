@@ -659,6 +659,14 @@ fn undecided(a: &ApprovalRecord, now: crate::domain::Timestamp) -> Result<()> {
                 a.id, a.expires_at
             ),
         )),
+        ApprovalState::Withdrawn => Err(ServiceError::new(
+            ErrorCode::ApprovalDecided,
+            format!(
+                "approval {} was withdrawn: its request's thread was closed before anyone \
+                 decided; no link can decide it",
+                a.id
+            ),
+        )),
         state => Err(ServiceError::new(
             ErrorCode::ApprovalDecided,
             format!(

@@ -81,7 +81,7 @@ impl TaskApproval {
                 .decided_by
                 .as_ref()
                 .map(|by| format!("Approved by {by}; waiting for an agent of the team to start")),
-            S::Rejected | S::Expired => None,
+            S::Rejected | S::Expired | S::Withdrawn => None,
         }
     }
 }

@@ -104,6 +104,18 @@ impl Store {
         let cache = self.webhooks.clone();
         self.write(move |tx| {
             Box::pin(async move {
+                if !lock.is_empty() {
+                    // The thread's row first, as every write to a thread takes it (a post, a
+                    // claim): then the approval's. A close on another replica, which withdraws
+                    // the pending approvals of its thread, commits before or waits.
+                    query(format!(
+                        "SELECT id FROM threads WHERE id = \
+                         (SELECT thread_id FROM approvals WHERE id = $1){lock}"
+                    ))
+                    .bind(s.approval.as_str().to_owned())
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                }
                 let sql = format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = $1{lock}");
                 let row = query(sql)
                     .bind(s.approval.as_str().to_owned())

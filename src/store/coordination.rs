@@ -378,10 +378,23 @@ impl Store {
     /// Adds a progress note to the thread `n.session` of `n.person` holds a live claim on, within
     /// the bounds given (see [`ProgressAdded`]); for a working task, also an event of its log.
     pub async fn add_progress(&self, n: NewProgress) -> Result<ProgressAdded> {
+        let lock = self.for_update();
         let cache = self.webhooks.clone();
         self.write(move |tx| {
             Box::pin(async move {
                 let thread = n.thread.as_str().to_owned();
+                // The thread's row first (PostgreSQL; SQLite's writer is alone): another replica
+                // adding a note (or logging a task event) waits here, so the note's number and
+                // the task event's, read below, are the last ones committed.
+                let sql = format!("SELECT 1 AS found FROM threads WHERE id = $1{lock}");
+                if query(sql)
+                    .bind(thread.clone())
+                    .fetch_optional(&mut *tx)
+                    .await?
+                    .is_none()
+                {
+                    return Ok(ProgressAdded::NoClaim);
+                }
                 let held = query(
                     "SELECT 1 AS held FROM claims WHERE thread_id = $1 AND person_id = $2 \
                      AND session = $3 AND expires_at > $4",

@@ -12,8 +12,8 @@
 //! check and the insert are atomic. It must not depend on the service or any front.
 //!
 //! Its files, from the ground up; each imports only files below it:
-//! - [`error`] (`StoreError`, `Result`); [`db`], one way to write a statement and two ways to run
-//!   it; [`readers`], PostgreSQL's read connections; [`migrations`], the embedded migrations.
+//! - [`error`] (`StoreError`, `Result`); [`deadlines`], how long the store waits on its database;
+//!   [`db`], one way to write a statement and two ways to run it; [`readers`], PostgreSQL's read connections; [`migrations`], the embedded migrations.
 //! - [`model`]: what the store is given (`model::input`) and what it answers (`model::records`),
 //!   each record with the column list and parser of its row; [`cache`], what is held in memory.
 //! - [`tx`]: the in-transaction building blocks, `fn(tx: &mut Conn, …)`, which the operations
@@ -35,6 +35,7 @@ mod backup;
 mod cache;
 mod coordination;
 mod db;
+mod deadlines;
 mod error;
 mod figures;
 mod inbox;
@@ -65,6 +66,7 @@ use db::{BoxFut, Conn};
 pub use activity::{ActivityFilter, OpenedThread, WEEK_MS, WeekCount, Window};
 pub use backup::sqlite_file;
 pub use cache::TTL as DIRECTORY_TTL;
+pub use deadlines::Deadlines;
 pub use error::{ClaimHolder, Result, StoreError};
 pub use figures::{ApprovalFigures, InboxFigures, OutboxFigures};
 pub use model::input::{
@@ -120,11 +122,17 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens `url` (`sqlite://…` or `postgres://…`), applies the migrations and returns the store.
+    /// Opens `url` (`sqlite://…` or `postgres://…`) with the default deadlines, applies the
+    /// migrations and returns the store.
     pub async fn open(url: &str) -> Result<Store> {
+        Self::open_with(url, Deadlines::default()).await
+    }
+
+    /// [`Store::open`] with the deadlines given.
+    pub async fn open_with(url: &str, deadlines: Deadlines) -> Result<Store> {
         sqlx::any::install_default_drivers();
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let (pool, writer) = postgres::open(url).await?;
+            let (pool, writer) = postgres::open(url, deadlines).await?;
             Ok(Store {
                 backend: Backend::Postgres,
                 pool,
@@ -133,7 +141,7 @@ impl Store {
                 webhooks: std::sync::Arc::new(cache::Slot::new()),
             })
         } else if url.starts_with("sqlite:") {
-            let (pool, writer) = sqlite::open(url).await?;
+            let (pool, writer) = sqlite::open(url, deadlines).await?;
             Ok(Store {
                 backend: Backend::Sqlite,
                 pool,
@@ -193,6 +201,12 @@ impl Store {
     /// database); `None` once a write commits again. For `/readyz`.
     pub fn writes_failing_since_ms(&self) -> Option<i64> {
         self.writer.failing_since_ms()
+    }
+
+    /// Since when (Unix milliseconds) the group commit under way has waited on the database, when
+    /// that is longer than `longer_than` (a hung database, a lock held elsewhere). For `/readyz`.
+    pub fn writes_stuck_since_ms(&self, longer_than: std::time::Duration) -> Option<i64> {
+        self.writer.stuck_since_ms(longer_than)
     }
 
     /// Checks the database answers; for `/readyz`.

@@ -1,6 +1,7 @@
 //! PostgreSQL: a pool for reads and the group-commit writer on its own connection. Several replicas
 //! each have a writer; row locks (`FOR UPDATE`, the recipients' counters) and advisory locks keep
-//! their transactions safe against each other. It depends only on `db`, `readers`, `writer`,
+//! their transactions safe against each other. Every wait on the server has a deadline
+//! ([`Deadlines`]), migrations' statements excepted. It depends only on `db`, `readers`, `writer`,
 //! `migrations` and `error`, never on an operation or a building block.
 
 use std::time::Duration;
@@ -8,11 +9,12 @@ use std::time::Duration;
 use sqlx::any::AnyConnectOptions;
 use sqlx::{AnyConnection, ConnectOptions, Connection};
 
-use super::db::{Conn, Pool};
+use super::db::Pool;
+use super::deadlines::{Deadlines, timed_out};
 use super::error::{Result, StoreError};
 use super::migrations::migrator;
 use super::readers::{Readers, ReadersConfig};
-use super::writer::BatchWriter;
+use super::writer::{BatchWriter, connect_pg};
 
 const MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -115,32 +117,41 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "personal sessions",
         include_str!("migrations/postgres/0020_personal_sessions.sql"),
     ),
+    (
+        21,
+        "withdrawn approvals",
+        include_str!("migrations/postgres/0021_withdrawn_approvals.sql"),
+    ),
 ];
 
-pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {
+pub(super) async fn open(url: &str, deadlines: Deadlines) -> Result<(Pool, BatchWriter)> {
     let options: AnyConnectOptions = url
         .parse()
         .map_err(|e: sqlx::Error| StoreError::Database(e.to_string()))?;
     let pool = Readers::open(ReadersConfig {
         options: options.clone().disable_statement_logging(),
         max: 32,
-        acquire_timeout: Duration::from_secs(30),
+        acquire_timeout: deadlines.acquire,
+        connect_timeout: deadlines.connect,
+        statement_timeout: deadlines.statement,
         // The server, a proxy or a firewall may close an idle connection.
         ping_after: Some(Duration::from_secs(10)),
     })
     .await?;
     // The migrator takes an advisory lock, so replicas starting together apply each migration once.
-    let mut migrating = AnyConnection::connect_with(&options).await?;
+    // Migrations may take long: only opening their connection has a deadline.
+    let mut migrating =
+        tokio::time::timeout(deadlines.connect, AnyConnection::connect_with(&options))
+            .await
+            .map_err(|_| timed_out("to a new connection", deadlines.connect))??;
     migrator(MIGRATIONS)
         .run(&mut migrating)
         .await
         .map_err(|e| StoreError::Database(e.to_string()))?;
     migrating.close().await?;
     // The writer opens its own connection, on its own thread's runtime (see `BatchWriter::start`).
-    let connect = {
-        let options = options.clone();
-        async move { Ok(Conn::Pg(AnyConnection::connect_with(&options).await?)) }
-    };
-    let writer = BatchWriter::start(connect, "BEGIN; SAVEPOINT job", Some(options)).await?;
+    let connect = connect_pg(options.clone(), deadlines);
+    let writer =
+        BatchWriter::start(connect, "BEGIN; SAVEPOINT job", Some(options), deadlines).await?;
     Ok((Pool::Pg(pool), writer))
 }

@@ -10,10 +10,17 @@
 //! the `ping_after` it was opened with is pinged before it is lent (the server, a proxy or a
 //! firewall may have closed it meanwhile); a busy pool never pings.
 //!
+//! Every wait on the server has a deadline, so that a server that keeps its connections open but
+//! stops answering costs a read its deadline, not the length of the hang: opening a connection
+//! (`connect_timeout`), waiting for a free one (`acquire_timeout`), and the call itself, a ping
+//! included (`statement_timeout`; the server is also told it, so that a statement waiting on a lock
+//! stops there too). A call past its deadline is dropped half-way, so its connection is closed.
+//!
 //! [`Readers`] implements sqlx's [`Executor`] for `&Readers`, so sqlx runs a read on it as on a
 //! pool. It knows no SQL of its own beyond what opening a connection needs, and must not depend
 //! on any other file of the store.
 
+use std::future::Future;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -32,6 +39,10 @@ pub(super) struct ReadersConfig {
     pub max: u32,
     /// How long a read waits for a connection before it fails.
     pub acquire_timeout: Duration,
+    /// How long opening a connection may take.
+    pub connect_timeout: Duration,
+    /// How long one call (or a ping) may take.
+    pub statement_timeout: Duration,
     /// Ping a connection idle for longer than this before lending it (`None`: never).
     pub ping_after: Option<Duration>,
 }
@@ -96,7 +107,7 @@ impl Readers {
         let deadline = Instant::now() + self.config.acquire_timeout;
         let mut pause = Duration::from_millis(1);
         loop {
-            match AnyConnection::connect_with(&self.config.options).await {
+            match self.connect_once().await {
                 Ok(conn) => {
                     self.open.fetch_add(1, Ordering::Relaxed);
                     return Ok(conn);
@@ -111,6 +122,19 @@ impl Readers {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// One connection, opened and told the statement deadline within the connect deadline.
+    async fn connect_once(&self) -> Result<AnyConnection, sqlx::Error> {
+        let opening = async {
+            let mut conn = AnyConnection::connect_with(&self.config.options).await?;
+            let ms = self.config.statement_timeout.as_millis();
+            sqlx::query(sqlx::AssertSqlSafe(format!("SET statement_timeout = {ms}")))
+                .execute(&mut conn)
+                .await?;
+            Ok(conn)
+        };
+        within(self.config.connect_timeout, "to a new connection", opening).await
     }
 
     async fn lease(&self) -> Result<Lease<'_>, sqlx::Error> {
@@ -130,7 +154,8 @@ impl Readers {
                 .config
                 .ping_after
                 .is_some_and(|after| since.elapsed() > after);
-            if !stale || conn.ping().await.is_ok() {
+            let statement = self.config.statement_timeout;
+            if !stale || within(statement, "a ping", conn.ping()).await.is_ok() {
                 lease.conn = Some(conn);
                 return Ok(lease);
             }
@@ -177,6 +202,24 @@ impl Drop for Lease<'_> {
     }
 }
 
+/// `call`, or a timeout error once `deadline` has passed (the call is then dropped half-way).
+async fn within<T>(
+    deadline: Duration,
+    what: &str,
+    call: impl Future<Output = Result<T, sqlx::Error>>,
+) -> Result<T, sqlx::Error> {
+    match tokio::time::timeout(deadline, call).await {
+        Ok(done) => done,
+        Err(_) => Err(sqlx::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "the database did not answer {what} within {} ms",
+                deadline.as_millis()
+            ),
+        ))),
+    }
+}
+
 /// Errors after which the connection is still in a known state: the statement ran, or was
 /// refused by the database, or its result did not decode.
 fn reported_by_database(e: &sqlx::Error) -> bool {
@@ -208,7 +251,9 @@ impl<'c> Executor<'c> for &'c Readers {
     {
         let all = async move {
             let mut lease = self.lease().await?;
-            let outcome: Result<Vec<_>, _> = lease.conn().fetch_many(query).try_collect().await;
+            let deadline = self.config.statement_timeout;
+            let call = lease.conn().fetch_many(query).try_collect();
+            let outcome: Result<Vec<_>, _> = within(deadline, "a read", call).await;
             lease.settle(&outcome);
             outcome
         };
@@ -229,7 +274,8 @@ impl<'c> Executor<'c> for &'c Readers {
     {
         Box::pin(async move {
             let mut lease = self.lease().await?;
-            let outcome = lease.conn().fetch_optional(query).await;
+            let deadline = self.config.statement_timeout;
+            let outcome = within(deadline, "a read", lease.conn().fetch_optional(query)).await;
             lease.settle(&outcome);
             outcome
         })
@@ -245,7 +291,9 @@ impl<'c> Executor<'c> for &'c Readers {
     {
         Box::pin(async move {
             let mut lease = self.lease().await?;
-            let outcome = lease.conn().prepare_with(sql, parameters).await;
+            let deadline = self.config.statement_timeout;
+            let call = lease.conn().prepare_with(sql, parameters);
+            let outcome = within(deadline, "a read", call).await;
             lease.settle(&outcome);
             outcome
         })

@@ -1,6 +1,6 @@
 //! SQLite: the database file in WAL mode with `synchronous = FULL`, a pool of readers, and the
 //! group-commit writer on its own connection and thread. It depends only on `db`, `writer`,
-//! `migrations` and `error`, never on an operation or a building block.
+//! `migrations`, `deadlines` and `error`, never on an operation or a building block.
 
 use std::path::PathBuf;
 
@@ -8,6 +8,7 @@ use sqlx::any::AnyConnectOptions;
 use sqlx::{AnyConnection, ConnectOptions, Connection, Executor};
 
 use super::db::{self, Conn, LitePool, Pool};
+use super::deadlines::Deadlines;
 use super::error::{Result, StoreError};
 use super::migrations::migrator;
 use super::writer::BatchWriter;
@@ -109,9 +110,14 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "personal sessions",
         include_str!("migrations/sqlite/0020_personal_sessions.sql"),
     ),
+    (
+        21,
+        "withdrawn approvals",
+        include_str!("migrations/sqlite/0021_withdrawn_approvals.sql"),
+    ),
 ];
 
-pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {
+pub(super) async fn open(url: &str, deadlines: Deadlines) -> Result<(Pool, BatchWriter)> {
     let path = file_path(url)?;
     let url = if url.contains('?') {
         url.to_owned()
@@ -126,8 +132,12 @@ pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {
     // The migrations run through sqlx's migrator (the record of applied migrations stays the one
     // existing databases have); the store's own connections are rusqlite's (see `db`).
     let mut migrating = AnyConnection::connect_with(&options).await?;
-    for pragma in ["PRAGMA journal_mode = WAL", "PRAGMA busy_timeout = 10000"] {
-        migrating.execute(pragma).await?;
+    let busy = deadlines.statement.as_millis();
+    for pragma in [
+        "PRAGMA journal_mode = WAL".to_owned(),
+        format!("PRAGMA busy_timeout = {busy}"),
+    ] {
+        migrating.execute(sqlx::AssertSqlSafe(pragma)).await?;
     }
     migrator(MIGRATIONS)
         .run(&mut migrating)
@@ -135,7 +145,9 @@ pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {
         .map_err(|e| StoreError::Database(e.to_string()))?;
     migrating.close().await?;
 
-    let writer = db::connect(&path, false)?;
+    // A lock another process holds (a backup, a shell) is waited for at most the statement
+    // deadline, by the writer and the readers alike.
+    let writer = db::connect(&path, false, deadlines.statement)?;
     // `temp_store = MEMORY`: a statement that changes several rows inside a savepoint keeps its
     // undo (the statement journal) in memory rather than in a temporary file created, written and
     // deleted in every batch; it is never needed after a crash (the WAL is what recovers).
@@ -143,9 +155,10 @@ pub(super) async fn open(url: &str) -> Result<(Pool, BatchWriter)> {
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; \
          PRAGMA temp_store = MEMORY;",
     )?;
-    let pool = LitePool::open(path)?;
+    let pool = LitePool::open(path, deadlines.statement)?;
     let connect = async move { Ok(Conn::Lite(writer)) };
-    let writer = BatchWriter::start(connect, "BEGIN IMMEDIATE; SAVEPOINT job", None).await?;
+    let writer =
+        BatchWriter::start(connect, "BEGIN IMMEDIATE; SAVEPOINT job", None, deadlines).await?;
     Ok((Pool::Lite(pool), writer))
 }
 

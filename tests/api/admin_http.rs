@@ -13,13 +13,23 @@ pub(crate) async fn spawn_app(
     db: &TestDb,
     dir: &std::path::Path,
 ) -> (String, String, CancellationToken) {
+    spawn_app_with(db, dir, &[]).await
+}
+
+/// [`spawn_app`] with the configuration's environment variables `env`.
+pub(crate) async fn spawn_app_with(
+    db: &TestDb,
+    dir: &std::path::Path,
+    env: &[(&str, &str)],
+) -> (String, String, CancellationToken) {
     let overrides = Overrides {
         data_dir: Some(dir.to_path_buf()),
         listen: Some("127.0.0.1:0".into()),
         database_url: Some(db.url.clone()),
         ..Default::default()
     };
-    let config = Config::load(&overrides, []).unwrap();
+    let env = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
+    let config = Config::load(&overrides, env).unwrap();
     let stop = CancellationToken::new();
     let app = App::build(config, stop.clone()).await.unwrap();
     let url = app.public_url().to_owned();

@@ -606,3 +606,119 @@ async fn approval_figures_age_the_oldest_pending_and_count_those_about_to_expire
         (1, (24 * 3600 - 16 * 60) * 1000, 0)
     );
 }
+
+/// A request closed while its approval is pending withdraws the approval, in the close's
+/// transaction: it leaves the approvers' queue, no path can decide it any more (the console's,
+/// the API's and the CLI's decision, a link, an agent's client by elicitation: each is told it was
+/// withdrawn), the audit log says so, the deadline's sweep leaves it alone, and the thread is
+/// purged by retention like any closed one.
+#[tokio::test]
+async fn a_request_closed_while_its_approval_is_pending_is_withdrawn_from_every_path() {
+    let policy = ApprovalPolicy {
+        approval_via_elicitation: true,
+        ..ApprovalPolicy::default()
+    };
+    let p = people(Some(policy)).await;
+    let s = &p.env.service;
+    let mut req = request(None, "Bump the TLS library", Impact::Code);
+    req.to = Some(vec![pid("bob").into()]);
+    let posted = s.post(&p.alice, req).await.unwrap();
+    let approval = posted
+        .approval
+        .clone()
+        .expect("the request awaits an approval");
+    let link = s
+        .issue_approval_link(&p.env.admin, &approval, None, None)
+        .await
+        .unwrap();
+    let pending = s.approvals(&p.bob_human, true, None, None).await.unwrap();
+    assert_eq!(pending.approvals.len(), 1);
+
+    // Alice gives up: her close withdraws it.
+    let mut close = post("close", None, Some(&posted.thread), "Not needed after all");
+    close.outcome = Some(liaison::domain::Outcome::Canceled);
+    s.post(&p.alice, close).await.unwrap();
+
+    let pending = s.approvals(&p.bob_human, true, None, None).await.unwrap();
+    assert!(pending.approvals.is_empty(), "{pending:?}");
+    let all = s.approvals(&p.bob_human, false, None, None).await.unwrap();
+    assert_eq!(all.approvals.len(), 1);
+    assert_eq!(all.approvals[0].state, ApprovalState::Withdrawn);
+    let withdrawn = |e: liaison::service::ServiceError| {
+        assert_eq!(e.code, ErrorCode::ApprovalDecided, "{e:?}");
+        assert!(e.message.contains("withdrawn"), "{e:?}");
+    };
+    for (decision, reason) in [(Decision::Allow, None), (Decision::Reject, Some("No"))] {
+        for via in [DecisionPath::Console, DecisionPath::Api, DecisionPath::Cli] {
+            let e = s
+                .decide(
+                    &p.bob_human,
+                    &approval,
+                    decision,
+                    reason.map(str::to_owned),
+                    via,
+                )
+                .await
+                .unwrap_err();
+            withdrawn(e);
+        }
+    }
+    let fingerprint = all.approvals[0].fingerprint[..8].to_owned();
+    let e = s
+        .decide_by_elicitation(&p.bob, &approval, Decision::Allow, None, &fingerprint)
+        .await
+        .unwrap_err();
+    withdrawn(e);
+    // Its link's page still opens (it shows the approval as it stands), but decides nothing.
+    let (_, csrf) = s
+        .open_link(
+            liaison::store::LinkKind::Approval,
+            &link.secret,
+            Some(&approval),
+        )
+        .await
+        .unwrap();
+    let e = s
+        .decide_by_link(
+            &approval,
+            &link.secret,
+            &csrf,
+            Some(&csrf),
+            Decision::Allow,
+            None,
+        )
+        .await
+        .unwrap_err();
+    withdrawn(e);
+    let e = s
+        .issue_approval_link(&p.env.admin, &approval, None, None)
+        .await
+        .unwrap_err();
+    assert_ne!(e.code, ErrorCode::Internal, "{e:?}");
+    let a = s.store().approval(&approval).await.unwrap().unwrap();
+    assert_eq!(a.state, ApprovalState::Withdrawn);
+    assert_eq!(a.decided_by, None);
+
+    // The audit log has the step, by who closed the thread.
+    let q = liaison::service::AuditQuery {
+        event: Some("withdrawn".into()),
+        ..Default::default()
+    };
+    let audit = s.audit(&p.env.admin, &q).await.unwrap();
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert_eq!(audit[0].approval.as_ref(), Some(&approval));
+    assert_eq!(audit[0].actor, Some(pid("alice")));
+
+    // Past its deadline the sweep finds nothing pending; retention purges the closed thread.
+    p.env.clock.advance_secs(3 * 86_400);
+    assert_eq!(s.expire_approvals().await.unwrap(), 0);
+    assert_eq!(s.approval_figures().await.unwrap().pending, 0);
+    let keep = liaison::service::Retention {
+        closed_threads: Some(std::time::Duration::from_secs(86_400)),
+        ..Default::default()
+    };
+    let purged = s.purge_expired(&keep).await.unwrap();
+    assert_eq!(purged.threads, 1, "{purged:?}");
+    let e = s.approval(&p.bob_human, &approval).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotFound);
+}

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::admin_http::spawn_app;
+use crate::admin_http::spawn_app_with;
 use crate::helpers::TestDb;
 
 const SPELLINGS: [&str; 5] = ["Bearer", "bearer", "BEARER", "BeArEr", "bEARER"];
@@ -87,7 +87,16 @@ async fn statuses(
 async fn the_bearer_scheme_is_case_insensitive_on_every_front() {
     let db = TestDb::new().await;
     let dir = tempfile::tempdir().unwrap();
-    let (url, admin, stop) = spawn_app(&db, dir.path()).await;
+    // A small budget of failures per credential: each token below is sent many more times.
+    let (url, admin, stop) = spawn_app_with(
+        &db,
+        dir.path(),
+        &[
+            ("LIAISON_LIMITS__AUTH_FAILURES__PER_S", "1"),
+            ("LIAISON_LIMITS__AUTH_FAILURES__BURST", "5"),
+        ],
+    )
+    .await;
     let http = reqwest::Client::new();
     let r = http
         .post(format!("{url}/admin/v1/persons"))
@@ -113,7 +122,7 @@ async fn the_bearer_scheme_is_case_insensitive_on_every_front() {
         .unwrap_or_else(|| panic!("{r}"))
         .to_owned();
 
-    // More requests than the failed-authentication budget allows an address: were any of them
+    // More requests than the failed-authentication budget allows a credential: were any of them
     // counted as a failure, the later ones would be refused with 429.
     for scheme in SPELLINGS {
         for separator in [" ", "  ", "\t"] {

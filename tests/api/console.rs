@@ -161,6 +161,18 @@ impl Console {
         )
     }
 
+    /// The secret of a new token of `person` with `scope`.
+    async fn secret(&self, person: &str, scope: Scope) -> String {
+        let spec = TokenSpec {
+            person: pid(person),
+            scopes: Scopes::default().with(scope),
+            expires_in_s: None,
+            description: String::new(),
+        };
+        let issued = self.env.service.issue_token(&self.env.admin, spec).await;
+        issued.unwrap().secret
+    }
+
     /// Signs in as `person` through a login link; returns the session cookie and its CSRF token.
     async fn sign_in(&self, person: &str) -> (String, String) {
         self.sign_in_as(person, false).await
@@ -526,21 +538,7 @@ async fn only_admins_issue_links_and_only_for_an_approver_of_a_pending_approval(
 #[tokio::test]
 async fn agent_and_admin_only_credentials_cannot_decide_through_the_console() {
     let c = console().await;
-    let agent = c
-        .env
-        .service
-        .issue_token(
-            &c.env.admin,
-            TokenSpec {
-                person: pid("bob"),
-                scopes: Scopes::default().with(Scope::Agent),
-                expires_in_s: None,
-                description: String::new(),
-            },
-        )
-        .await
-        .unwrap()
-        .secret;
+    let agent = c.secret("bob", Scope::Agent).await;
     let allow = format!("/console/approvals/{}/allow", c.approval);
     for secret in [agent.as_str(), c.admin_secret.as_str()] {
         // As a bearer token, or as if it were a session cookie: not signed in.
@@ -1680,6 +1678,11 @@ impl Drop for Served {
 }
 
 async fn served_console() -> (Console, Served) {
+    served_console_with(&[]).await
+}
+
+/// [`served_console`] with the configuration's environment variables `env`.
+async fn served_console_with(env: &[(&str, &str)]) -> (Console, Served) {
     use liaison::config::{Config, Overrides};
     let db = crate::helpers::TestDb::new().await;
     let dir = tempfile::tempdir().unwrap();
@@ -1690,7 +1693,8 @@ async fn served_console() -> (Console, Served) {
         ..Default::default()
     };
     let stop = tokio_util::sync::CancellationToken::new();
-    let app = liaison::app::App::build(Config::load(&overrides, []).unwrap(), stop.clone())
+    let env = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
+    let app = liaison::app::App::build(Config::load(&overrides, env).unwrap(), stop.clone())
         .await
         .unwrap();
     let service = app.service().clone();
@@ -2154,4 +2158,173 @@ async fn the_event_stream_ends_with_its_session() {
         ends(events).await,
         "its person removed, the stream is still open"
     );
+}
+
+/// Failed sign-ins cost the failing credential, not the address: from one address (127.0.0.1), a
+/// flood of a bad token, of a bad console session and of requests presenting nothing each gets
+/// 429 with `Retry-After` for itself, while the admin's valid token and a valid console session go
+/// on working. Only many distinct bad credentials from the address trip the address's backstop.
+#[tokio::test]
+async fn failed_authentications_lock_out_the_failing_credential_not_its_address() {
+    let (c, _served) = served_console_with(&[
+        ("LIAISON_LIMITS__AUTH_FAILURES__PER_S", "1"),
+        ("LIAISON_LIMITS__AUTH_FAILURES__BURST", "5"),
+        ("LIAISON_LIMITS__AUTH_FAILURES_PER_ADDRESS__PER_S", "1"),
+        ("LIAISON_LIMITS__AUTH_FAILURES_PER_ADDRESS__BURST", "60"),
+    ])
+    .await;
+    let (session, _) = c.sign_in("bob").await;
+    let persons = format!("{}/admin/v1/persons", c.url);
+    let admin = |secret: String| c.http.get(&persons).bearer_auth(secret);
+    // Sends `request()` until it is refused; every answer before is a refused credential (401).
+    let until_429 = |name: &'static str, request: &dyn Fn() -> reqwest::RequestBuilder| {
+        let sent: Vec<_> = (0..30).map(|_| request()).collect();
+        async move {
+            for req in sent {
+                let r = req.send().await.unwrap();
+                if r.status() == StatusCode::TOO_MANY_REQUESTS {
+                    return r;
+                }
+                assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{name}");
+            }
+            panic!("{name}: never refused");
+        }
+    };
+    let assert_refused = |name: &str, r: &reqwest::Response| {
+        let wait = r.headers().get(reqwest::header::RETRY_AFTER);
+        let wait: u64 = wait.unwrap().to_str().unwrap().parse().unwrap();
+        assert!(wait >= 1, "{name}: {wait}");
+    };
+    let bad_token = until_429("a bad token", &|| admin("lsn_wrong".into())).await;
+    assert_refused("a bad token", &bad_token);
+    let body: serde_json::Value = bad_token.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "rate_limited", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("this credential"),
+        "{body}"
+    );
+    let approvals = format!("{}/console/approvals", c.url);
+    let bad_session = until_429("a bad console session", &|| {
+        c.http
+            .get(&approvals)
+            .header(COOKIE, "liaison_session=lsn_signed_out")
+    })
+    .await;
+    assert_refused("a bad console session", &bad_session);
+    let nothing = until_429("nothing presented", &|| c.http.get(&persons)).await;
+    assert_refused("nothing presented", &nothing);
+
+    // The valid credentials from the same address are untouched; the bad one is still refused.
+    let ok = admin(c.admin_secret.clone()).send().await.unwrap();
+    assert_eq!(ok.status(), StatusCode::OK);
+    let (status, _, page) = c.get("/console/approvals", Some(&session)).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let again = admin("lsn_wrong".into()).send().await.unwrap();
+    assert_eq!(again.status(), StatusCode::TOO_MANY_REQUESTS);
+
+    // Many distinct bad tokens from the address: the backstop refuses the address, valid
+    // credentials included, and says so.
+    let mut sprayed = 0;
+    loop {
+        let r = admin(format!("lsn_sprayed_{sprayed}"))
+            .send()
+            .await
+            .unwrap();
+        if r.status() == StatusCode::TOO_MANY_REQUESTS {
+            break;
+        }
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+        sprayed += 1;
+        assert!(sprayed < 200, "the address was never refused");
+    }
+    let r = admin(c.admin_secret.clone()).send().await.unwrap();
+    assert_refused("the address", &r);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("from this address"),
+        "{body}"
+    );
+}
+
+/// A request closed while its approval is pending leaves the approver's queue on every front that
+/// lists approvals, and none decides it any more: the console (its list; its allow and reject) and
+/// `/api/v1` (the pending list; allow; reject) each say it was withdrawn.
+#[tokio::test]
+async fn a_request_closed_while_pending_leaves_the_queue_on_the_console_and_the_api() {
+    let (c, _served) = served_console().await;
+    let (session, csrf) = c.sign_in("bob").await;
+    let human = c.secret("bob", Scope::Human).await;
+    let api_pending = || async {
+        let r = c
+            .http
+            .get(format!("{}/api/v1/approvals?pending=true", c.url))
+            .bearer_auth(&human)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        r.text().await.unwrap()
+    };
+    let (_, _, page) = c.get("/console/approvals", Some(&session)).await;
+    assert!(page.contains(c.approval.as_str()), "{page}");
+    assert!(api_pending().await.contains(c.approval.as_str()));
+
+    // Alice gives up on her request.
+    let alice = c.env.caller("alice", Scope::Agent, "claude@a:2").await;
+    let thread = c.env.service.store().approval(&c.approval).await.unwrap();
+    let mut close = post("close", None, Some(&thread.unwrap().thread), "Never mind");
+    close.outcome = Some(liaison::domain::Outcome::Canceled);
+    c.env.service.post(&alice, close).await.unwrap();
+
+    let (_, _, page) = c.get("/console/approvals", Some(&session)).await;
+    assert!(!page.contains(c.approval.as_str()), "{page}");
+    assert!(!api_pending().await.contains(c.approval.as_str()));
+    let one = format!("/console/approvals/{}", c.approval);
+    let (status, _, page) = c.get(&one, Some(&session)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("This approval is withdrawn."), "{page}");
+    for (path, fields) in [
+        (format!("{one}/allow"), vec![("csrf", csrf.as_str())]),
+        (
+            format!("{one}/reject"),
+            vec![("csrf", csrf.as_str()), ("reason", "No")],
+        ),
+    ] {
+        let (status, _, page) = c.post_form(&path, Some(&session), &fields).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{path}: {page}");
+        assert!(page.contains("was withdrawn"), "{path}: {page}");
+    }
+    for (decision, body) in [
+        ("allow", serde_json::json!({})),
+        ("reject", serde_json::json!({"reason": "No"})),
+    ] {
+        let r = c
+            .http
+            .post(format!(
+                "{}/api/v1/approvals/{}/{decision}",
+                c.url, c.approval
+            ))
+            .bearer_auth(&human)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::CONFLICT, "{decision}");
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "approval_decided", "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("was withdrawn"),
+            "{body}"
+        );
+    }
+    assert_eq!(c.state().await, ApprovalState::Withdrawn);
 }

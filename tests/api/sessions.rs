@@ -738,6 +738,23 @@ async fn the_sessions_connection_rights_decide_what_her_commands_may_do() {
     assert_eq!(view.commands.len(), 2, "the refused one wrote nothing");
     assert_eq!(view.commands[1].status, "confirmation_needed");
     assert_eq!(view.commands[1].pending_approval, db.approval);
+    // Nobody decided before its pickup deadline: the command expires and its confirmation
+    // leaves her queue with it.
+    env.clock.advance_secs(601);
+    assert_eq!(env.service.expire_commands().await.unwrap(), 2);
+    let withdrawn = env
+        .service
+        .decide(
+            &alice,
+            db.approval.as_ref().unwrap(),
+            liaison::domain::Decision::Allow,
+            None,
+            liaison::domain::DecisionPath::Api,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(withdrawn.code, ErrorCode::ApprovalDecided, "{withdrawn}");
+    assert!(withdrawn.message.contains("withdrawn"), "{withdrawn}");
     // Switched to allowed, the next database command goes through without an approval.
     let mut rights = claude.connection.as_ref().unwrap().rights;
     rights.database = liaison::domain::RightLevel::Allowed;

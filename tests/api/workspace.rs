@@ -444,6 +444,14 @@ async fn the_thread_list_filters_by_state_waiting_for_me_and_subject() {
     let _ = asked;
 }
 
+/// Alice's request to Bob in `demo`, with no effect (no approval): work Bob can claim at once.
+fn pricing_request() -> liaison::service::PostRequest {
+    let mut req = post("request", Some("demo"), None, "Replace the pricing table");
+    req.impact = Some(liaison::domain::Impact::None);
+    req.to = Some(vec![crate::helpers::pid("bob").into()]);
+    req
+}
+
 fn report(tool: &str, target: Option<&str>, outcome: &str) -> liaison::service::ProgressReport {
     liaison::service::ProgressReport {
         tool: tool.into(),
@@ -460,9 +468,7 @@ async fn progress_notes_reach_only_the_thread_the_session_holds_and_are_bounded(
     let bob = env.member("bob", "claude@bob-desk:1").await;
     let carol = env.member("carol", "claude@c:1").await;
     env.channel("demo", &["alice", "bob", "carol"]).await;
-    let mut req = post("request", Some("demo"), None, "Replace the pricing table");
-    req.impact = Some(liaison::domain::Impact::None);
-    req.to = Some(vec![crate::helpers::pid("bob").into()]);
+    let req = pricing_request();
     let asked = env.service.post(&alice, req).await.unwrap();
     let s = &env.service;
 
@@ -833,4 +839,70 @@ async fn the_activity_of_a_channel_matches_a_seeded_history_exactly() {
         longest.weeks.len(),
         liaison::service::MAX_ACTIVITY_WEEKS as usize
     );
+}
+
+/// Two replicas adding progress notes to one claimed thread at once: every note is added, each
+/// with its own number, in one order (the numbering was a read-then-insert that two writers could
+/// both make, and one got `already_exists`).
+#[tokio::test]
+async fn two_replicas_adding_progress_notes_at_once_number_them_without_a_conflict() {
+    use liaison::service::{ClaimAction, ClaimTarget, PER_MINUTE};
+    let db = crate::helpers::TestDb::new().await;
+    let url = db.url.clone();
+    let a = TestEnv::on(
+        db,
+        std::sync::Arc::new(liaison::bus::LocalBus::default()),
+        Default::default(),
+    )
+    .await;
+    let b = liaison::service::Service::new(
+        liaison::service::Deps::new(
+            std::sync::Arc::new(liaison::store::Store::open(&url).await.unwrap()),
+            std::sync::Arc::new(liaison::bus::LocalBus::default()),
+            std::sync::Arc::new(a.clock.clone()),
+            Default::default(),
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .unwrap(),
+    );
+    let alice = a.member("alice", "claude@a:1").await;
+    let bob = a.member("bob", "claude@bob-desk:1").await;
+    a.channel("demo", &["alice", "bob"]).await;
+    let req = pricing_request();
+    let asked = a.service.post(&alice, req).await.unwrap();
+    let half = PER_MINUTE / 2;
+    let rounds = 8;
+    for round in 0..rounds {
+        // The claim renewed, and a new minute for the thread's budget of notes.
+        a.service
+            .claim(
+                &bob,
+                ClaimTarget::Thread(asked.thread.clone()),
+                ClaimAction::Claim,
+                None,
+            )
+            .await
+            .unwrap();
+        let reports = (0..half).flat_map(|i| {
+            let (a, b, bob) = (&a.service, &b, &bob);
+            [
+                a.report_progress(bob, report("Edit", Some(&format!("a{round}-{i}")), "ok")),
+                b.report_progress(bob, report("Edit", Some(&format!("b{round}-{i}")), "ok")),
+            ]
+        });
+        for out in futures::future::join_all(reports).await {
+            let out = out.unwrap_or_else(|e| panic!("round {round}: {e:?}"));
+            assert_eq!(out.recorded, "added");
+        }
+        a.clock.advance_secs(61);
+    }
+    let notes = a
+        .service
+        .store()
+        .progress_notes(&asked.thread, 1_000)
+        .await
+        .unwrap();
+    let seqs: Vec<i64> = notes.iter().map(|n| n.seq).collect();
+    let expected: Vec<i64> = (1..=rounds * 2 * half).collect();
+    assert_eq!(seqs, expected);
 }

@@ -106,12 +106,14 @@ class Server:
         self.admin("POST", "/admin/v1/channels", {"name": name, "members": members})
 
 
-def start_server(*extra_args: str) -> tuple[Server, str | None]:
+def start_server(*extra_args: str, database: tuple[str | None, str | None] | None = None) -> tuple[Server, str | None]:
+    """`database`: the URL to serve from and the database to drop afterwards, when the test made
+    them itself (default: [`fresh_database`])."""
     exe = binary()
     if not exe.exists():
         pytest.exit(f"{exe} does not exist: run `cargo build` first (or set LIAISON_BIN)", returncode=2)
     data_dir = Path(tempfile.mkdtemp(prefix="liaison-mcp-"))
-    database_url, dbname = fresh_database()
+    database_url, dbname = database if database is not None else fresh_database()
     cmd = [str(exe), "serve", "--data-dir", str(data_dir), "--listen", "127.0.0.1:0", *extra_args]
     if database_url:
         cmd += ["--database-url", database_url]

@@ -5,7 +5,8 @@
 - a party holds at most `streams_per_party` A2A streams; a token at most `sessions_per_token` MCP
   sessions (the longest idle one is closed to make room; none idle: `too_many_sessions`);
 - MCP SSE replies carry keep-alive comments;
-- an address that keeps failing to authenticate is refused before its token is read, while
+- a credential that keeps failing to authenticate is refused before it is read, while a valid one
+  from the same address is not; only many distinct bad credentials get the address refused, while
   /healthz still answers.
 
 Nothing asserts a duration: a limit is "reached within N calls", far more than any refill allows.
@@ -163,6 +164,7 @@ admin = { per_s = 1, burst = 3 }
         counted = refusals(srv)
         assert counted["external"] >= 3 and counted["agent"] >= 1 and counted["admin"] >= 1, counted
         assert counted["human"] == 0 and counted["auth_failures"] == 0, counted
+        assert counted["auth_failures_address"] == 0, counted
     finally:
         stop_server(srv, dbname)
 
@@ -259,18 +261,40 @@ async def test_a_token_holds_at_most_its_mcp_sessions_and_streams_keep_alive(bou
         assert (await http.post(srv.mcp_url, headers=in_session(token, ids[1]), content=listed)).status_code == 200
 
 
-async def test_an_address_failing_authentication_is_refused_before_its_token_is_read(tmp_path, anyio_backend):
+async def test_failed_authentications_cost_the_failing_credential_and_only_a_spray_the_address(tmp_path, anyio_backend):
     srv, dbname, demo = serve_with(tmp_path, """
 [limits]
 auth_failures = { per_s = 1, burst = 5 }
+auth_failures_per_address = { per_s = 1, burst = 30 }
 """)
     try:
         good = a2a_headers(demo["partner"]["agent_token"])
+        bad = a2a_headers("lsn_wrong")
+        admin = {"Authorization": f"Bearer {srv.admin_token}"}
         async with httpx.AsyncClient(timeout=30) as http:
+            r = await until_refused(
+                lambda: http.post(f"{srv.url}/a2a/jsonrpc", headers=bad, content=jsonrpc("ListTasks", {})),
+                lambda r: r.status_code == 429,
+            )
+            # The bad token waits, in each front's shape, before it is read.
+            assert_retry_after(r)
+            assert r.json()["error"]["code"] == -32000
+            r = await http.get(f"{srv.url}/a2a/rest/tasks", headers=bad)
+            assert_retry_after(r)
+            assert r.json()["error"]["status"] == "RESOURCE_EXHAUSTED"
+            # A valid token from the same address does not, nor the admin's.
+            r = await http.post(f"{srv.url}/a2a/jsonrpc", headers=good, content=jsonrpc("ListTasks", {}))
+            assert r.status_code == 200 and "result" in r.json(), r.text
+            assert (await http.get(f"{srv.url}/a2a/rest/tasks", headers=good)).status_code == 200
+            assert (await http.get(f"{srv.url}/admin/v1/persons", headers=admin)).status_code == 200
+
+            # Many distinct bad tokens from the address: the backstop refuses the address.
+            sprayed = iter(range(MANY * 10))
             await until_refused(
-                lambda: http.post(f"{srv.url}/a2a/jsonrpc", headers=a2a_headers("lsn_wrong"),
+                lambda: http.post(f"{srv.url}/a2a/jsonrpc", headers=a2a_headers(f"lsn_sprayed_{next(sprayed)}"),
                                   content=jsonrpc("ListTasks", {})),
                 lambda r: r.status_code == 429,
+                limit=MANY * 10,
             )
             # Now even a valid token from this address waits, in each front's shape.
             r = await http.post(f"{srv.url}/a2a/jsonrpc", headers=good, content=jsonrpc("ListTasks", {}))
@@ -279,13 +303,15 @@ auth_failures = { per_s = 1, burst = 5 }
             r = await http.get(f"{srv.url}/a2a/rest/tasks", headers=good)
             assert_retry_after(r)
             assert r.json()["error"]["status"] == "RESOURCE_EXHAUSTED"
-            r = await http.get(f"{srv.url}/admin/v1/persons", headers={"Authorization": f"Bearer {srv.admin_token}"})
+            r = await http.get(f"{srv.url}/admin/v1/persons", headers=admin)
             assert_retry_after(r)
             assert r.json()["error"]["code"] == "rate_limited"
             # Health checks are never refused.
             assert (await http.get(f"{srv.url}/healthz")).status_code == 200
-        # The three refusals of a valid token above (and the first 429) count as auth_failures.
+        # The bad token's refusals count as auth_failures; the address's (the three refusals of a
+        # valid token above, and the spray's first 429) as auth_failures_address.
         counted = refusals(srv)
-        assert counted["auth_failures"] >= 4 and counted["external"] == 0, counted
+        assert counted["auth_failures"] >= 2 and counted["auth_failures_address"] >= 4, counted
+        assert counted["external"] == 0, counted
     finally:
         stop_server(srv, dbname)

@@ -228,6 +228,8 @@ impl Value {
 /// runtime's threads are a fixed few); up to [`LitePool::KEEP`] are kept between reads.
 pub(crate) struct LitePool {
     path: PathBuf,
+    /// How long a read waits for a lock another process holds (the busy timeout).
+    busy: std::time::Duration,
     idle: Mutex<Vec<rusqlite::Connection>>,
     open: AtomicU32,
     closed: AtomicBool,
@@ -237,9 +239,10 @@ impl LitePool {
     const KEEP: usize = 8;
 
     /// Opens one connection at once, so a wrong path fails at start-up.
-    pub(crate) fn open(path: PathBuf) -> Result<LitePool> {
+    pub(crate) fn open(path: PathBuf, busy: std::time::Duration) -> Result<LitePool> {
         let pool = LitePool {
             path,
+            busy,
             idle: Mutex::new(Vec::new()),
             open: AtomicU32::new(0),
             closed: AtomicBool::new(false),
@@ -254,7 +257,7 @@ impl LitePool {
     }
 
     fn connect(&self) -> Result<rusqlite::Connection> {
-        let conn = connect(&self.path, false)?;
+        let conn = connect(&self.path, false, self.busy)?;
         self.open.fetch_add(1, Ordering::Relaxed);
         Ok(conn)
     }
@@ -294,15 +297,20 @@ impl LitePool {
 }
 
 /// Opens a connection to the SQLite file at `path` (`create`: create it when missing), with the
-/// settings every connection of the store has.
-pub(crate) fn connect(path: &std::path::Path, create: bool) -> Result<rusqlite::Connection> {
+/// settings every connection of the store has; a lock another connection holds is waited for at
+/// most `busy`, then the call fails (`SQLITE_BUSY`).
+pub(crate) fn connect(
+    path: &std::path::Path,
+    create: bool,
+    busy: std::time::Duration,
+) -> Result<rusqlite::Connection> {
     use rusqlite::OpenFlags;
     let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     if create {
         flags |= OpenFlags::SQLITE_OPEN_CREATE;
     }
     let conn = rusqlite::Connection::open_with_flags(path, flags)?;
-    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    conn.busy_timeout(busy)?;
     conn.set_prepared_statement_cache_capacity(128);
     // The query planner's stability guarantee: plans never depend on the values bound. Without
     // it SQLite reads a bound `LIMIT $n` while planning and marks the statement to be planned
@@ -481,7 +489,12 @@ mod tests {
     #[test]
     fn a_cached_statement_is_not_planned_again_when_its_values_change() {
         let dir = tempfile::tempdir().unwrap();
-        let conn = connect(&dir.path().join("t.db"), true).unwrap();
+        let conn = connect(
+            &dir.path().join("t.db"),
+            true,
+            std::time::Duration::from_secs(10),
+        )
+        .unwrap();
         conn.execute_batch(
             "CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER NOT NULL); \
              INSERT INTO t VALUES ('a', 1), ('b', 2), ('c', 3);",

@@ -86,6 +86,46 @@ pub(in crate::store) async fn latest_in(
     row.as_ref().map(approval).transpose()
 }
 
+/// Withdraws every approval still pending in `thread`, which `closer` has just closed: nothing is
+/// left to allow, so each leaves its approvers' queue, can no longer be decided, and no longer
+/// holds the thread back from retention. Each gets its audit entry; answers them as they now are.
+pub(in crate::store) async fn withdraw_pending(
+    tx: &mut Conn,
+    thread: &ThreadId,
+    closer: &PersonId,
+    now: Timestamp,
+) -> Result<Vec<ApprovalRecord>> {
+    let sql = format!(
+        "UPDATE approvals SET state = 'withdrawn', decided_at = $1 \
+         WHERE thread_id = $2 AND state = 'pending' RETURNING {APPROVAL_COLUMNS}"
+    );
+    let rows = query(sql)
+        .bind(now.0)
+        .bind(thread.as_str().to_owned())
+        .fetch_all(&mut *tx)
+        .await?;
+    let withdrawn = rows.iter().map(approval).collect::<Result<Vec<_>>>()?;
+    for a in &withdrawn {
+        append_audit(
+            tx,
+            AuditEntry {
+                event: "withdrawn",
+                approval: &a.id,
+                thread: &a.thread,
+                fingerprint: &a.fingerprint,
+                actor: Some(closer),
+                via: None,
+                decision: None,
+                session: None,
+                detail: Some("the thread was closed before anyone decided"),
+                at: now,
+            },
+        )
+        .await?;
+    }
+    Ok(withdrawn)
+}
+
 /// Marks an approved approval consumed by the claim of `session`, with its audit entry.
 pub(in crate::store) async fn consume(
     tx: &mut Conn,

@@ -1,11 +1,13 @@
 //! The steps of a personal session's commands (SPEC §4b) inside other transactions: recording a
 //! new command with its opening post, gating a claim on its pickup deadline, and withdrawing an
-//! unclaimed one (expired, or its session ended). It calls no other block.
+//! unclaimed one (expired, or its session ended), with the confirmations still pending in it. It
+//! calls `approvals` only.
 //!
 //! A command claimed once never expires (`claimed_at` is set in the claim's transaction), and one
 //! withdrawn can never be claimed: both transactions lock the thread's row first (PostgreSQL; on
 //! SQLite the writer is alone), so exactly one of them wins.
 
+use super::approvals;
 use crate::domain::{ThreadId, Timestamp};
 use crate::store::db::{Conn, query};
 use crate::store::error::Result;
@@ -130,6 +132,9 @@ async fn withdraw_locked(tx: &mut Conn, thread: &ThreadId, now: Timestamp) -> Re
     .bind(now.0)
     .execute(&mut *tx)
     .await?;
+    // Nothing is left to allow: a confirmation still pending leaves her queue, decided by nobody.
+    let server = crate::domain::PersonId::parse(crate::domain::SERVER_PERSON)?;
+    approvals::withdraw_pending(tx, thread, &server, now).await?;
     // Out of every inbox, unread count and claim; the rows stay for the receipts.
     query("UPDATE inbox_entries SET reader = $2 WHERE thread_id = $1")
         .bind(id)

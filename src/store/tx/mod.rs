@@ -5,7 +5,7 @@
 //!
 //! They only call downward, and never an operation nor `Store` itself: what they need of it (the
 //! lock clause, the webhook cache) is handed in. From the bottom up: `inbox`, `approvals`, `audit`,
-//! `members`, `enqueue`, `fence`, `commands` and `post_rows` call no other block; `task_events` and `remote_hops` call `enqueue`;
+//! `members`, `enqueue`, `fence` and `post_rows` call no other block; `commands` calls `approvals`; `task_events` and `remote_hops` call `enqueue`;
 //! `post` calls `post_rows`, `approvals`, `commands`, `enqueue`, `fence` and `remote_hops`; `post_group` and `finish`
 //! call `post` (and `finish` `enqueue`). They depend on `db`, `error`, `model` and `cache` only.
 

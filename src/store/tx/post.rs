@@ -13,6 +13,7 @@ use crate::domain::{Kind, Outcome, PersonId, TaskEvent, TaskState, ThreadState, 
 use crate::store::db::{Conn, query};
 use crate::store::error::{Result, StoreError, json_err};
 use crate::store::model::input::{LoggedEvent, NewMessage};
+use crate::store::model::records::approvals::ApprovalRecord;
 use crate::store::model::records::threads::{
     MESSAGE_COLUMNS, MessageRecord, PostOutcome, THREAD_COLUMNS, TaskInfo, ThreadRecord, message,
     thread,
@@ -197,8 +198,10 @@ async fn write_post(
     if m.has_extras() {
         write_extras(tx, &m).await?;
     }
-    let enqueued = after_rows(tx, cache, &m, position, event, &thread_record).await?;
-    Ok((posted(m, position, thread_record), enqueued))
+    let (enqueued, withdrawn) = after_rows(tx, cache, &m, position, event, &thread_record).await?;
+    let mut outcome = posted(m, position, thread_record);
+    outcome.withdrawn = withdrawn;
+    Ok((outcome, enqueued))
 }
 
 /// The outcome of a post whose idempotency key `author` used before: the earlier message and its
@@ -232,6 +235,7 @@ pub(super) async fn replayed(tx: &mut Conn, m: &NewMessage) -> Result<Option<Pos
         thread: thread(&row)?,
         replayed: true,
         outbox_due: false,
+        withdrawn: Vec::new(),
     }))
 }
 
@@ -277,8 +281,9 @@ pub(super) fn opening(m: &NewMessage) -> Result<(ThreadRecord, Opening)> {
 }
 
 /// What a post does beyond its rows: the outbox's hooks (webhooks, pushes, a remote agent's
-/// round), its approval, and a reply's release of the thread's claim. Says whether a delivery was
-/// enqueued: only then are the outbox's workers woken after the commit.
+/// round), its approval, a reply's release of the thread's claim, and a close's withdrawal of the
+/// approvals still pending in the thread. Says whether a delivery was enqueued (only then are the
+/// outbox's workers woken after the commit), and which approvals were withdrawn.
 pub(super) async fn after_rows(
     tx: &mut Conn,
     cache: &WebhookCache,
@@ -286,7 +291,7 @@ pub(super) async fn after_rows(
     position: i64,
     event: Option<(i64, TaskState)>,
     thread_record: &ThreadRecord,
-) -> Result<bool> {
+) -> Result<(bool, Vec<ApprovalRecord>)> {
     if m.opens_thread {
         crate::store::trace::opened(tx, m.thread.as_str()).await?;
     }
@@ -324,8 +329,18 @@ pub(super) async fn after_rows(
             .execute(&mut *tx)
             .await?;
     }
+    // The thread's row is locked (PostgreSQL) or the writer is alone (SQLite): a decision on
+    // another replica either committed before (the approval is no longer pending) or waits and
+    // then finds it withdrawn.
+    let mut withdrawn = Vec::new();
+    if m.kind == Kind::Close {
+        withdrawn = approvals::withdraw_pending(tx, &m.thread, &m.author, m.created_at).await?;
+        for a in &withdrawn {
+            enqueued |= enqueue::on_approval_decided(tx, cache, a, m.created_at).await?;
+        }
+    }
 
-    Ok(enqueued)
+    Ok((enqueued, withdrawn))
 }
 
 /// The answer of a post whose rows were written.
@@ -356,6 +371,7 @@ pub(super) fn posted(m: NewMessage, position: i64, thread: ThreadRecord) -> Post
         thread,
         replayed: false,
         outbox_due: false,
+        withdrawn: Vec::new(),
     }
 }
 

@@ -104,7 +104,8 @@ pub(in crate::store) fn post_group<'c>(
             }
             let event = record.task.as_ref().map(|t| (t.last_event, t.state));
             let rows = after_rows(tx, &post.cache, m, 1, event, &record);
-            let enqueued = crate::store::trace::within(post.trace.clone(), rows).await?;
+            // An opening post withdraws nothing (it is no close).
+            let (enqueued, _) = crate::store::trace::within(post.trace.clone(), rows).await?;
             answers.push(Ok((posted(m.clone(), 1, record), enqueued)));
         }
         Ok(answers)

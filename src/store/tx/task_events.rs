@@ -73,7 +73,9 @@ pub(in crate::store) async fn on_progress(
 
 /// Appends to a task's log an event that no message caused: `next` gives the state after it from
 /// the state before, or none when there is nothing to log. A thread that is no task logs nothing.
-/// Says whether the event's hooks enqueued deliveries.
+/// Says whether the event's hooks enqueued deliveries. The caller holds the thread's row lock
+/// (PostgreSQL), so that the event's number read here is the last one committed: two replicas
+/// never number two events alike.
 async fn log_event(
     tx: &mut Conn,
     cache: &WebhookCache,

@@ -57,7 +57,7 @@ pub enum Settled {
 pub struct AuditRecord {
     pub seq: i64,
     pub at: Timestamp,
-    /// An approval's `created`, `decided`, `consumed` or `expired`; or an admin change's
+    /// An approval's `created`, `decided`, `consumed`, `expired` or `withdrawn`; or an admin change's
     /// `person.added`, `token.revoked`, `channel.policy_changed`, ….
     pub event: String,
     #[serde(skip_serializing_if = "Option::is_none")]

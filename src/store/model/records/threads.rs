@@ -119,6 +119,8 @@ pub struct PostOutcome {
     pub replayed: bool,
     /// True when the commit enqueued outbound deliveries: the service wakes the outbox workers.
     pub outbox_due: bool,
+    /// The approvals this post withdrew: a `close` withdraws those still pending in its thread.
+    pub withdrawn: Vec<crate::store::ApprovalRecord>,
 }
 
 pub(in crate::store) const MESSAGE_COLUMNS: &str = "id, thread_id, channel, position, kind, author, agent, recipients, subject, body, \

@@ -8,18 +8,31 @@
 //! A write that runs once (most) gets a savepoint of its own: the batch's, or the one the write
 //! before it ended with (`RELEASE job; SAVEPOINT job`, one call). A *repeatable* write (a post,
 //! the hot path: [`BatchWriter::post`]) can run again from its inputs, so a run of them (at most
-//! [`SHARED_RUN`]) shares one savepoint: when one fails, the run is rolled back to that savepoint
+//! [`batch::SHARED_RUN`]) shares one savepoint: when one fails, the run is rolled back to that savepoint
 //! and the others are replayed one savepoint each, and only the failing one fails. On PostgreSQL
 //! every call is a round trip, so a post costs about one call in the writer instead of two.
 //!
 //! On PostgreSQL, a run of queued posts that each open a thread (a task intake, a new question)
-//! is written by one statement ([`post_group`]), with a savepoint of its own: a statement per
+//! is written by one statement ([`crate::store::tx::post_group`]), with a savepoint of its own: a statement per
 //! post cost PostgreSQL about 230 µs of CPU each, mostly in starting and finishing the statement,
 //! and the writer waited one round trip per post. When the group's statement fails, the group is
 //! undone and each post written alone, so that only a failing post fails.
 //!
-//! It runs what it is given and knows no operation: of the store's files it depends only on `db`,
-//! `error` and the post's building blocks (`tx::post`, `tx::post_group`).
+//! **Deadlines** ([`super::Deadlines`]). A caller waits for its answer at most a statement deadline
+//! plus a connect deadline, then is answered an error (the service's `unavailable`); a write whose
+//! caller stopped waiting before its batch started is not written. On PostgreSQL a batch from its
+//! `BEGIN` to its `COMMIT` must finish within the statement deadline: a batch that does not (the
+//! server stopped answering, or a lock held elsewhere) has its connection dropped, its writes
+//! answered an error and the writer counted failing, and the next batch opens a new connection
+//! (within the connect deadline). A write answered so may still have been committed, as with any
+//! commit whose answer is lost. On SQLite the calls cannot be interrupted; a lock another process
+//! holds is waited for at most the statement deadline (the busy timeout). On both, a batch under
+//! way longer than `/readyz`'s own deadline makes the server not ready ([`Health`]).
+//!
+//! Its files: [`job`] (what is queued), [`batch`] (one batch's jobs between their savepoints) and
+//! this one (the writer's thread, its deadlines and health). It runs what it is given and knows no
+//! operation: of the store's files it depends only on `db`, `error`, `deadlines` and the post's
+//! building blocks (`tx::post`, `tx::post_group`).
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -27,232 +40,32 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use sqlx::any::AnyConnectOptions;
-use sqlx::{AnyConnection, Connection, Executor};
+use sqlx::{AnyConnection, Connection};
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument as _;
 
+mod batch;
+mod job;
+
 use super::db::{BoxFut, Conn};
+use super::deadlines::{Deadlines, timed_out};
 use super::error::{Result, StoreError};
 use super::tx::post::{Posted, QueuedPost};
-use super::tx::post_group::post_group;
+#[cfg(test)]
+use batch::SHARED_RUN;
+use batch::{bookkeeping, run_jobs};
+#[cfg(test)]
+use job::Again;
+use job::{Job, Once, Op, PostJob, Queued, Traced};
 
 /// Most jobs committed together; bounds the latency a batch adds to its last job.
 const MAX_BATCH: usize = 256;
 
-/// Most repeatable jobs that share a savepoint. A failing one makes the others of its run run
-/// again, so this bounds what one failing write (a post into a closed thread, say) costs the
-/// writer: at most this many jobs' work, while saving all but one savepoint call in this many.
-const SHARED_RUN: usize = 8;
-
-/// Most posts written together by [`post_group`]: bounds one statement's size.
-const MAX_GROUP: usize = 64;
-
-/// One queued write, with its result type erased so that one channel carries every kind.
-trait Job: Send {
-    /// Runs in the open transaction, keeping the outcome for the answer; says whether it
-    /// succeeded.
-    fn run<'c>(&'c mut self, conn: &'c mut Conn) -> BoxFut<'c, bool>;
-    /// Whether it may run again once its effects were rolled back.
-    fn repeatable(&self) -> bool;
-    /// Answers the caller: its own error, or its value once `commit` says the batch is durable.
-    fn answer(self: Box<Self>, commit: Result<()>);
-    /// Answers the caller without running (the batch could not start, or was given up).
-    fn fail(self: Box<Self>, e: StoreError);
-    /// The post it writes, when the writer may write it with its neighbours in one call
-    /// ([`QueuedPost::groupable`]).
-    fn groupable(&self) -> Option<&QueuedPost> {
-        None
-    }
-    /// Keeps the outcome of its post, written with its neighbours by [`post_group`].
-    fn written(&mut self, _posted: Posted) {}
-    /// What its run came to, for the writer's health: `Some(true)` when it succeeded,
-    /// `Some(false)` when the database itself failed it (not a conflict or a refused rule), `None`
-    /// when it has not run or failed for its own reasons.
-    fn storage(&self) -> Option<bool>;
-    /// Notes on the caller's span, while tracing is on, how many writes its commit carried and how
-    /// long the COMMIT took.
-    fn traced(&self, jobs: usize, commit_ms: f64);
-}
-
-/// [`Job::storage`] of a job's outcome.
-fn storage<T>(outcome: &Option<Result<T>>) -> Option<bool> {
-    match outcome {
-        Some(Ok(_)) => Some(true),
-        Some(Err(StoreError::Database(_))) => Some(false),
-        _ => None,
-    }
-}
-
-/// What a queued write runs: once ([`Once`]) or as often as the writer needs ([`Again`]).
-trait Op<T>: Send {
-    const REPEATABLE: bool;
-    fn call<'c>(&mut self, conn: &'c mut Conn) -> BoxFut<'c, Result<T>>;
-}
-
-struct Once<F>(Option<F>);
-
-impl<T, F> Op<T> for Once<F>
-where
-    T: Send + 'static,
-    F: for<'c> FnOnce(&'c mut Conn) -> BoxFut<'c, Result<T>> + Send,
-{
-    const REPEATABLE: bool = false;
-
-    fn call<'c>(&mut self, conn: &'c mut Conn) -> BoxFut<'c, Result<T>> {
-        match self.0.take() {
-            Some(op) => op(conn),
-            None => Box::pin(async { Err(StoreError::Database("a write ran twice".into())) }),
-        }
-    }
-}
-
-/// (Tests only: in the server, the repeatable writes are posts, queued as [`PostJob`]s.)
-#[cfg(test)]
-struct Again<F>(F);
-
-#[cfg(test)]
-impl<T, F> Op<T> for Again<F>
-where
-    F: for<'c> Fn(&'c mut Conn) -> BoxFut<'c, Result<T>> + Send,
-{
-    const REPEATABLE: bool = true;
-
-    fn call<'c>(&mut self, conn: &'c mut Conn) -> BoxFut<'c, Result<T>> {
-        (self.0)(conn)
-    }
-}
-
-/// A queued write with the caller's answer channel and, once it has run, its outcome.
-struct Queued<T, O> {
-    op: O,
-    outcome: Option<Result<T>>,
-    reply: oneshot::Sender<Result<T>>,
-    trace: Traced,
-}
-
-impl<T: Send + 'static, O: Op<T>> Job for Queued<T, O> {
-    fn run<'c>(&'c mut self, conn: &'c mut Conn) -> BoxFut<'c, bool> {
-        let run = self.op.call(conn);
-        let outcome = &mut self.outcome;
-        let context = self.trace.context.clone();
-        Box::pin(super::trace::within(context, async move {
-            let result = run.await;
-            let ok = result.is_ok();
-            *outcome = Some(result);
-            ok
-        }))
-    }
-
-    fn repeatable(&self) -> bool {
-        O::REPEATABLE
-    }
-
-    fn answer(self: Box<Self>, commit: Result<()>) {
-        let _ = self.reply.send(answer(self.outcome, commit));
-    }
-
-    fn fail(self: Box<Self>, e: StoreError) {
-        let _ = self.reply.send(Err(e));
-    }
-
-    fn storage(&self) -> Option<bool> {
-        storage(&self.outcome)
-    }
-
-    fn traced(&self, jobs: usize, commit_ms: f64) {
-        self.trace.note(jobs, commit_ms);
-    }
-}
-
-/// What a job keeps of its caller's trace (nothing while tracing is off): the context its rows
-/// record (a delivery's, a new thread's) and the span of its wait for the commit.
-struct Traced {
-    context: Option<crate::telemetry::TraceContext>,
-    span: tracing::Span,
-}
-
-impl Traced {
-    /// The caller's, taken before it waits.
-    fn here() -> Traced {
-        if !crate::telemetry::on() {
-            return Traced {
-                context: None,
-                span: tracing::Span::none(),
-            };
-        }
-        let context = crate::telemetry::TraceContext::current();
-        let span = crate::telemetry::span!("store.commit", otel.kind = "client");
-        crate::telemetry::attribute(&span, "db.system.name", "liaison-store");
-        Traced { context, span }
-    }
-
-    fn note(&self, jobs: usize, commit_ms: f64) {
-        crate::telemetry::attribute(&self.span, "liaison.group_size", jobs as i64);
-        crate::telemetry::attribute(&self.span, "liaison.commit_ms", commit_ms);
-    }
-}
-
-/// A job's answer once its batch ended: its value if the commit succeeded, its own error if it
-/// failed (whatever the commit did).
-fn answer<T>(outcome: Option<Result<T>>, commit: Result<()>) -> Result<T> {
-    match outcome {
-        Some(Ok(value)) => commit.map(|()| value),
-        Some(Err(e)) => Err(e),
-        None => Err(StoreError::Database("a write was not run".into())),
-    }
-}
-
-/// A queued post (see [`QueuedPost`]).
-struct PostJob {
-    post: QueuedPost,
-    outcome: Option<Result<Posted>>,
-    reply: oneshot::Sender<Result<Posted>>,
-    trace: Traced,
-}
-
-impl Job for PostJob {
-    fn run<'c>(&'c mut self, conn: &'c mut Conn) -> BoxFut<'c, bool> {
-        Box::pin(async move {
-            let context = self.post.trace.clone();
-            let result = super::trace::within(context, self.post.run(conn)).await;
-            let ok = result.is_ok();
-            self.outcome = Some(result);
-            ok
-        })
-    }
-
-    fn repeatable(&self) -> bool {
-        true
-    }
-
-    fn answer(self: Box<Self>, commit: Result<()>) {
-        let _ = self.reply.send(answer(self.outcome, commit));
-    }
-
-    fn fail(self: Box<Self>, e: StoreError) {
-        let _ = self.reply.send(Err(e));
-    }
-
-    fn groupable(&self) -> Option<&QueuedPost> {
-        self.post.groupable().then_some(&self.post)
-    }
-
-    fn written(&mut self, posted: Posted) {
-        self.outcome = Some(Ok(posted));
-    }
-
-    fn storage(&self) -> Option<bool> {
-        storage(&self.outcome)
-    }
-
-    fn traced(&self, jobs: usize, commit_ms: f64) {
-        self.trace.note(jobs, commit_ms);
-    }
-}
-
 pub(super) struct BatchWriter {
     /// Jobs for the writer thread; `None` once closed.
     jobs: std::sync::Mutex<Option<mpsc::Sender<Box<dyn Job>>>>,
+    /// The longest a caller waits for its answer ([`Deadlines::write_wait`]).
+    wait: std::time::Duration,
     /// Resolves when the writer thread has finished its last batch and closed its connection.
     done: tokio::sync::Mutex<Option<oneshot::Receiver<()>>>,
     /// Whether the writer's transactions are failing now, for readiness.
@@ -263,22 +76,49 @@ pub(super) struct BatchWriter {
 /// COMMIT fail, or the database itself fails a write (a full disk, a lost database: any error that
 /// is not a conflict, invalid data or a rule of the store); cleared by the next COMMIT that
 /// makes a write durable. A job refused for its own reasons changes nothing.
+///
+/// It also knows since when the batch under way has run: a batch that waits on the database
+/// (a hung server, a lock held elsewhere) shows there before its deadline fails it.
 #[derive(Debug, Default)]
 pub(super) struct Health {
     /// Unix milliseconds of the first failure of the current run of failures; 0 when healthy.
     failing_since_ms: AtomicI64,
+    /// Unix milliseconds at which the batch under way began; 0 between batches.
+    batch_since_ms: AtomicI64,
+}
+
+/// Unix milliseconds now (at least 1, so that 0 can mean "none").
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| {
+            i64::try_from(d.as_millis()).unwrap_or(i64::MAX).max(1)
+        })
 }
 
 impl Health {
     fn failed(&self) {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| {
-                i64::try_from(d.as_millis()).unwrap_or(i64::MAX).max(1)
-            });
-        let _ =
-            self.failing_since_ms
-                .compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);
+        let _ = self.failing_since_ms.compare_exchange(
+            0,
+            now_ms(),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+
+    fn batch_began(&self) {
+        self.batch_since_ms.store(now_ms(), Ordering::Relaxed);
+    }
+
+    fn batch_ended(&self) {
+        self.batch_since_ms.store(0, Ordering::Relaxed);
+    }
+
+    /// Since when (Unix milliseconds) the batch under way has run, if longer than `longer_than`.
+    pub(super) fn stuck_since_ms(&self, longer_than: std::time::Duration) -> Option<i64> {
+        let since = self.batch_since_ms.load(Ordering::Relaxed);
+        let longer = i64::try_from(longer_than.as_millis()).unwrap_or(i64::MAX);
+        (since != 0 && now_ms().saturating_sub(since) > longer).then_some(since)
     }
 
     fn committed(&self) {
@@ -296,7 +136,8 @@ impl BatchWriter {
     /// `liaison-writer`, and returns once it is open (or with why it could not be). `begin` opens
     /// a write transaction (`BEGIN IMMEDIATE` on SQLite, `BEGIN` on PostgreSQL) and in it the
     /// savepoint `job` of the batch's first job; `reconnect` says how to replace a broken
-    /// connection (PostgreSQL).
+    /// connection (PostgreSQL: then every batch has the statement deadline of `deadlines`, and a
+    /// new connection the connect deadline).
     ///
     /// Why a thread on both backends: on SQLite the writer's calls are synchronous (rusqlite) and
     /// the commit's fsync must not hold a runtime thread. On PostgreSQL its calls are round trips
@@ -311,6 +152,7 @@ impl BatchWriter {
         connect: C,
         begin: &'static str,
         reconnect: Option<AnyConnectOptions>,
+        deadlines: Deadlines,
     ) -> Result<BatchWriter>
     where
         C: Future<Output = Result<Conn>> + Send + 'static,
@@ -325,7 +167,8 @@ impl BatchWriter {
             match connect.await {
                 Ok(conn) => {
                     let _ = open_tx.send(Ok(()));
-                    run_writer(conn, begin, reconnect, rx, &writer_health).await;
+                    let network = reconnect.map(|options| Network { options, deadlines });
+                    run_writer(conn, begin, network, rx, &writer_health).await;
                 }
                 Err(e) => {
                     let _ = open_tx.send(Err(e));
@@ -351,6 +194,7 @@ impl BatchWriter {
             .map_err(|_| StoreError::Database("the store writer stopped".into()))??;
         Ok(BatchWriter {
             jobs: std::sync::Mutex::new(Some(tx)),
+            wait: deadlines.write_wait(),
             done: tokio::sync::Mutex::new(Some(done_rx)),
             health,
         })
@@ -359,6 +203,11 @@ impl BatchWriter {
     /// Since when (Unix milliseconds) the writer's transactions have failed, while they do.
     pub(super) fn failing_since_ms(&self) -> Option<i64> {
         self.health.failing_since_ms()
+    }
+
+    /// Since when (Unix milliseconds) the batch under way has run, if longer than `longer_than`.
+    pub(super) fn stuck_since_ms(&self, longer_than: std::time::Duration) -> Option<i64> {
+        self.health.stuck_since_ms(longer_than)
     }
 
     /// Runs `op` once in a batch's transaction; answers once the batch is durably committed.
@@ -383,7 +232,7 @@ impl BatchWriter {
     }
 
     /// Queues a post: run alone, or on PostgreSQL written with the posts that open a thread
-    /// queued next to it ([`post_group`]).
+    /// queued next to it ([`crate::store::tx::post_group`]).
     pub(super) async fn post(&self, mut post: QueuedPost) -> Result<Posted> {
         let (reply, rx) = oneshot::channel();
         let trace = Traced::here();
@@ -415,10 +264,18 @@ impl BatchWriter {
         self.queue(job, rx).instrument(span).await
     }
 
-    /// Hands `job` to the writer and waits for the answer it sends on `rx`.
+    /// Hands `job` to the writer and waits for the answer it sends on `rx`, at most the write
+    /// deadline: then the caller is answered an error, and the job, if it has not run yet, never
+    /// runs ([`Job::abandoned`]).
     async fn queue<T>(&self, job: Box<dyn Job>, rx: oneshot::Receiver<Result<T>>) -> Result<T> {
-        self.send(job).await?;
-        rx.await.map_err(|_| stopped())?
+        let answer = async {
+            self.send(job).await?;
+            rx.await.map_err(|_| stopped())?
+        };
+        match tokio::time::timeout(self.wait, answer).await {
+            Ok(answer) => answer,
+            Err(_) => Err(timed_out("a write", self.wait)),
+        }
     }
 
     async fn send(&self, job: Box<dyn Job>) -> Result<()> {
@@ -440,267 +297,184 @@ fn stopped() -> StoreError {
     StoreError::Database("the store writer stopped".into())
 }
 
+/// A writer's connection to PostgreSQL: opened within the connect deadline of `deadlines`, and
+/// told its statement deadline.
+pub(super) async fn connect_pg(options: AnyConnectOptions, deadlines: Deadlines) -> Result<Conn> {
+    Network { options, deadlines }.connect().await
+}
+
+/// How the writer reaches PostgreSQL again, and the deadlines of its calls there.
+struct Network {
+    options: AnyConnectOptions,
+    deadlines: Deadlines,
+}
+
+impl Network {
+    /// A new connection, within the connect deadline, told the statement deadline.
+    async fn connect(&self) -> Result<Conn> {
+        let deadline = self.deadlines.connect;
+        let opening = async {
+            let mut conn = AnyConnection::connect_with(&self.options).await?;
+            let ms = self.deadlines.statement.as_millis();
+            sqlx::query(sqlx::AssertSqlSafe(format!("SET statement_timeout = {ms}")))
+                .execute(&mut conn)
+                .await?;
+            Ok(Conn::Pg(conn))
+        };
+        match tokio::time::timeout(deadline, opening).await {
+            Ok(conn) => conn,
+            Err(_) => Err(timed_out("to a new connection", deadline)),
+        }
+    }
+}
+
 async fn run_writer(
-    mut conn: Conn,
+    conn: Conn,
     begin: &'static str,
-    reconnect: Option<AnyConnectOptions>,
+    network: Option<Network>,
     mut rx: mpsc::Receiver<Box<dyn Job>>,
+    health: &Health,
+) {
+    // `None` once a batch overran its deadline: its connection is in an unknown state.
+    let mut conn = Some(conn);
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        // A caller that stopped waiting was told its write failed: it is not written.
+        batch.retain(|job| !job.abandoned());
+        if batch.is_empty() {
+            continue;
+        }
+        health.batch_began();
+        let mut pending: VecDeque<_> = batch.drain(..).collect();
+        let mut ran = Vec::with_capacity(pending.len());
+        match &network {
+            None => {
+                let conn = conn.as_mut().expect("SQLite's connection is never dropped");
+                write_batch(conn, begin, None, &mut pending, &mut ran, health).await;
+            }
+            Some(network) => {
+                if conn.is_none() {
+                    match network.connect().await {
+                        Ok(fresh) => conn = Some(fresh),
+                        Err(e) => {
+                            tracing::error!(error = %e, "Could not connect the writer.");
+                            health.failed();
+                            for job in pending.drain(..) {
+                                job.fail(e.clone());
+                            }
+                            health.batch_ended();
+                            continue;
+                        }
+                    }
+                }
+                let open = conn.as_mut().expect("connected above");
+                let deadline = network.deadlines.statement;
+                let writing =
+                    write_batch(open, begin, Some(network), &mut pending, &mut ran, health);
+                if tokio::time::timeout(deadline, writing).await.is_err() {
+                    // The server stopped answering (or a lock is held elsewhere). Dropping the
+                    // connection closes it; the server rolls the transaction back. The job that
+                    // was running, dropped with the call, answers its caller an error too.
+                    let e = timed_out("a group commit", deadline);
+                    tracing::error!(
+                        error = %e,
+                        jobs = ran.len() + pending.len(),
+                        "A group commit overran its deadline; its connection was dropped."
+                    );
+                    health.failed();
+                    conn = None;
+                    for job in ran.drain(..).chain(pending.drain(..)) {
+                        job.fail(e.clone());
+                    }
+                }
+            }
+        }
+        health.batch_ended();
+    }
+    if let Some(Conn::Pg(conn)) = conn {
+        let _ = conn.close().await;
+    }
+}
+
+/// Writes one batch (`pending`) in one transaction and answers each of its jobs: begins (on
+/// PostgreSQL, once more on a fresh connection when that fails), runs the jobs, commits. A job
+/// moves from `pending` to `ran` once it has run; both are empty when it returns.
+async fn write_batch(
+    conn: &mut Conn,
+    begin: &'static str,
+    network: Option<&Network>,
+    pending: &mut VecDeque<Box<dyn Job>>,
+    ran: &mut Vec<Box<dyn Job>>,
     health: &Health,
 ) {
     // Each statement sent to PostgreSQL is a round trip, so the savepoint bookkeeping rides along
     // with its neighbours: the batch opens with the first job's savepoint, each job's end opens
     // the next one's, and COMMIT releases the last.
-    let mut batch = Vec::with_capacity(MAX_BATCH);
-    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let mut began = bookkeeping(&mut conn, begin).await;
-        if began.is_err()
-            && let Some(options) = &reconnect
-        {
-            // The server may have restarted: one fresh connection before failing the batch.
-            match AnyConnection::connect_with(options).await {
-                Ok(fresh) => {
-                    conn = Conn::Pg(fresh);
-                    began = bookkeeping(&mut conn, begin).await;
-                }
-                Err(e) => tracing::warn!(error = %e, "Could not reconnect the writer."),
+    let mut began = bookkeeping(conn, begin).await;
+    if began.is_err()
+        && let Some(network) = network
+    {
+        // The server may have restarted: one fresh connection before failing the batch.
+        match network.connect().await {
+            Ok(fresh) => {
+                *conn = fresh;
+                began = bookkeeping(conn, begin).await;
             }
+            Err(e) => tracing::warn!(error = %e, "Could not reconnect the writer."),
         }
-        if let Err(e) = began {
-            tracing::error!(error = %e, "Could not begin a write transaction.");
-            health.failed();
-            // A failed multi-statement start may have left a transaction open.
-            let _ = bookkeeping(&mut conn, "ROLLBACK").await;
-            for job in batch.drain(..) {
-                job.fail(e.clone());
-            }
-            continue;
+    }
+    if let Err(e) = began {
+        tracing::error!(error = %e, "Could not begin a write transaction.");
+        health.failed();
+        // A failed multi-statement start may have left a transaction open.
+        let _ = bookkeeping(conn, "ROLLBACK").await;
+        for job in pending.drain(..) {
+            job.fail(e.clone());
         }
-        let mut ran = Vec::with_capacity(batch.len());
-        if let Err(e) = run_batch(&mut conn, &mut batch, &mut ran).await {
-            // The savepoint machinery itself failed: give up the whole batch.
-            tracing::error!(error = %e, "A write savepoint failed; rolling back the batch.");
-            health.failed();
-            let _ = bookkeeping(&mut conn, "ROLLBACK").await;
-            for job in ran.drain(..).chain(batch.drain(..)) {
-                job.fail(e.clone());
-            }
-            continue;
+        return;
+    }
+    if let Err(e) = run_jobs(conn, pending, ran).await {
+        // The savepoint machinery itself failed: give up the whole batch.
+        tracing::error!(error = %e, "A write savepoint failed; rolling back the batch.");
+        health.failed();
+        let _ = bookkeeping(conn, "ROLLBACK").await;
+        for job in ran.drain(..).chain(pending.drain(..)) {
+            job.fail(e.clone());
         }
-        let started = std::time::Instant::now();
-        let commit = bookkeeping(&mut conn, "COMMIT").await;
-        let took = started.elapsed();
-        crate::metrics::get().group_commit(ran.len(), took, commit.is_ok());
-        if crate::telemetry::on() {
-            for job in &ran {
-                job.traced(ran.len(), took.as_secs_f64() * 1000.0);
-            }
+        return;
+    }
+    let started = std::time::Instant::now();
+    let commit = bookkeeping(conn, "COMMIT").await;
+    let took = started.elapsed();
+    crate::metrics::get().group_commit(ran.len(), took, commit.is_ok());
+    if crate::telemetry::on() {
+        for job in ran.iter() {
+            job.traced(ran.len(), took.as_secs_f64() * 1000.0);
         }
-        match &commit {
-            Ok(()) => {
-                let outcomes = ran.iter().filter_map(|job| job.storage());
-                let (mut wrote, mut failed) = (false, false);
-                for ok in outcomes {
-                    wrote |= ok;
-                    failed |= !ok;
-                }
-                if wrote {
-                    health.committed();
-                } else if failed {
-                    health.failed();
-                }
+    }
+    match &commit {
+        Ok(()) => {
+            let outcomes = ran.iter().filter_map(|job| job.storage());
+            let (mut wrote, mut failed) = (false, false);
+            for ok in outcomes {
+                wrote |= ok;
+                failed |= !ok;
             }
-            Err(e) => {
-                tracing::error!(error = %e, "A group commit failed.");
+            if wrote {
+                health.committed();
+            } else if failed {
                 health.failed();
-                let _ = bookkeeping(&mut conn, "ROLLBACK").await;
             }
-        }
-        for job in ran {
-            job.answer(commit.clone());
-        }
-    }
-    if let Conn::Pg(conn) = conn {
-        let _ = conn.close().await;
-    }
-}
-
-/// Runs the jobs of `batch` in the open transaction, moving each to `ran` once it has run (with
-/// its outcome). The savepoint `job` is open when this starts. An error is the bookkeeping's own;
-/// the jobs not yet run are then left in `batch`.
-async fn run_batch(
-    conn: &mut Conn,
-    batch: &mut Vec<Box<dyn Job>>,
-    ran: &mut Vec<Box<dyn Job>>,
-) -> Result<()> {
-    let mut pending: VecDeque<_> = std::mem::take(batch).into();
-    let outcome = run_jobs(conn, &mut pending, ran).await;
-    batch.extend(pending);
-    outcome
-}
-
-async fn run_jobs(
-    conn: &mut Conn,
-    pending: &mut VecDeque<Box<dyn Job>>,
-    ran: &mut Vec<Box<dyn Job>>,
-) -> Result<()> {
-    // The last `shared` jobs of `ran` are repeatable ones that ran since the savepoint was set.
-    let mut shared = 0;
-    while let Some(mut job) = pending.pop_front() {
-        if job.groupable().is_some()
-            && pending
-                .front()
-                .is_some_and(|next| next.groupable().is_some())
-        {
-            let mut group = vec![job];
-            while group.len() < MAX_GROUP
-                && let Some(next) = pending.pop_front()
-            {
-                if next.groupable().is_none() {
-                    pending.push_front(next);
-                    break;
-                }
-                group.push(next);
-            }
-            if shared > 0 {
-                // The group gets a savepoint of its own.
-                if let Err(e) = settle(conn, true).await {
-                    pending.extend(group);
-                    return Err(e);
-                }
-                shared = 0;
-            }
-            run_group(conn, group, pending, ran).await?;
-            continue;
-        }
-        let last = pending.is_empty();
-        if job.repeatable() {
-            let ok = job.run(conn).await;
-            ran.push(job);
-            if ok {
-                shared += 1;
-                if shared == SHARED_RUN && !last {
-                    settle(conn, true).await?;
-                    shared = 0;
-                }
-                continue;
-            }
-            if shared == 0 {
-                // It ran right after the savepoint: it is undone alone, like a job run once.
-                if last {
-                    bookkeeping(conn, "ROLLBACK TO job").await?;
-                } else {
-                    settle(conn, false).await?;
-                }
-                continue;
-            }
-            // Undo the run since the savepoint (this job's included) and replay the others one
-            // savepoint per job. The failure stands without a second run: the replay rebuilds
-            // what the failing job ran on.
-            bookkeeping(conn, "ROLLBACK TO job").await?;
-            let failed = ran.pop().expect("the failing job was just kept");
-            let mut replay: VecDeque<_> = ran.drain(ran.len() - shared..).collect();
-            shared = 0;
-            let mut replayed = Ok(());
-            while let Some(mut job) = replay.pop_front() {
-                let ok = job.run(conn).await;
-                ran.push(job);
-                replayed = settle(conn, ok).await;
-                if replayed.is_err() {
-                    ran.extend(replay.drain(..));
-                    break;
-                }
-            }
-            ran.push(failed);
-            replayed?;
-            continue;
-        }
-        if shared > 0 {
-            // A job that runs once gets a savepoint of its own.
-            if let Err(e) = bookkeeping(conn, "RELEASE job; SAVEPOINT job").await {
-                pending.push_front(job);
-                return Err(e);
-            }
-            shared = 0;
-        }
-        let ok = job.run(conn).await;
-        ran.push(job);
-        match (ok, last) {
-            // COMMIT releases the last savepoint.
-            (true, true) => {}
-            (false, true) => bookkeeping(conn, "ROLLBACK TO job").await?,
-            (ok, false) => settle(conn, ok).await?,
-        }
-    }
-    Ok(())
-}
-
-/// Writes `group` (posts that open a thread, at least two, right after a savepoint) in one call;
-/// when that fails, undoes it and runs each post alone with a savepoint of its own, so that only
-/// a failing post fails. A savepoint is open after it when jobs are left in `pending`.
-async fn run_group(
-    conn: &mut Conn,
-    group: Vec<Box<dyn Job>>,
-    pending: &mut VecDeque<Box<dyn Job>>,
-    ran: &mut Vec<Box<dyn Job>>,
-) -> Result<()> {
-    let posts: Vec<&QueuedPost> = group.iter().filter_map(|job| job.groupable()).collect();
-    let written = post_group(conn, &posts).await;
-    drop(posts);
-    match written {
-        Ok(posted) => {
-            for (mut job, posted) in group.into_iter().zip(posted) {
-                job.written(posted);
-                ran.push(job);
-            }
-            if !pending.is_empty() {
-                settle(conn, true).await?;
-            }
-            Ok(())
         }
         Err(e) => {
-            tracing::debug!(error = %e, "A group of posts failed; writing each alone.");
-            let mut group: VecDeque<_> = group.into();
-            let mut outcome = bookkeeping(conn, "ROLLBACK TO job").await;
-            while outcome.is_ok()
-                && let Some(mut job) = group.pop_front()
-            {
-                let ok = job.run(conn).await;
-                ran.push(job);
-                outcome = settle(conn, ok).await;
-            }
-            // What did not run goes back, to be failed with the batch.
-            while let Some(job) = group.pop_back() {
-                pending.push_front(job);
-            }
-            outcome
+            tracing::error!(error = %e, "A group commit failed.");
+            health.failed();
+            let _ = bookkeeping(conn, "ROLLBACK").await;
         }
     }
-}
-
-/// After a job that has a savepoint of its own: keeps (`ok`) or undoes its effects, and sets the
-/// savepoint of the next.
-async fn settle(conn: &mut Conn, ok: bool) -> Result<()> {
-    let sql = if ok {
-        "RELEASE job; SAVEPOINT job"
-    } else {
-        "ROLLBACK TO job; RELEASE job; SAVEPOINT job"
-    };
-    bookkeeping(conn, sql).await
-}
-
-/// Runs one of the writer's own statements (they take no parameters). On SQLite they are
-/// prepared once and kept; on PostgreSQL, where a prepared call holds one statement, they go as
-/// text.
-async fn bookkeeping(conn: &mut Conn, sql: &'static str) -> Result<()> {
-    match conn {
-        Conn::Lite(_) => {
-            super::db::query(sql).execute(&mut *conn).await?;
-        }
-        Conn::Pg(conn) => {
-            conn.execute(sql).await?;
-        }
+    for job in ran.drain(..) {
+        job.answer(commit.clone());
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -719,31 +493,30 @@ mod tests {
 
     /// A writer over a table `t` in `db`, on the backend the suite runs on (as the store opens it).
     async fn writer(db: &crate::store::test_db::TestDb) -> BatchWriter {
+        writer_with(db, Deadlines::default()).await
+    }
+
+    /// [`writer`] with the deadlines given.
+    async fn writer_with(db: &crate::store::test_db::TestDb, deadlines: Deadlines) -> BatchWriter {
         let Some(path) = db.sqlite_path() else {
             let options: sqlx::any::AnyConnectOptions = db.url.parse().unwrap();
             let mut setup = <sqlx::AnyConnection as sqlx::Connection>::connect_with(&options)
                 .await
                 .unwrap();
             sqlx::Executor::execute(&mut setup, SETUP).await.unwrap();
-            let connect = {
-                let options = options.clone();
-                async move {
-                    Ok(Conn::Pg(
-                        <sqlx::AnyConnection as sqlx::Connection>::connect_with(&options).await?,
-                    ))
-                }
-            };
-            return BatchWriter::start(connect, "BEGIN; SAVEPOINT job", Some(options))
+            let connect = connect_pg(options.clone(), deadlines);
+            return BatchWriter::start(connect, "BEGIN; SAVEPOINT job", Some(options), deadlines)
                 .await
                 .unwrap();
         };
-        let conn = crate::store::db::connect(&path, true).unwrap();
+        let conn = crate::store::db::connect(&path, true, deadlines.statement).unwrap();
         conn.execute_batch(&format!("PRAGMA foreign_keys = ON; {SETUP}"))
             .unwrap();
         BatchWriter::start(
             async move { Ok(Conn::Lite(conn)) },
             "BEGIN IMMEDIATE; SAVEPOINT job",
             None,
+            deadlines,
         )
         .await
         .unwrap()
@@ -804,6 +577,63 @@ mod tests {
             .unwrap();
         assert_eq!(w.failing_since_ms(), None, "healthy once a commit succeeds");
         assert_eq!(rows(&db).await, ["a"]);
+    }
+
+    /// A caller waits at most its deadline; a write whose caller stopped waiting before it ran is
+    /// never written; on PostgreSQL a batch that overruns the statement deadline is given up (the
+    /// writer is failing) and the next batch writes on a new connection.
+    #[tokio::test]
+    async fn a_write_whose_caller_stopped_waiting_is_not_written_and_the_writer_goes_on() {
+        let db = crate::store::test_db::TestDb::new().await;
+        let ms = std::time::Duration::from_millis;
+        let deadlines = Deadlines {
+            connect: ms(1_000),
+            acquire: ms(1_000),
+            statement: ms(100),
+        };
+        let w = Arc::new(writer_with(&db, deadlines).await);
+        // The writer runs this job, which holds it past every deadline, while the next queues.
+        let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let released = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let hold = tokio::spawn({
+            let (w, started, released) = (w.clone(), started.clone(), released.clone());
+            async move {
+                w.run(move |conn| {
+                    Box::pin(async move {
+                        started.store(true, Ordering::Relaxed);
+                        std::thread::sleep(ms(1_500));
+                        released.store(true, Ordering::Relaxed);
+                        insert(conn, "held".into(), Act::Insert).await
+                    })
+                })
+                .await
+            }
+        });
+        while !started.load(Ordering::Relaxed) {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        let late = w.run(|conn| insert(conn, "late".into(), Act::Insert)).await;
+        let e = late.expect_err("its caller stops waiting while the writer is held");
+        assert!(e.to_string().contains("did not answer"), "{e}");
+        let held = hold.await.unwrap();
+        assert!(held.is_err(), "its caller stopped waiting too");
+        while !released.load(Ordering::Relaxed) {
+            tokio::time::sleep(ms(1)).await;
+        }
+        if db.sqlite_path().is_none() {
+            // The batch overran its deadline: given up, its connection dropped.
+            assert!(w.failing_since_ms().is_some(), "failing after an overrun");
+        }
+        w.run(|conn| insert(conn, "after".into(), Act::Insert))
+            .await
+            .unwrap();
+        assert_eq!(w.failing_since_ms(), None, "healthy once a commit succeeds");
+        let mut expected = vec!["after"];
+        if db.sqlite_path().is_some() {
+            // SQLite's calls cannot be interrupted: the held job's batch committed.
+            expected.push("held");
+        }
+        assert_eq!(rows(&db).await, expected);
     }
 
     /// What a test job does: insert its row, then fail or not.
