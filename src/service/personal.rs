@@ -664,7 +664,7 @@ impl Service {
             steps.push(Step {
                 at: m.message.message.created_at,
                 step: "received",
-                text: "Command received and delivered".into(),
+                text: "delivered to your agent's inbox".into(),
                 connection: None,
                 message: Some(m.message.message.id.clone()),
                 approval: None,
@@ -684,7 +684,7 @@ impl Service {
                     steps.push(Step {
                         at,
                         step: "read",
-                        text: format!("Read by {conn}"),
+                        text: format!("by {conn}"),
                         connection: Some(conn.clone()),
                         message: None,
                         approval: None,
@@ -698,7 +698,7 @@ impl Service {
             steps.push(Step {
                 at: a.created_at,
                 step: "confirmation_needed",
-                text: format!("Confirmation needed: impact {}", a.impact),
+                text: format!("impact {}: allow it once or reject it", a.impact),
                 connection: None,
                 message: None,
                 approval: Some(a.id.clone()),
@@ -709,7 +709,10 @@ impl Service {
                 (ApprovalState::Rejected, Some(at)) => steps.push(Step {
                     at,
                     step: "rejected",
-                    text: "You rejected it".into(),
+                    text: a.reason.as_deref().map_or_else(
+                        || "by you".to_owned(),
+                        |r| format!("by you: {}", text::one_line(r)),
+                    ),
                     connection: None,
                     message: None,
                     approval: Some(a.id.clone()),
@@ -718,7 +721,7 @@ impl Service {
                 (ApprovalState::Expired, _) => steps.push(Step {
                     at: a.expires_at,
                     step: "rejected",
-                    text: "The confirmation expired without a decision".into(),
+                    text: "nobody decided in time".into(),
                     connection: None,
                     message: None,
                     approval: Some(a.id.clone()),
@@ -727,7 +730,7 @@ impl Service {
                 (_, Some(at)) => steps.push(Step {
                     at,
                     step: "allowed",
-                    text: "You allowed it once".into(),
+                    text: "once, by you".into(),
                     connection: None,
                     message: None,
                     approval: Some(a.id.clone()),
@@ -745,8 +748,8 @@ impl Service {
                 at,
                 step: "claimed",
                 text: match &holder {
-                    Some(h) => format!("Assigned to {h}"),
-                    None => "Assigned to an agent".into(),
+                    Some(h) => format!("by {h}"),
+                    None => "by an agent".into(),
                 },
                 connection: holder,
                 message: None,
@@ -808,7 +811,7 @@ impl Service {
             steps.push(Step {
                 at,
                 step: "expired",
-                text: "Expired: nobody picked it up in time; withdrawn from every inbox".into(),
+                text: "nobody picked it up in time: withdrawn from every inbox".into(),
                 connection: None,
                 message: None,
                 approval: None,

@@ -12,7 +12,6 @@ confirmation; a command to `codex` with a one-minute pickup expires and leaves c
 import json
 import re
 import time
-import urllib.request
 from pathlib import Path
 
 import anyio
@@ -20,19 +19,13 @@ import pytest
 
 from conftest import (ARTIFACTS, CHROMIUM, LAPTOP, call, call_error, connect, inbox_waiters, shots,
                       start_server, stop_server, until_waiting)
+from test_workspace import hook
 
 pytestmark = pytest.mark.anyio
 
 STEPS = ["received", "read", "claimed", "tool", "question", "answer", "result"]
 
 
-def progress(server, token: str, agent: str, tool: str, target: str) -> dict:
-    body = json.dumps({"tool": tool, "target": target, "outcome": "ok"}).encode()
-    req = urllib.request.Request(f"{server.url}/api/v1/progress", data=body, method="POST",
-                                 headers={"Authorization": f"Bearer {token}", "Liaison-Agent": agent,
-                                          "Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.loads(r.read())
 
 
 async def steps_of(page, thread: str) -> list[str]:
@@ -141,8 +134,12 @@ async def test_she_directs_her_agent_live_from_a_session(tmp_path):
                 # It works: claims, a tool edits, it asks; she answers in the panel.
                 claim = (await call(mcp, "claim", thread=thread))["claim"]
                 await expect(cmd.locator(".badge").first).to_have_text("working")
-                progress(srv, claude, agent, "Edit", "site/pricing.html")
-                await expect(cmd.locator(".timeline")).to_contain_text("Edit site/pricing.html: ok")
+                # The real `liaison hook tool-use`, fed Claude Code's PostToolUse JSON.
+                hook(srv, claude, agent, {
+                    "hook_event_name": "PostToolUse", "cwd": "/srv/site", "tool_name": "Edit",
+                    "tool_input": {"file_path": "/srv/site/pricing.html", "old_string": "20 €",
+                                   "new_string": "25 €"}})
+                await expect(cmd.locator(".timeline")).to_contain_text("Edit pricing.html: ok")
                 await call(mcp, "post", kind="question", thread=thread,
                            body="Keep the old prices as a footnote?")
                 await expect(cmd.locator(".badge").first).to_have_text("question")

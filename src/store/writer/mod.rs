@@ -621,7 +621,12 @@ mod tests {
             tokio::time::sleep(ms(1)).await;
         }
         if db.sqlite_path().is_none() {
-            // The batch overran its deadline: given up, its connection dropped.
+            // The batch overran its deadline: given up, its connection dropped. The writer says
+            // so once it has finished with the batch, which may be just after the job returned.
+            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+            while w.failing_since_ms().is_none() && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(ms(5)).await;
+            }
             assert!(w.failing_since_ms().is_some(), "failing after an overrun");
         }
         w.run(|conn| insert(conn, "after".into(), Act::Insert))
