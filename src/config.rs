@@ -42,6 +42,53 @@ struct Raw {
     #[serde(default)]
     retention: RawRetention,
     database: RawDatabase,
+    #[serde(default)]
+    tool_checks: RawToolChecks,
+}
+
+/// `[tool_checks]`: how an agent's own tool calls are checked (SPEC §5b). `rules` add to the
+/// built-in ones (`crate::domain::tool_check::default_rules`); a rule can only make a call
+/// stricter, never relax another rule's verdict.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawToolChecks {
+    rules: Vec<crate::domain::tool_check::ToolRule>,
+    #[serde(deserialize_with = "seconds")]
+    max_wait_s: u64,
+    pending_per_connection: usize,
+}
+
+impl Default for RawToolChecks {
+    fn default() -> Self {
+        let d = crate::service::ToolCheckSettings::default();
+        Self {
+            rules: Vec::new(),
+            max_wait_s: d.max_wait_s,
+            pending_per_connection: d.pending_per_connection,
+        }
+    }
+}
+
+impl RawToolChecks {
+    fn resolve(self) -> anyhow::Result<crate::service::ToolCheckSettings> {
+        for rule in &self.rules {
+            rule.check()
+                .map_err(|e| anyhow::anyhow!("[tool_checks] rules: {e}"))?;
+        }
+        if !(1..=3600).contains(&self.max_wait_s) {
+            anyhow::bail!("[tool_checks] max_wait_s must be 1-3600 seconds");
+        }
+        if !(1..=1000).contains(&self.pending_per_connection) {
+            anyhow::bail!("[tool_checks] pending_per_connection must be 1-1000");
+        }
+        let mut rules = crate::domain::tool_check::default_rules();
+        rules.extend(self.rules);
+        Ok(crate::service::ToolCheckSettings {
+            rules,
+            max_wait_s: self.max_wait_s,
+            pending_per_connection: self.pending_per_connection,
+        })
+    }
 }
 
 /// `[database]`: how long liaison waits on its database before a request is answered
@@ -501,6 +548,7 @@ impl Config {
                 default_skill: None,
                 limits,
                 outbox,
+                tool_checks: raw.tool_checks.clone().resolve()?,
             },
             mcp: McpSettings {
                 allowed_hosts: raw.mcp.allowed_hosts,

@@ -11,12 +11,14 @@
 //! | `POST /api/v1/progress` | a progress note, body `{"tool", "target", "outcome": "ok"\|"failed"}`, on the caller's claimed thread (`service::progress`) |
 //! | `GET /api/v1/activity?channel=NAME&since=DATE&weeks=N` | the activity figures of a channel, or of all the caller's (no `channel`), per week and since a date (`api::activity`) |
 //! | `/api/v1/sessions…`, `POST /api/v1/join` | her sessions with her own agents and their commands (`api::sessions`) |
+//! | `/api/v1/tool-checks…`, `/api/v1/confirmations…` | an agent's own tool calls checked, and her "allow once" (`api::tool_checks`) |
 //!
 //! Decode, call the service, encode: no rule lives here. Errors have the admin API's shape.
 
 mod activity;
 mod member;
 mod sessions;
+mod tool_checks;
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -46,6 +48,15 @@ pub fn router(service: Service) -> Router {
         .route("/api/v1/sessions/{id}/code", post(sessions::code))
         .route("/api/v1/sessions/{id}/end", post(sessions::end))
         .route("/api/v1/join", post(sessions::join))
+        .route("/api/v1/tool-checks", post(tool_checks::check))
+        .route("/api/v1/tool-checks/{id}", get(tool_checks::wait))
+        .route("/api/v1/confirmations", get(tool_checks::list))
+        .route("/api/v1/confirmations/{id}", get(tool_checks::show))
+        .route("/api/v1/confirmations/{id}/allow", post(tool_checks::allow))
+        .route(
+            "/api/v1/confirmations/{id}/reject",
+            post(tool_checks::reject),
+        )
         .with_state(service)
 }
 
@@ -107,6 +118,10 @@ async fn decide(
     decision: Decision,
     body: Bytes,
 ) -> ApiResult<serde_json::Value> {
+    // A confirmation of an agent's tool call (`tcf_…`) is decided where approvals are.
+    if id.starts_with("tcf_") {
+        return tool_checks::decide(&s, &c, &id, decision, &body, DecisionPath::Api).await;
+    }
     // The body is optional for allow: empty means no reason and the `api` path.
     let body: DecisionBody = if body.iter().all(u8::is_ascii_whitespace) {
         DecisionBody::default()

@@ -40,6 +40,11 @@ impl Topic {
         Topic(format!("task:{id}"))
     }
 
+    /// A confirmation of one tool call was decided (SPEC §5b): the hook waiting for it reads it.
+    pub fn confirmation(id: &str) -> Self {
+        Topic(format!("confirmation:{id}"))
+    }
+
     /// The signing key ring changed (rotate, retire): every replica reloads it.
     pub fn keys() -> Self {
         Topic("keys".into())

@@ -25,6 +25,7 @@ mod task;
 pub mod text;
 mod thread;
 mod time;
+pub mod tool_check;
 
 pub use approval::{
     ApprovalEvent, ApprovalKind, ApprovalRefusal, ApprovalState, Decision, DecisionPath,

@@ -90,7 +90,7 @@ pub struct InboxPage {
 }
 
 /// Counts a long-poll for its person while alive.
-struct WaiterGuard<'a> {
+pub(super) struct WaiterGuard<'a> {
     service: &'a Service,
     person: PersonId,
     token: String,
@@ -379,7 +379,7 @@ impl Service {
         tokens.get(token).copied().unwrap_or(0)
     }
 
-    fn count_waiter(&self, caller: &Caller) -> Result<WaiterGuard<'_>> {
+    pub(super) fn count_waiter(&self, caller: &Caller) -> Result<WaiterGuard<'_>> {
         let person = caller.id();
         let mut waiters = self.inner.waiters.lock().unwrap_or_else(|e| e.into_inner());
         let n = waiters.entry(person.clone()).or_insert(0);

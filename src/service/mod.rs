@@ -35,6 +35,7 @@ mod retention;
 mod rights;
 mod sessions;
 mod tasks;
+mod tool_checks;
 mod traced;
 mod webhooks;
 
@@ -84,6 +85,10 @@ pub use tasks::{
     A2A_KEY_PREFIX, MAX_MESSAGE_ID_USES, PushConfigSpec, SkillRoute, TaskApproval, TaskListing,
     TaskMessage, TaskView, client_message_id,
 };
+pub use tool_checks::{
+    ConfirmationDecision, DEFAULT_CONFIRM_WAIT_S, MAX_READ_WAIT_S, ToolCheckRequest,
+    ToolCheckSettings, ToolVerdict, Verdict,
+};
 pub use webhooks::{
     WEBHOOK_EVENTS, WEBHOOK_ROTATION_MAX_OVERLAP_S, WEBHOOK_ROTATION_OVERLAP_S, WebhookSpec,
 };
@@ -118,6 +123,8 @@ pub struct Settings {
     pub limits: LimitSettings,
     /// Outbound deliveries: retry schedule, address allow-list, timeouts.
     pub outbox: OutboxSettings,
+    /// How an agent's own tool calls are checked (`[tool_checks]`, SPEC §5b).
+    pub tool_checks: ToolCheckSettings,
 }
 
 impl Default for Settings {
@@ -132,6 +139,7 @@ impl Default for Settings {
             default_skill: None,
             limits: LimitSettings::default(),
             outbox: OutboxSettings::default(),
+            tool_checks: ToolCheckSettings::default(),
         }
     }
 }

@@ -38,14 +38,15 @@ use crate::domain::personal::{
     COMMAND_TTL_RANGE, CommandContext, DEFAULT_COMMAND_TTL_S, JOIN_CODE_TTL_S, MAX_SESSION_TITLE,
     SessionId, new_join_code, normalize_join_code,
 };
+use crate::domain::tool_check::ConfirmationState;
 use crate::domain::{
     Address, ApprovalId, ApprovalPolicy, ApprovalState, Attachment, ChannelName, ConnectionSlug,
     Impact, Kind, MessageId, ReplyResult, ResultStatus, Rights, ThreadId, ThreadState, Timestamp,
     WrittenBy, text,
 };
 use crate::store::{
-    ChannelRecord, CommandRecord, JoinAttempt, MemberRecord, NewCommand, NewPersonalSession,
-    PersonalSessionRecord, ThreadRecord,
+    ChannelRecord, CommandRecord, ConfirmationRecord, JoinAttempt, MemberRecord, NewCommand,
+    NewPersonalSession, PersonalSessionRecord, ThreadRecord,
 };
 
 /// Most sessions a person may have open at once.
@@ -171,6 +172,9 @@ pub struct SessionView {
     pub commands: Vec<CommandView>,
     /// True when older commands are not shown.
     pub more_commands: bool,
+    /// Her agents' tool calls waiting for her "allow once" (SPEC §5b): of the session's
+    /// connection, or of all hers for "any of my agents"; newest first.
+    pub confirmations: Vec<ConfirmationRecord>,
 }
 
 /// A new join code: shown once.
@@ -321,11 +325,20 @@ impl Service {
         for (c, t) in all {
             commands.push(self.command_view(caller, c, t).await?);
         }
+        let mut confirmations = self
+            .inner
+            .store
+            .pending_confirmations(caller.id(), self.now())
+            .await?;
+        if let Some(token) = &s.connection {
+            confirmations.retain(|c| &c.credential == token);
+        }
         Ok(SessionView {
             session: self.summary(&s).await?,
             channel: ChannelName::personal(caller.id()),
             commands,
             more_commands: more,
+            confirmations,
         })
     }
 
@@ -778,6 +791,59 @@ impl Service {
                 result: None,
             });
         }
+        // Her agent's own tool calls she confirms (SPEC §5b), made for this command.
+        let mut tool_pending = false;
+        for tc in self
+            .inner
+            .store
+            .confirmations_for_thread(caller.id(), t.id.as_str())
+            .await?
+        {
+            let action = format!("{} ({})", tc.summary.line(&tc.tool), tc.impact);
+            let by = tc
+                .connection
+                .as_deref()
+                .and_then(|n| ConnectionSlug::parse(n).ok());
+            steps.push(Step {
+                at: tc.created_at,
+                step: "confirmation_needed",
+                text: format!("{action}: allow it once or reject it"),
+                connection: by.clone(),
+                message: None,
+                approval: None,
+                result: None,
+            });
+            let decided = |step: &'static str, at: Timestamp, text: String| Step {
+                at,
+                step,
+                text,
+                connection: by.clone(),
+                message: None,
+                approval: None,
+                result: None,
+            };
+            match (tc.state, tc.decided_at) {
+                (ConfirmationState::Pending, _) if tc.expires_at > self.now() => {
+                    tool_pending = true;
+                }
+                (ConfirmationState::Allowed | ConfirmationState::Consumed, Some(at)) => {
+                    steps.push(decided("allowed", at, format!("{action}: once, by you")));
+                }
+                (ConfirmationState::Rejected, Some(at)) => steps.push(decided(
+                    "rejected",
+                    at,
+                    match &tc.reason {
+                        Some(r) => format!("{action}: by you: {}", text::one_line(r)),
+                        None => format!("{action}: by you"),
+                    },
+                )),
+                _ => steps.push(decided(
+                    "rejected",
+                    tc.expires_at,
+                    format!("{action}: nobody decided in time"),
+                )),
+            }
+        }
         for m in view.messages.iter().skip(1) {
             let msg = &m.message.message;
             let by = match &msg.connection {
@@ -820,7 +886,7 @@ impl Service {
         }
         // In time order; steps at the same moment keep the order they were added in.
         steps.sort_by_key(|s| s.at);
-        let status = status_of(&c, &t, &steps, pending_approval.is_some());
+        let status = status_of(&c, &t, &steps, pending_approval.is_some() || tool_pending);
         Ok(CommandView {
             thread: t.id,
             subject: t.subject,

@@ -101,6 +101,19 @@ impl Service {
                 )));
             }
         };
+        self.add_tool_note(caller, tool, target, outcome).await
+    }
+
+    /// Adds a note (`outcome`: `ok`, `failed`, or a tool check's `started`, `denied`,
+    /// `rejected`, `expired`, `refused`) to the claim the caller's session holds; the inputs are
+    /// already checked.
+    pub(super) async fn add_tool_note(
+        &self,
+        caller: &Caller,
+        tool: &str,
+        target: Option<&str>,
+        outcome: &'static str,
+    ) -> Result<ProgressOutcome> {
         let now = self.now();
         let mut claims = self.inner.store.claims_of(caller.id(), now).await?;
         // A connection's hook reports on its own claims only (SPEC §4b): her codex's edits never

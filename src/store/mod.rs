@@ -56,6 +56,7 @@ mod signing_keys;
 mod sqlite;
 #[cfg(test)]
 pub(crate) mod test_db;
+mod tool_checks;
 mod trace;
 mod tx;
 mod webhooks;
@@ -98,8 +99,10 @@ pub use model::records::remotes::RemoteRecord;
 pub use model::records::threads::{
     MessageRecord, PostOutcome, PushConfigRecord, TaskEventRecord, TaskInfo, ThreadRecord,
 };
+pub use model::records::tool_checks::{ConfirmationAsked, ConfirmationDecided, ConfirmationRecord};
 pub use personal::SESSIONS_LISTED;
 pub use retention::{PURGE_BATCH, PurgedDeliveries, PurgedThreads};
+pub use tool_checks::{CONFIRMATIONS_LISTED, ToolAudit};
 
 /// Which database the store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -68,6 +68,7 @@ const THREAD_ROWS: &[&str] = &[
     "DELETE FROM claims WHERE thread_id IN ({ids})",
     "DELETE FROM thread_traces WHERE thread_id IN ({ids})",
     "DELETE FROM session_commands WHERE thread_id IN ({ids})",
+    "DELETE FROM tool_confirmations WHERE thread_id IN ({ids})",
     "DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE thread_id IN ({ids}))",
     "DELETE FROM deliveries WHERE thread_id IN ({ids})",
 ];

@@ -34,13 +34,17 @@ pub async fn sweep_approvals(service: Service, shutdown: CancellationToken) {
 /// once whatever the sweep did).
 pub const COMMAND_SWEEP: Duration = Duration::from_secs(1);
 
-/// Withdraws unclaimed commands past their deadline every [`COMMAND_SWEEP`] until `shutdown`.
+/// Withdraws unclaimed commands past their deadline, and expires tool confirmations past theirs, every [`COMMAND_SWEEP`] until `shutdown`.
 /// On PostgreSQL every replica sweeps; each withdrawal is conditional, so two never withdraw one
 /// command twice.
 pub async fn sweep_commands(service: Service, shutdown: CancellationToken) {
     loop {
         if let Err(e) = service.expire_commands().await {
             tracing::warn!(error = %e, "Could not expire commands; will retry.");
+        }
+        // Tool-call confirmations nobody decided in time (SPEC §5b): their hooks deny.
+        if let Err(e) = service.expire_tool_confirmations().await {
+            tracing::warn!(error = %e, "Could not expire tool confirmations; will retry.");
         }
         tokio::select! {
             () = tokio::time::sleep(COMMAND_SWEEP) => {}

@@ -34,5 +34,6 @@ mod resources;
 mod retention;
 mod sessions;
 mod tasks;
+mod tool_checks;
 mod webhooks;
 mod workspace;

@@ -137,6 +137,36 @@ impl Remote {
         })
     }
 
+    /// Sends a member API request (`body` given: POST, else GET) and answers its status and JSON
+    /// body, whatever the status; an error only when no answer came (unreachable, timed out).
+    pub(crate) async fn send_api(
+        &self,
+        path: &str,
+        body: Option<&Value>,
+        timeout: Duration,
+    ) -> anyhow::Result<(reqwest::StatusCode, Value)> {
+        let url = format!("{}{path}", self.base);
+        let mut request = match body {
+            Some(b) => self.http.post(&url).json(b),
+            None => self.http.get(&url),
+        }
+        .bearer_auth(&self.token)
+        .timeout(timeout);
+        if let Some(agent) = &self.agent {
+            request = request.header("liaison-agent", agent);
+        }
+        let response = request
+            .send()
+            .await
+            .with_context(|| format!("Could not reach {url}"))?;
+        let status = response.status();
+        let value: Value = response
+            .json()
+            .await
+            .with_context(|| format!("{url} answered {status} without JSON"))?;
+        Ok((status, value))
+    }
+
     /// POSTs `body` to the member API at `path` (e.g. `/api/v1/progress`) within `timeout`;
     /// answers the JSON body, or the API's error message.
     pub(crate) async fn post_api(

@@ -6,6 +6,7 @@
 //! `hookSpecificOutput.additionalContext` JSON on stdout; Stop exits 2 with a one-line reason on
 //! stderr to keep the agent going while its consumer has unread entries.
 
+mod check;
 mod client;
 mod stdio;
 pub mod watch;
@@ -17,6 +18,7 @@ use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
 use crate::domain::text;
+use crate::domain::tool_check::CheckEvent;
 use client::Remote;
 
 /// Where the server is, whose token, which agent and consumer.
@@ -62,6 +64,23 @@ pub enum HookCommand {
     /// a tool that changes something adds a progress note to the claimed thread (the tool, its
     /// target, ok or failed; never the tool's input or output). Always exits 0, silently.
     ToolUse(ToolUseArgs),
+    /// PreToolUse hook: asks liaison whether the tool call may run (SPEC §5b) and prints Claude
+    /// Code's decision: allow, deny with the reason, or — when the person must confirm — waits
+    /// for her "allow once" or "reject" until --timeout. Server unreachable: ask, never allow.
+    PreToolUse(CheckArgs),
+    /// PermissionRequest hook: the same check when the client would ask its user; prints an
+    /// allow or deny decision, or nothing (the client's own dialog) when liaison cannot be asked.
+    PermissionRequest(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The hook's timeout in the client's settings, in seconds: a confirmation waits until 10 s
+    /// before it, then the call is denied.
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(11..=3600))]
+    pub timeout: u64,
+    #[command(flatten)]
+    pub connection: Connection,
 }
 
 #[derive(Debug, Args)]
@@ -83,6 +102,16 @@ pub struct HookArgs {
 pub async fn mcp(args: McpArgs) -> anyhow::Result<()> {
     let agent = format!("stdio@{}:{}", hostname(), random_hex());
     stdio::serve(args.connection.remote(Some(agent))?).await
+}
+
+/// `hook pre-tool-use` and `hook permission-request`: the server's verdict, printed.
+async fn check_call(args: CheckArgs, input: &Value, event: CheckEvent) -> anyhow::Result<()> {
+    let remote = args.connection.remote(None);
+    let answer = check::decide(remote, input, event, Duration::from_secs(args.timeout)).await;
+    if let Some(out) = check::render(event, &answer) {
+        println!("{out}");
+    }
+    Ok(())
 }
 
 /// `liaison hook …`. Exits the process with the hook's code.
@@ -116,6 +145,10 @@ pub async fn hook(command: HookCommand) -> anyhow::Result<()> {
                 }
             }
             Ok(())
+        }
+        HookCommand::PreToolUse(args) => check_call(args, &input, CheckEvent::PreToolUse).await,
+        HookCommand::PermissionRequest(args) => {
+            check_call(args, &input, CheckEvent::PermissionRequest).await
         }
         HookCommand::Stop(args) => {
             if input["stop_hook_active"] == true {
@@ -186,7 +219,7 @@ pub(crate) fn tool_use(input: &Value) -> Option<Value> {
 }
 
 /// `path` relative to `cwd` when inside it, else its file name.
-fn relative(path: &str, cwd: &str) -> String {
+pub(super) fn relative(path: &str, cwd: &str) -> String {
     let p = std::path::Path::new(path);
     let shown = if cwd.is_empty() {
         None
@@ -200,7 +233,7 @@ fn relative(path: &str, cwd: &str) -> String {
 }
 
 /// A command line's program name (`cargo`, `git`), never its arguments.
-fn program(command: &str) -> String {
+pub(super) fn program(command: &str) -> String {
     let first = command
         .split_whitespace()
         .find(|w| !w.contains('='))

@@ -12,3 +12,4 @@ pub(in crate::store) mod personal;
 pub(in crate::store) mod remote_tasks;
 pub(in crate::store) mod remotes;
 pub(in crate::store) mod threads;
+pub(in crate::store) mod tool_checks;
