@@ -8,9 +8,15 @@ nothing."""
 
 import contextlib
 import json
+import os
 import re
+import socket
+import subprocess
+import tempfile
+import threading
 import time
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -20,7 +26,8 @@ from mcp.client.extension import NotificationBinding
 from mcp.client.stdio import stdio_client
 from pydantic import BaseModel
 
-from conftest import binary, call, connect, inbox_waiters, unique, until_waiting
+from conftest import (Server, binary, connect, fresh_database, inbox_waiters, stop_server, unique,
+                      until_waiting)
 from test_agent_side import helper_env
 from test_own_agents import connection
 
@@ -68,11 +75,11 @@ class Bridge:
 
 
 @contextlib.asynccontextmanager
-async def bridge(server, token: str, *flags: str):
+async def bridge(server, token: str, *flags: str, errlog=None):
     b = Bridge()
     params = StdioServerParameters(command=str(binary()), args=["mcp", "--stdio", *flags],
                                    env=helper_env(server, token))
-    async with stdio_client(params) as (read, write):
+    async with stdio_client(params, **({"errlog": errlog} if errlog else {})) as (read, write):
         binding = NotificationBinding(method=METHOD, params_type=ChannelEvent, handler=b.on_event)
         async with ClientSession(read, write, message_handler=b.on_message,
                                  notification_bindings=[binding]) as session:
@@ -131,3 +138,76 @@ async def test_her_command_wakes_the_session_through_the_channel_without_an_inbo
         # The same text, but for the fence's nonce, fresh in each rendering.
         shown = unfenced(result.content[i].text)
         assert unfenced(event.content).startswith(shown), (event.content, shown)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(data_dir: Path, database_url: str | None, port: int) -> Server:
+    """`liaison serve` on a data dir and an address both kept across restarts."""
+    cmd = [str(binary()), "serve", "--data-dir", str(data_dir), "--listen", f"127.0.0.1:{port}"]
+    if database_url:
+        cmd += ["--database-url", database_url]
+    env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    output: list[str] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        output.append(line)
+        if m := re.search(r"serving at (https?://\S+)", line):
+            threading.Thread(target=lambda: [output.append(l) for l in process.stdout], daemon=True).start()
+            admin_token = (data_dir / "admin.token").read_text().strip()
+            return Server(m.group(1), data_dir, process, admin_token, output)
+    process.kill()
+    raise RuntimeError("liaison did not start:\n" + "".join(output))
+
+
+async def test_the_channel_rides_out_a_server_restart_with_nothing_lost_or_twice(tmp_path):
+    """The server stops and comes back on the same address: the bridge logs its retries on stderr,
+    reconnects by itself, and pushes the next command; what it pushed before is not pushed again."""
+    data_dir = Path(tempfile.mkdtemp(prefix="liaison-channel-"))
+    database_url, dbname = fresh_database()
+    port = free_port()
+    srv = launch(data_dir, database_url, port)
+    try:
+        srv.person("alice", "Alice Restart")
+        agent, name = connection(srv, "alice", "claude laptop")
+        human = srv.token("alice", scopes=("human",))["secret"]
+        session = member_api(srv, human, "POST", "/api/v1/sessions", {"connection": name})["id"]
+
+        def command(text: str) -> dict:
+            return member_api(srv, human, "POST", f"/api/v1/sessions/{session}/commands", {"instruction": text})
+
+        log = (tmp_path / "bridge.log").open("w+")
+        async with bridge(srv, agent, "--channel", errlog=log) as pushed:
+            await until_waiting(srv, 1)
+            first = await anyio.to_thread.run_sync(command, "Before the restart")
+            with anyio.fail_after(15):
+                await pushed.arrived.wait()
+            pushed.arrived = anyio.Event()
+
+            srv.process.terminate()
+            srv.process.wait(timeout=15)
+            restarted = await anyio.to_thread.run_sync(launch, data_dir, database_url, port)
+            srv.process, srv.url, srv.output = restarted.process, restarted.url, restarted.output
+            # Sent at once: whether the bridge is back yet or not, the command is after its cursor.
+            sent_at = time.monotonic()
+            second = await anyio.to_thread.run_sync(command, "After the restart")
+            with anyio.fail_after(60):  # its backoff is at most 30 s; a generous deadline
+                await pushed.arrived.wait()
+            print(f"\nafter the restart: pushed {1000 * (pushed.events[-1][0] - sent_at):.0f} ms after the command")
+            await anyio.sleep(1)
+            threads = [e.meta["thread"] for _, e in pushed.events]
+            assert threads == [first["thread"], second["thread"]], threads
+        log.seek(0)
+        stderr = log.read()
+        assert "liaison channel: inbox source:" in stderr and "retrying in" in stderr, stderr
+        assert "liaison channel: inbox source reconnected." in stderr, stderr
+    finally:
+        stop_server(srv, dbname)
