@@ -21,7 +21,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import ClientSession, StdioServerParameters
+from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.extension import NotificationBinding
 from mcp.client.stdio import stdio_client
 from pydantic import BaseModel
@@ -138,6 +138,24 @@ async def test_her_command_wakes_the_session_through_the_channel_without_an_inbo
         # The same text, but for the fence's nonce, fresh in each rendering.
         shown = unfenced(result.content[i].text)
         assert unfenced(event.content).startswith(shown), (event.content, shown)
+
+
+async def test_a_negotiating_client_gets_the_handshake_the_channel_needs(server):
+    """A channel is declared in `initialize`, which the stateless revision skips: the SDK's `auto`
+    mode (probe, then fall back) lands on a handshake revision with `--channel`, and on the
+    stateless one without it, as before."""
+    token = server.token("bob")["secret"]
+    for flags, handshake in ((["--channel"], True), ([], False)):
+        params = StdioServerParameters(command=str(binary()), args=["mcp", "--stdio", *flags],
+                                       env=helper_env(server, token))
+        async with Client(params, mode="auto") as client:
+            session = client.session
+            assert (session.initialize_result is not None) is handshake, (flags, session.protocol_version)
+            if handshake:
+                assert session.server_capabilities.experimental == {"claude/channel": {}}
+            else:
+                assert session.protocol_version == "2026-07-28"
+            assert (await client.call_tool("whoami", {})).structured_content["person"]["id"] == "bob"
 
 
 def free_port() -> int:
