@@ -164,9 +164,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(data_dir: Path, database_url: str | None, port: int) -> Server:
+def launch(data_dir: Path, database_url: str | None, port: int, config: str = "") -> Server:
     """`liaison serve` on a data dir and an address both kept across restarts."""
     cmd = [str(binary()), "serve", "--data-dir", str(data_dir), "--listen", f"127.0.0.1:{port}"]
+    if config:
+        (data_dir / "test-config.toml").write_text(config)
+        cmd += ["--config", str(data_dir / "test-config.toml")]
     if database_url:
         cmd += ["--database-url", database_url]
     env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
@@ -227,5 +230,30 @@ async def test_the_channel_rides_out_a_server_restart_with_nothing_lost_or_twice
         stderr = log.read()
         assert "liaison channel: inbox source:" in stderr and "retrying in" in stderr, stderr
         assert "liaison channel: inbox source reconnected." in stderr, stderr
+    finally:
+        stop_server(srv, dbname)
+
+
+async def test_a_server_with_shorter_long_polls_is_waited_on_within_its_limit(tmp_path):
+    """A server whose `inbox.max_wait_s` is below the bridge's 50 s refuses that wait: the bridge
+    shortens its wait until the server takes it, and pushes as before."""
+    data_dir = Path(tempfile.mkdtemp(prefix="liaison-channel-"))
+    database_url, dbname = fresh_database()
+    srv = launch(data_dir, database_url, free_port(), config="[inbox]\nmax_wait_s = 10\n")
+    try:
+        srv.person("alice", "Alice Short")
+        agent, name = connection(srv, "alice", "claude laptop")
+        human = srv.token("alice", scopes=("human",))["secret"]
+        session = member_api(srv, human, "POST", "/api/v1/sessions", {"connection": name})["id"]
+        log = (tmp_path / "bridge.log").open("w+")
+        async with bridge(srv, agent, "--channel", errlog=log) as pushed:
+            await until_waiting(srv, 1)
+            sent = await anyio.to_thread.run_sync(lambda: member_api(
+                srv, human, "POST", f"/api/v1/sessions/{session}/commands", {"instruction": "Short waits"}))
+            with anyio.fail_after(15):
+                await pushed.arrived.wait()
+            assert [e.meta["thread"] for _, e in pushed.events] == [sent["thread"]]
+        log.seek(0)
+        assert "wait_s 50 is out of range" in log.read()
     finally:
         stop_server(srv, dbname)

@@ -53,7 +53,8 @@ pub(super) const CAPABILITY: &str = "claude/channel";
 const QUEUE: usize = 64;
 /// Entries one inbox poll returns at most.
 const PAGE: i64 = 20;
-/// How long one long-poll waits (the server's maximum).
+/// How long one long-poll waits: the largest server maximum (`inbox.max_wait_s`), halved while
+/// a server configured lower refuses it.
 const WAIT_S: u64 = 50;
 /// Longest pause between attempts while the server is unreachable.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -144,8 +145,11 @@ struct InboxSource {
     consumer: String,
     /// `<consumer>.channel`, whose cursor only the bridge moves.
     shadow: String,
-    /// The sequence pushed last; none until the inbox's end is known.
+    /// The sequence fetched last (all of it is queued for the client before the next poll
+    /// acknowledges it on the shadow consumer); none until the inbox's end is known.
     cursor: Option<i64>,
+    /// How long each long-poll waits.
+    wait_s: u64,
 }
 
 impl InboxSource {
@@ -156,6 +160,7 @@ impl InboxSource {
             consumer,
             shadow,
             cursor: None,
+            wait_s: WAIT_S,
         }
     }
 
@@ -230,17 +235,20 @@ impl Source for InboxSource {
             self.cursor = Some(page["last"].as_i64().unwrap_or(0));
             return Ok(Vec::new());
         };
+        let wait_s = self.wait_s;
         let args =
-            json!({ "consumer": self.shadow, "after": cursor, "limit": PAGE, "wait_s": WAIT_S });
-        let page = match self.inbox(args, WAIT_S).await {
+            json!({ "consumer": self.shadow, "after": cursor, "limit": PAGE, "wait_s": wait_s });
+        let page = match self.inbox(args, wait_s).await {
             Ok(page) => page,
             Err(e) => {
-                // A cursor past the inbox's end (its database was replaced): start again from
-                // the end.
-                if e.downcast_ref::<ToolError>()
-                    .is_some_and(|t| t.0 == "cursor_ahead")
-                {
-                    self.cursor = None;
+                match e.downcast_ref::<ToolError>().map(|t| t.0.as_str()) {
+                    // A cursor past the inbox's end (its database was replaced): start again
+                    // from the end.
+                    Some("cursor_ahead") => self.cursor = None,
+                    // The only argument a server may refuse here (the cursor and the limit are
+                    // always valid) is a wait longer than its `inbox.max_wait_s`.
+                    Some("invalid_input") if wait_s > 1 => self.wait_s = wait_s / 2,
+                    _ => {}
                 }
                 return Err(e);
             }
