@@ -124,6 +124,12 @@ async def test_her_command_wakes_the_session_through_the_channel_without_an_inbo
         assert plain.events == [] and plain.other == [], (plain.events, plain.other)
         assert len(pushed.events) == 1 and pushed.other == [], (pushed.events, pushed.other)
 
+    # Her timeline shows the command read by the connection it was pushed to.
+    view = member_api(server, human, "GET", f"/api/v1/sessions/{opened['id']}")
+    steps = [st["step"] for st in view["commands"][0]["timeline"]]
+    assert steps == ["received", "read"], view["commands"][0]["timeline"]
+    assert view["commands"][0]["timeline"][1]["connection"] == name
+
     # The agent's own consumer was not touched: the command is still unread there, and the inbox
     # tool shows it with exactly the labelled text that was pushed.
     async with connect(server, agent) as mcp:
