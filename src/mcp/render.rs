@@ -266,20 +266,7 @@ pub(crate) fn inbox(page: &InboxPage) -> Vec<String> {
 pub(crate) fn inbox_value(value: &Value) -> Vec<String> {
     let mut blocks = Vec::new();
     let entries = value["entries"].as_array().map_or(&[][..], Vec::as_slice);
-    for item in entries {
-        if item["type"] == "message" {
-            let mut extra = format!(
-                ", seq {}, thread {}",
-                item["seq"],
-                item["thread_state"].as_str().unwrap_or("?")
-            );
-            extra.push_str(&cut_note(item));
-            extra.push_str(&approval_note(&item["approval"]));
-            blocks.push(message(item, &extra));
-        } else {
-            blocks.push(notice(&item["seq"], &item["notice"]));
-        }
-    }
+    blocks.extend(entries.iter().map(inbox_entry));
     let summary = if entries.is_empty() {
         if value["timed_out"] == true {
             "Inbox: nothing new during the wait. Nothing more is expected this turn.".to_owned()
@@ -304,6 +291,23 @@ pub(crate) fn inbox_value(value: &Value) -> Vec<String> {
     };
     blocks.push(summary);
     blocks
+}
+
+/// One inbox entry (the JSON of an `InboxItem`) as the `inbox` tool shows it: a message labelled
+/// and fenced, or a server notice. `liaison mcp --stdio --channel` pushes exactly this text.
+pub(crate) fn inbox_entry(item: &Value) -> String {
+    if item["type"] == "message" {
+        let mut extra = format!(
+            ", seq {}, thread {}",
+            item["seq"],
+            item["thread_state"].as_str().unwrap_or("?")
+        );
+        extra.push_str(&cut_note(item));
+        extra.push_str(&approval_note(&item["approval"]));
+        message(item, &extra)
+    } else {
+        notice(&item["seq"], &item["notice"])
+    }
 }
 
 /// A thread view (the JSON of a `ThreadView`): its header, approvals, labelled messages, and

@@ -6,6 +6,7 @@
 //! `hookSpecificOutput.additionalContext` JSON on stdout; Stop exits 2 with a one-line reason on
 //! stderr to keep the agent going while its consumer has unread entries.
 
+mod channel;
 mod check;
 mod client;
 mod stdio;
@@ -48,8 +49,33 @@ pub struct McpArgs {
     /// Serve MCP on stdin/stdout (the only transport of this command; `/mcp` is served by `serve`).
     #[arg(long, required = true)]
     pub stdio: bool,
+    /// Also be a Claude Code channel: declare the `claude/channel` capability and push each new
+    /// inbox entry of this connection (its person's session commands, messages to it, notices)
+    /// into the running session as a channel event, with its server label. The agent still reads
+    /// and acknowledges them with `inbox`. Claude Code must be started with
+    /// `--dangerously-load-development-channels server:<name of this server>`.
+    #[arg(long, env = "LIAISON_CHANNEL")]
+    pub channel: bool,
+    /// The inbox consumer the agent reads with (named in the pushed events; the bridge waits on
+    /// its own consumer NAME.channel and never moves this one).
+    #[arg(long, env = "LIAISON_CONSUMER", default_value = "agent", value_parser = channel_consumer)]
+    pub consumer: String,
     #[command(flatten)]
     pub connection: Connection,
+}
+
+/// `--consumer` of `mcp --stdio`: a consumer name (SPEC §4) short enough for its shadow
+/// `NAME.channel`, so that a bad name is refused at start rather than by every poll.
+fn channel_consumer(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 56
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'@' | b':'));
+    if ok {
+        Ok(s.to_owned())
+    } else {
+        Err("a consumer is 1-56 characters of letters, digits, - _ . @ :".to_owned())
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -101,7 +127,8 @@ pub struct HookArgs {
 /// `liaison mcp --stdio`.
 pub async fn mcp(args: McpArgs) -> anyhow::Result<()> {
     let agent = format!("stdio@{}:{}", hostname(), random_hex());
-    stdio::serve(args.connection.remote(Some(agent))?).await
+    let channel = args.channel.then_some(args.consumer);
+    stdio::serve(args.connection.remote(Some(agent))?, channel).await
 }
 
 /// `hook pre-tool-use` and `hook permission-request`: the server's verdict, printed.
