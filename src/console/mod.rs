@@ -133,6 +133,10 @@ fn workspace_routes() -> Router<Console> {
             post(personal::decide).get(compose::no_get),
         )
         .route(
+            "/console/confirmations/{id}/decide",
+            post(personal::decide_confirmation).get(compose::no_get),
+        )
+        .route(
             "/console/messages/{id}/attachments/{n}",
             get(upload::attachment),
         )
@@ -156,6 +160,10 @@ fn templates() -> Environment<'static> {
         ("activity.html", include_str!("templates/activity.html")),
         ("sessions.html", include_str!("templates/sessions.html")),
         ("session.html", include_str!("templates/session.html")),
+        (
+            "confirmation.html",
+            include_str!("templates/confirmation.html"),
+        ),
         ("admin/nav.html", include_str!("templates/admin/nav.html")),
         (
             "admin/preview.html",

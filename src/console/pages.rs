@@ -108,11 +108,17 @@ async fn approvals(
         let view = c.service.approval(&s.caller, &a.id).await.map_err(fail)?;
         cards.push(card(&c, &view, Via::Session { csrf: &s.csrf }));
     }
+    // Her agents' own tool calls waiting for her (SPEC §5b); none for a party or an admin.
+    let confirmations = match c.service.pending_tool_confirmations(&s.caller).await {
+        Ok(list) => list,
+        Err(e) if e.code == crate::service::ErrorCode::Forbidden => Vec::new(),
+        Err(e) => return Err(fail(e)),
+    };
     let notice = notice.ok().and_then(|q| q.0.text());
     let html = c
         .render(
             "approvals.html",
-            minijinja::context! { approvals => Serde(cards), notice => notice, ..Serde(frame(&s, "approvals")) },
+            minijinja::context! { approvals => Serde(cards), confirmations => Serde(confirmations), notice => notice, ..Serde(frame(&s, "approvals")) },
         )
         .map_err(IntoResponse::into_response)?;
     Ok(html.into_response())

@@ -16,10 +16,13 @@ use serde::{Deserialize, Serialize};
 use super::session::{Session, form, frame, session, signed_in};
 use super::{Console, Page};
 use crate::domain::personal::{CommandContext, DEFAULT_COMMAND_TTL_S, SessionId};
+use crate::domain::tool_check::ConfirmationId;
 use crate::domain::{
     ApprovalId, ConnectionSlug, Decision, DecisionPath, Impact, Kind, ThreadId, text,
 };
-use crate::service::{CommandSpec, JoinCode, PostRequest, ServiceError, SessionSpec};
+use crate::service::{
+    CommandSpec, ConfirmationDecision, JoinCode, PostRequest, ServiceError, SessionSpec,
+};
 
 /// The pickup deadlines the panel offers, in minutes.
 const EXPIRIES_MIN: [i64; 6] = [1, 5, 10, 30, 60, 1440];
@@ -512,6 +515,66 @@ pub(super) async fn decide(
             );
             render_panel(&c, &s, &id, None, Some(refused), status).await
         }
+    }
+}
+
+#[derive(Deserialize)]
+pub(super) struct ConfirmationForm {
+    csrf: Option<String>,
+    /// The session panel it was decided from (back to it), else Approvals.
+    session: Option<String>,
+    decision: Option<String>,
+    reason: Option<String>,
+}
+
+impl HasCsrf for ConfirmationForm {
+    fn csrf(&self) -> Option<&str> {
+        self.csrf.as_deref()
+    }
+}
+
+/// `POST /console/confirmations/{id}/decide`: "allow once" or "reject" for one of her agents'
+/// tool calls (SPEC §5b), from her session panel or Approvals, while the agent's hook waits.
+pub(super) async fn decide_confirmation(
+    State(c): State<Console>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    f: Result<Form<ConfirmationForm>, FormRejection>,
+) -> Result<Response, Response> {
+    let (s, f) = checked(&c, &headers, f).await?;
+    let back = match f.session.as_deref().map(SessionId::parse) {
+        Some(Ok(session)) => format!("/console/sessions/{session}"),
+        _ => "/console/approvals".to_owned(),
+    };
+    let decided = async {
+        let confirmation = ConfirmationId::parse(id.as_str())
+            .map_err(|_| ServiceError::not_found("confirmation", &id))?;
+        let decision = match f.decision.as_deref() {
+            Some("allow") => Decision::Allow,
+            Some("reject") => Decision::Reject,
+            other => {
+                return Err(ServiceError::invalid(format!(
+                    "decision {:?} is not allow or reject",
+                    other.unwrap_or_default()
+                )));
+            }
+        };
+        let caller = s.caller.clone().arriving_via(DecisionPath::Console);
+        c.service
+            .decide_tool_confirmation(
+                &caller,
+                &confirmation,
+                decision,
+                ConfirmationDecision {
+                    reason: filled(&f.reason),
+                },
+            )
+            .await
+    }
+    .await;
+    match decided {
+        Ok(_) => Ok(Redirect::to(&back).into_response()),
+        Err(e) => Err(Page::from(e).with(&c, true).into_response()),
     }
 }
 
