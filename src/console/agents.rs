@@ -46,40 +46,26 @@ struct TokenRow {
 struct Issued {
     name: String,
     secret: String,
-    claude_http: String,
-    claude_stdio: String,
-    codex: String,
-    hooks: String,
+    #[serde(flatten)]
+    snippets: super::snippets::Snippets,
 }
 
 fn issued(c: &Console, t: &IssuedToken) -> Issued {
-    let url = &c.public_url;
-    let secret = &t.secret;
+    let name = t
+        .token
+        .connection
+        .as_ref()
+        .map_or_else(|| t.token.description.clone(), |n| n.to_string());
+    // The hooks read with a consumer named after the connection (one cursor per agent).
+    let consumer = t
+        .token
+        .connection
+        .as_ref()
+        .map_or_else(|| "agent".to_owned(), |n| n.to_string());
     Issued {
-        name: t
-            .token
-            .connection
-            .as_ref()
-            .map_or_else(|| t.token.description.clone(), |n| n.to_string()),
-        claude_http: format!(
-            "claude mcp add --transport http liaison {url}/mcp \\\n  --header \"Authorization: Bearer {secret}\""
-        ),
-        claude_stdio: format!(
-            "claude mcp add liaison -e LIAISON_URL={url} -e LIAISON_TOKEN={secret} -- liaison mcp --stdio"
-        ),
-        codex: format!(
-            "# ~/.codex/config.toml, with LIAISON_TOKEN={secret} in Codex's environment\n\
-             [mcp_servers.liaison]\nurl = \"{url}/mcp\"\nbearer_token_env_var = \"LIAISON_TOKEN\"\ntool_timeout_sec = 120"
-        ),
-        // Claude Code's settings.json: `env` is set for every session and its hooks.
-        hooks: format!(
-            "{{\"env\": {{\"LIAISON_URL\": \"{url}\", \"LIAISON_TOKEN\": \"{secret}\"}},\n \
-             \"hooks\": {{\n  \"SessionStart\": [{{\"hooks\": [{{\"type\": \"command\", \"command\": \"liaison hook session-start --consumer claude\"}}]}}],\n  \
-             \"Stop\": [{{\"hooks\": [{{\"type\": \"command\", \"command\": \"liaison hook stop --consumer claude\"}}]}}],\n  \
-             \"PostToolUse\": [{{\"hooks\": [{{\"type\": \"command\", \"command\": \"liaison hook tool-use\"}}]}}],\n  \
-             \"PostToolUseFailure\": [{{\"hooks\": [{{\"type\": \"command\", \"command\": \"liaison hook tool-use\"}}]}}]\n}}}}"
-        ),
-        secret: secret.clone(),
+        name,
+        snippets: super::snippets::snippets(&c.public_url, &t.secret, &consumer),
+        secret: t.secret.clone(),
     }
 }
 

@@ -29,6 +29,7 @@ mod links;
 mod pages;
 mod personal;
 mod session;
+mod snippets;
 mod thread;
 mod upload;
 mod view;
@@ -164,6 +165,7 @@ fn templates() -> Environment<'static> {
             "confirmation.html",
             include_str!("templates/confirmation.html"),
         ),
+        ("snippets.html", include_str!("templates/snippets.html")),
         ("admin/nav.html", include_str!("templates/admin/nav.html")),
         (
             "admin/preview.html",

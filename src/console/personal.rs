@@ -226,6 +226,16 @@ async fn render_panel(
             }),
         crate::domain::Address::Person(_) => None,
     };
+    // The settings to paste, with a placeholder where the token goes (its secret was shown once).
+    let (token, consumer) = match &view.session.with {
+        crate::domain::Address::Connection(_, name) => {
+            (format!("<your {name} token>"), name.to_string())
+        }
+        crate::domain::Address::Person(_) => {
+            ("<your agent's token>".to_owned(), "agent".to_owned())
+        }
+    };
+    let snippets = super::snippets::snippets(&c.public_url, &token, &consumer);
     let expiries: Vec<_> = EXPIRIES_MIN
         .iter()
         .map(|m| {
@@ -241,7 +251,7 @@ async fn render_panel(
     c.render(
         "session.html",
         minijinja::context! { s => Serde(&view), code => Serde(code), refused => Serde(refused),
-        rights => rights, expiries => expiries, default_expiry => DEFAULT_COMMAND_TTL_S,
+        rights => rights, expiries => expiries, snippets => Serde(&snippets), default_expiry => DEFAULT_COMMAND_TTL_S,
         levels => crate::domain::RightLevel::ALL.iter().map(|l| l.as_str()).collect::<Vec<_>>(),
         impacts => Impact::ALL.iter().map(|i| i.as_str()).collect::<Vec<_>>(),
         form_key => super::compose::new_form_key(),

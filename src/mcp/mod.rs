@@ -92,7 +92,7 @@ pub fn router(
     } else {
         config
     };
-    let tools = Tools::new(service);
+    let tools = Tools::new(service, public_url);
     let mcp = StreamableHttpService::new(move || Ok(tools.clone()), sessions, config);
     Router::new()
         .route(PRM_PATH, get(metadata))

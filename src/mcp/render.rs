@@ -12,6 +12,28 @@ use crate::service::{InboxPage, MessageSlice, ServiceError};
 
 /// The vendor prefix of our `_meta` hints.
 pub(crate) const META_LOOP: &str = "dev.liaison/loop";
+/// What a result carries only for the person (a link to decide an approval): a client shows it to
+/// her and may keep it from the model.
+pub(crate) const META_FOR_USER: &str = "dev.liaison/for_user";
+
+/// Adds content meant for the person rather than the model: a text block with MCP's
+/// `annotations.audience: ["user"]`, and the same under `_meta` `dev.liaison/for_user` (`text`,
+/// and `url` when there is a link) for clients that read vendor hints.
+pub(crate) fn for_user(
+    mut result: CallToolResult,
+    text: String,
+    url: Option<String>,
+) -> CallToolResult {
+    let block = rmcp::model::TextContent::new(text.clone()).with_annotations(
+        rmcp::model::Annotations::default().with_audience(vec![rmcp::model::Role::User]),
+    );
+    result.content.push(ContentBlock::Text(block));
+    let mut hint = json!({ "text": text });
+    if let Some(u) = url {
+        hint["url"] = json!(u);
+    }
+    with_meta(result, META_FOR_USER, hint)
+}
 
 /// A result with `value` as structured content and `text` blocks for the model.
 pub(crate) fn ok(value: impl Serialize, text: Vec<String>) -> CallToolResult {

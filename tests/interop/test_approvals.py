@@ -215,3 +215,26 @@ def test_a_request_state_that_was_not_sealed_for_the_caller_decides_nothing(serv
     page = server.admin("GET", f"/admin/v1/audit?subject={thread}")["entries"]
     assert [e for e in page if e.get("thread") == thread and e["event"] == "created"], page
     assert not [e for e in page if e.get("thread") == thread and e["event"] == "decided"]
+
+
+async def test_the_approval_link_is_marked_for_the_human_not_the_model(server, tokens):
+    """A request that waits for approval returns the link to decide it as content for the person
+    (MCP `annotations.audience: ["user"]`) and under `_meta` `dev.liaison/for_user`, read with the
+    official SDK; a post that needs nothing carries neither."""
+    chan = setup_channel(server)
+    async with connect(server, tokens["alice"]) as alice:
+        result = await alice.call_tool("post", {"kind": "request", "channel": chan, "impact": "code",
+                                                "body": "Rotate the staging certificate"})
+        assert not result.is_error, result
+        approval = result.structured_content["approval"]
+        hint = (result.meta or {})["dev.liaison/for_user"]
+        assert hint["url"] == f"{server.url}/console/approvals/{approval}", hint
+        for_user = [c for c in result.content
+                    if c.annotations is not None and c.annotations.audience == ["user"]]
+        assert len(for_user) == 1 and hint["url"] in for_user[0].text, result.content
+        # The model's own text says what happened, without the link.
+        model = [c for c in result.content if c.annotations is None]
+        assert model and all(hint["url"] not in c.text for c in model), model
+        plain = await alice.call_tool("post", {"kind": "announce", "channel": chan, "body": "FYI"})
+        assert "dev.liaison/for_user" not in (plain.meta or {})
+        assert all(c.annotations is None for c in plain.content)

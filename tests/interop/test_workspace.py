@@ -65,9 +65,19 @@ async def test_alice_connects_an_agent_writes_to_bob_watches_the_answer_and_revo
             assert mcp_url == srv.mcp_url and header == secret
             assert srv.url in await page.locator("#codex").text_content()
             hooks = json.loads(await page.locator("#hooks").text_content())
-            assert hooks["env"] == {"LIAISON_URL": srv.url, "LIAISON_TOKEN": secret}
-            assert "liaison hook stop --consumer claude" in json.dumps(hooks["hooks"]["Stop"])
+            assert hooks["env"] == {"LIAISON_URL": srv.url, "LIAISON_TOKEN": secret,
+                                    "LIAISON_CONSUMER": "alice-laptop"}
+            assert "liaison hook stop --consumer alice-laptop" in json.dumps(hooks["hooks"]["Stop"])
             assert "liaison hook tool-use" in json.dumps(hooks["hooks"]["PostToolUse"])
+            # The tool checks (SPEC §5b): every tool that may change something, waiting up to 10 min.
+            [pre] = hooks["hooks"]["PreToolUse"]
+            assert pre["hooks"][0]["command"] == "liaison hook pre-tool-use --timeout 600"
+            assert pre["hooks"][0]["timeout"] == 600 and "Bash" in pre["matcher"]
+            assert "permission-request" in json.dumps(hooks["hooks"]["PermissionRequest"])
+            channel = await page.locator("#claude-channel").text_content()
+            assert "liaison mcp --stdio --channel" in channel and secret in channel
+            codex_hooks = json.loads((await page.locator("#codex-hooks").text_content()).split("\n", 1)[1])
+            assert "pre-tool-use" in json.dumps(codex_hooks["hooks"]["PreToolUse"])
             # Reloading does not show the secret again.
             await page.goto(f"{srv.url}/console/agents")
             await expect(page.locator("#secret")).to_have_count(0)

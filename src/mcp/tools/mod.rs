@@ -25,6 +25,8 @@ wait), `thread` / `read_message` for context, `post` a reply, `claim` requests y
 #[derive(Clone)]
 pub struct Tools {
     service: Service,
+    /// Where people reach this server (links meant for the person, `dev.liaison/for_user`).
+    public_url: std::sync::Arc<str>,
     tool_router: ToolRouter<Tools>,
 }
 
@@ -36,9 +38,10 @@ impl Tools {
         Self::message_router() + Self::coordination_router()
     }
 
-    pub fn new(service: Service) -> Self {
+    pub fn new(service: Service, public_url: &str) -> Self {
         Self {
             service,
+            public_url: public_url.trim_end_matches('/').into(),
             tool_router: Self::router(),
         }
     }
