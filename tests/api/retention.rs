@@ -414,3 +414,43 @@ async fn a_backlog_of_closed_threads_larger_than_a_batch_is_purged_in_one_run() 
     assert_eq!(view.messages.len(), 2);
     assert_eq!(s.purge_expired(&keep).await.unwrap(), Purged::default());
 }
+
+/// Finished deliveries past their retention, more than one transaction holds: the purge goes on,
+/// batch after batch, until none is left in one run; one delivered since stays.
+#[tokio::test]
+async fn a_backlog_of_finished_deliveries_larger_than_a_batch_is_purged_in_one_run() {
+    let s = setup().await;
+    let service = &s.env.service;
+    // One message each, so one webhook delivery each: more than PURGE_BATCH in all.
+    let n = liaison::store::PURGE_BATCH + 1;
+    let mut made = 0;
+    while made < n {
+        let k = (n - made).min(50);
+        let posts =
+            (0..k).map(|_| service.post(&s.alice, post("question", Some("ops"), None, "Port?")));
+        for posted in futures::future::join_all(posts).await {
+            posted.unwrap();
+        }
+        made += k;
+    }
+    s.drain().await;
+    s.env.clock.advance_secs(10 * DAY);
+    service
+        .post(&s.alice, post("question", Some("ops"), None, "Newer"))
+        .await
+        .unwrap();
+    s.drain().await;
+    let keep = Retention {
+        delivery_attempts: days(5),
+        ..Retention::default()
+    };
+    let purged = s.purge(keep).await;
+    assert_eq!(
+        (purged.deliveries, purged.delivery_attempts),
+        (n, n),
+        "{purged:?}"
+    );
+    let left = s.deliveries().await;
+    assert_eq!(left.len(), 1, "the newer delivery stays: {left:?}");
+    assert_eq!(s.purge(keep).await, Purged::default());
+}
