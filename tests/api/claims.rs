@@ -420,7 +420,9 @@ async fn over_api_v1_a_stale_fencing_token_is_a_409_naming_the_holder() {
         .json()
         .await
         .unwrap();
-    let new = second["claim"]["fencing_token"].as_i64().unwrap();
+    let new = second["claim"]["fencing_token"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("the lease ran out, so the other session claims: {second}"));
     assert!(new > old, "{second}");
 
     let refused = send(
@@ -453,4 +455,165 @@ async fn over_api_v1_a_stale_fencing_token_is_a_409_naming_the_holder() {
     .await
     .unwrap();
     assert_eq!(ok.status(), 200, "{}", ok.text().await.unwrap());
+}
+
+/// The member CLI (`liaison claim|post|thread`, the person's own token) over `/api/v1` on the
+/// service's manual clock: the lease runs out when the test says, another session claims, and the
+/// first session's stale fencing token is refused naming the holder, nothing written.
+#[tokio::test]
+async fn on_the_command_line_a_stale_fencing_token_is_refused_naming_the_holder() {
+    use serde_json::Value;
+    let env = TestEnv::new().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let router = liaison::api::router(env.service.clone());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let mut secrets = Vec::new();
+    for id in ["ana", "ben"] {
+        env.person(id, liaison::domain::PersonKind::Member).await;
+        let spec = TokenSpec {
+            person: pid(id),
+            scopes: Scopes::default().with(Scope::Agent),
+            expires_in_s: None,
+            description: String::new(),
+        };
+        secrets.push(
+            env.service
+                .issue_token(&env.admin, spec)
+                .await
+                .unwrap()
+                .secret,
+        );
+    }
+    let (ana, ben) = (secrets[0].as_str(), secrets[1].as_str());
+    env.channel("fence", &["ana", "ben"]).await;
+    // The CLI as a person runs it: her server, her token, the session's name; nothing else of
+    // this process's LIAISON_* settings.
+    let cli = |token: &str, agent: Option<&str>, args: &[&str]| {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_liaison"));
+        for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("LIAISON_")) {
+            cmd.env_remove(k);
+        }
+        cmd.env("LIAISON_SERVER", &url).env("LIAISON_TOKEN", token);
+        if let Some(agent) = agent {
+            cmd.env("LIAISON_AGENT", agent);
+        }
+        cmd.args(args).output()
+    };
+    let ok = |out: std::process::Output| {
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let json = |text: String| serde_json::from_str::<Value>(&text).unwrap();
+
+    let posted = json(ok(cli(
+        ana,
+        None,
+        &[
+            "post",
+            "--kind",
+            "handoff",
+            "--channel",
+            "fence",
+            "--json",
+            "Take the fence",
+        ],
+    )
+    .await
+    .unwrap()));
+    let thread = posted["thread"].as_str().unwrap().to_owned();
+    let (one, two) = ("codex@ben-laptop:41", "claude@ben-laptop:42");
+    let first = json(ok(cli(
+        ben,
+        Some(one),
+        &["claim", &thread, "--lease", "60", "--json"],
+    )
+    .await
+    .unwrap()));
+    let old = first["claim"]["fencing_token"]
+        .as_i64()
+        .unwrap()
+        .to_string();
+    let renewed = ok(cli(
+        ben,
+        Some(one),
+        &["claim", &thread, "--lease", "60", "--fencing-token", &old],
+    )
+    .await
+    .unwrap());
+    assert!(
+        renewed.contains(&format!("fencing token {old}")),
+        "{renewed}"
+    );
+    // The renewed lease still holds: another session is refused.
+    let early = cli(ben, Some(two), &["claim", &thread]).await.unwrap();
+    let stderr = String::from_utf8_lossy(&early.stderr);
+    assert!(
+        !early.status.success() && stderr.contains("already_claimed"),
+        "{stderr}"
+    );
+    // The lease runs out; the other session claims.
+    env.clock.advance_secs(61);
+    let second = json(ok(cli(ben, Some(two), &["claim", &thread, "--json"])
+        .await
+        .unwrap()));
+    let new = second["claim"]["fencing_token"].as_i64().unwrap();
+    assert!(new > old.parse::<i64>().unwrap(), "{second}");
+
+    let late = cli(
+        ben,
+        Some(one),
+        &[
+            "post",
+            "--kind",
+            "announce",
+            "--thread",
+            &thread,
+            "--fencing-token",
+            &old,
+            "Late news",
+        ],
+    )
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&late.stderr);
+    assert!(
+        !late.status.success() && stderr.contains("stale_claim") && stderr.contains(two),
+        "{stderr}"
+    );
+    let renewal = cli(ben, Some(one), &["claim", &thread, "--fencing-token", &old])
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&renewal.stderr);
+    assert!(
+        !renewal.status.success() && stderr.contains("stale_claim"),
+        "{stderr}"
+    );
+    ok(cli(
+        ben,
+        Some(two),
+        &[
+            "post",
+            "--kind",
+            "announce",
+            "--thread",
+            &thread,
+            "--fencing-token",
+            &new.to_string(),
+            "Fresh news",
+        ],
+    )
+    .await
+    .unwrap());
+    let view = json(ok(cli(ana, None, &["thread", &thread, "--json"])
+        .await
+        .unwrap()));
+    let bodies: Vec<&str> = view["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["body"].as_str().unwrap())
+        .collect();
+    assert_eq!(bodies, ["Take the fence", "Fresh news"]);
 }

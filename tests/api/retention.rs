@@ -363,3 +363,94 @@ async fn a_backlog_of_several_batches_is_purged_in_one_run() {
     assert_eq!(left.len(), 1, "{left:?}");
     assert_eq!(left[0].subject.as_deref(), Some("newer"), "{left:?}");
 }
+
+/// Closed threads past their retention, more messages than one transaction holds: the purge
+/// goes on, batch after batch, until none is left in one run; a thread closed since stays.
+#[tokio::test]
+async fn a_backlog_of_closed_threads_larger_than_a_batch_is_purged_in_one_run() {
+    let env = TestEnv::new().await;
+    let alice = env.member("alice", "claude@a:1").await;
+    env.member("bob", "claude@b:1").await;
+    env.channel("ops", &["alice", "bob"]).await;
+    let s = &env.service;
+    let closed = || async {
+        let t = s
+            .post(&alice, post("question", Some("ops"), None, "Port?"))
+            .await
+            .unwrap()
+            .thread;
+        let mut req = post("close", None, Some(&t), "");
+        req.outcome = Some(Outcome::Done);
+        s.post(&alice, req).await.unwrap();
+        t
+    };
+    // Two messages each: more than PURGE_BATCH messages in all, so more than one batch
+    // whatever else bounds a batch.
+    let n = liaison::store::PURGE_BATCH / 2 + 1;
+    let mut made = 0;
+    while made < n {
+        let k = (n - made).min(50);
+        futures::future::join_all((0..k).map(|_| closed())).await;
+        made += k;
+    }
+    let old = closed().await;
+    env.clock.advance_secs(10 * DAY);
+    let newer = closed().await;
+    let keep = Retention {
+        closed_threads: days(5),
+        ..Retention::default()
+    };
+    let purged = s.purge_expired(&keep).await.unwrap();
+    assert_eq!(
+        (purged.threads, purged.messages),
+        (n + 1, 2 * (n + 1)),
+        "{purged:?}"
+    );
+    assert_eq!(
+        s.thread(&alice, &old, None, None).await.unwrap_err().code,
+        ErrorCode::NotFound
+    );
+    let view = s.thread(&alice, &newer, None, None).await.unwrap();
+    assert_eq!(view.messages.len(), 2);
+    assert_eq!(s.purge_expired(&keep).await.unwrap(), Purged::default());
+}
+
+/// Finished deliveries past their retention, more than one transaction holds: the purge goes on,
+/// batch after batch, until none is left in one run; one delivered since stays.
+#[tokio::test]
+async fn a_backlog_of_finished_deliveries_larger_than_a_batch_is_purged_in_one_run() {
+    let s = setup().await;
+    let service = &s.env.service;
+    // One message each, so one webhook delivery each: more than PURGE_BATCH in all.
+    let n = liaison::store::PURGE_BATCH + 1;
+    let mut made = 0;
+    while made < n {
+        let k = (n - made).min(50);
+        let posts =
+            (0..k).map(|_| service.post(&s.alice, post("question", Some("ops"), None, "Port?")));
+        for posted in futures::future::join_all(posts).await {
+            posted.unwrap();
+        }
+        made += k;
+    }
+    s.drain().await;
+    s.env.clock.advance_secs(10 * DAY);
+    service
+        .post(&s.alice, post("question", Some("ops"), None, "Newer"))
+        .await
+        .unwrap();
+    s.drain().await;
+    let keep = Retention {
+        delivery_attempts: days(5),
+        ..Retention::default()
+    };
+    let purged = s.purge(keep).await;
+    assert_eq!(
+        (purged.deliveries, purged.delivery_attempts),
+        (n, n),
+        "{purged:?}"
+    );
+    let left = s.deliveries().await;
+    assert_eq!(left.len(), 1, "the newer delivery stays: {left:?}");
+    assert_eq!(s.purge(keep).await, Purged::default());
+}

@@ -322,6 +322,7 @@ async def shots(browser, laptop_ctx, url: str, name: str) -> None:
     `{name}-phone.png` in ARTIFACTS. At both sizes it must be the page asked for, signed in (not the
     sign-in page: a 200 with the session's "Sign out"), with the same heading, and it must fit the
     width it is shown at: nothing wider than the viewport, so a phone never scrolls sideways."""
+    from playwright.async_api import TimeoutError as PlaywrightTimeoutError
     phone = await browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True,
                                       device_scale_factor=2, storage_state=await laptop_ctx.storage_state())
     headings = []
@@ -332,7 +333,11 @@ async def shots(browser, laptop_ctx, url: str, name: str) -> None:
             where = f"{name}-{size} ({url})"
             assert response is not None and response.status == 200, f"{where}: {response and response.status}"
             assert page.url == url, f"{where}: landed on {page.url}"
-            await page.get_by_role("button", name="Sign out").wait_for(state="visible")
+            try:
+                await page.get_by_role("button", name="Sign out").wait_for(state="visible")
+            except PlaywrightTimeoutError:
+                shown = await page.locator("h1").all_text_contents()
+                raise AssertionError(f"{where}: not signed in (no 'Sign out' shown); headings {shown}") from None
             headings.append(await page.locator("main h1").first.text_content())
             wide = await page.evaluate("document.documentElement.scrollWidth")
             assert wide <= viewport["width"], f"{where}: {wide} px wide in a {viewport['width']} px viewport"
