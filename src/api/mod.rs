@@ -107,6 +107,13 @@ async fn show(
     Authed(c): Authed,
     Path(id): Path<String>,
 ) -> ApiResult<serde_json::Value> {
+    // A confirmation of an agent's tool call (`tcf_…`): `liaison approvals show tcf_…`.
+    if id.starts_with("tcf_") {
+        let record = s
+            .tool_confirmation(&c, &tool_checks::confirmation_id(&id)?)
+            .await?;
+        return Ok(Json(serde_json::json!({ "confirmation": record })));
+    }
     let view = s.approval(&c, &approval_id(&id)?).await?;
     Ok(Json(serde_json::json!({ "approval": view })))
 }

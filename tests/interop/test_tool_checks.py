@@ -172,6 +172,22 @@ async def test_she_confirms_her_agents_actions_while_the_call_waits(tmp_path):
                 assert "run the tests first" in out["permissionDecisionReason"], out
                 await expect(cmd.locator(".timeline")).to_contain_text("Bash git: rejected")
 
+                # From a terminal: `liaison approvals allow tcf_…` with her own human token.
+                demo = json.loads((srv.data_dir / "demo.json").read_text())
+                hook = start_hook(srv, claude, pre_tool_use("Bash", {"command": "docker push registry/api:1.2"}))
+                card = page.locator(".confirmation")
+                await expect(card).to_have_count(1)
+                pending = await card.get_attribute("data-confirmation")
+                shown = subprocess.run([str(binary()), "approvals", "show", pending, "--server", srv.url],
+                                       env={**os.environ, "LIAISON_TOKEN": demo["alice"]["human_token"]},
+                                       text=True, capture_output=True, timeout=30)
+                assert shown.returncode == 0 and "docker push registry/api:1.2" in shown.stdout, shown
+                decided = subprocess.run([str(binary()), "approvals", "allow", pending, "--server", srv.url],
+                                         env={**os.environ, "LIAISON_TOKEN": demo["alice"]["human_token"]},
+                                         text=True, capture_output=True, timeout=30)
+                assert decided.returncode == 0, decided
+                assert answer(hook, timeout=30)["permissionDecision"] == "allow"
+
                 # One nobody decides: denied at its deadline (a 12 s hook timeout leaves 2 s).
                 hook = start_hook(srv, claude, pre_tool_use("Bash", {"command": "helm upgrade api ./chart"}),
                                   "--timeout", "12")
