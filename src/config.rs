@@ -42,6 +42,52 @@ struct Raw {
     #[serde(default)]
     retention: RawRetention,
     database: RawDatabase,
+    oauth: RawOAuth,
+}
+
+/// `[oauth]`: the authorization server of liaison's own MCP resource (SPEC §7).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOAuth {
+    enabled: bool,
+    #[serde(deserialize_with = "seconds")]
+    access_token_ttl_s: u64,
+    grant_ttl_days: u64,
+    #[serde(deserialize_with = "seconds")]
+    code_ttl_s: u64,
+    registrations_per_hour: usize,
+    max_registered_clients: i64,
+}
+
+impl RawOAuth {
+    fn resolve(&self) -> anyhow::Result<crate::service::OAuthSettings> {
+        for (name, v) in [
+            ("oauth.access_token_ttl_s", self.access_token_ttl_s),
+            ("oauth.grant_ttl_days", self.grant_ttl_days),
+            ("oauth.code_ttl_s", self.code_ttl_s),
+        ] {
+            if v == 0 {
+                anyhow::bail!("{name} must be at least 1");
+            }
+        }
+        if self.code_ttl_s > 600 {
+            anyhow::bail!("oauth.code_ttl_s must be at most 600 (RFC 6749 §4.1.2)");
+        }
+        if self.max_registered_clients < 1 {
+            anyhow::bail!("oauth.max_registered_clients must be at least 1");
+        }
+        Ok(crate::service::OAuthSettings {
+            enabled: self.enabled,
+            // Filled from public_url by the app.
+            issuer: String::new(),
+            resource: String::new(),
+            access_token_ttl_s: self.access_token_ttl_s,
+            grant_ttl_days: self.grant_ttl_days,
+            code_ttl_s: self.code_ttl_s,
+            registrations_per_hour: self.registrations_per_hour,
+            max_registered_clients: self.max_registered_clients,
+        })
+    }
 }
 
 /// `[database]`: how long liaison waits on its database before a request is answered
@@ -323,6 +369,13 @@ connect_timeout_s = 5
 acquire_timeout_s = 5
 statement_timeout_s = 10
 ready_timeout_s = 2
+[oauth]
+enabled = true
+access_token_ttl_s = 900
+grant_ttl_days = 90
+code_ttl_s = 120
+registrations_per_hour = 20
+max_registered_clients = 1000
 "#;
 
 /// The embedded defaults, as TOML text (the generated configuration reference reads them).
@@ -501,6 +554,7 @@ impl Config {
                 default_skill: None,
                 limits,
                 outbox,
+                oauth: raw.oauth.resolve()?,
             },
             mcp: McpSettings {
                 allowed_hosts: raw.mcp.allowed_hosts,

@@ -60,6 +60,9 @@ impl Service {
                 "missing or unknown bearer token",
             )
         };
+        if secret.starts_with(super::oauth_grants::ACCESS_PREFIX) {
+            return self.authenticate_access(secret).await;
+        }
         if !secret.starts_with(SECRET_PREFIX) || secret.len() > 200 {
             return Err(unknown());
         }

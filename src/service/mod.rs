@@ -24,6 +24,8 @@ mod input;
 mod keys;
 mod limits;
 mod messages;
+mod oauth;
+mod oauth_grants;
 mod own_tokens;
 mod personal;
 mod progress;
@@ -63,6 +65,12 @@ pub use limits::{LimitSettings, Presented, Rate, StreamPermit};
 pub use messages::{
     BodyExtent, BodyRest, DeliveredMessage, MAX_SLICE_CHARS, MessageSlice, PostReceipt,
     PostRequest, ThreadMessage, ThreadView,
+};
+pub use oauth::{
+    ClientMetadata, DOCUMENT_FRESH_S, MAX_DOCUMENT_BYTES, OAuthClientView, OAuthSettings,
+};
+pub use oauth_grants::{
+    AuthorizationRequest, AuthorizeParams, AuthorizeRefusal, Consent, ConsentError, TokenParams,
 };
 pub use own_tokens::{MAX_OWN_AGENT_TOKENS, OWN_TOKEN_MAX_DAYS, OwnToken, OwnTokenSpec};
 pub use personal::{
@@ -118,6 +126,8 @@ pub struct Settings {
     pub limits: LimitSettings,
     /// Outbound deliveries: retry schedule, address allow-list, timeouts.
     pub outbox: OutboxSettings,
+    /// The OAuth authorization server of the MCP resource (`[oauth]`).
+    pub oauth: OAuthSettings,
 }
 
 impl Default for Settings {
@@ -132,6 +142,7 @@ impl Default for Settings {
             default_skill: None,
             limits: LimitSettings::default(),
             outbox: OutboxSettings::default(),
+            oauth: OAuthSettings::default(),
         }
     }
 }
@@ -265,6 +276,8 @@ struct Inner {
     outbound: OutboundClient,
     /// The A2A client of the outbound bridge; its clones share OAuth2 tokens and gRPC connections.
     a2a_client: A2aClient,
+    /// OAuth client registrations per address in the last hour, on this replica.
+    oauth_registrations: oauth::Registrations,
 }
 
 /// Everything the service is built from, handed in once by the app (or a test).
@@ -354,6 +367,7 @@ impl Service {
                 keys,
                 outbound,
                 a2a_client: a2a,
+                oauth_registrations: oauth::Registrations::default(),
             }),
         }
     }

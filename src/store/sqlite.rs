@@ -115,6 +115,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "withdrawn approvals",
         include_str!("migrations/sqlite/0021_withdrawn_approvals.sql"),
     ),
+    (
+        23,
+        "oauth",
+        include_str!("migrations/sqlite/0023_oauth.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str, deadlines: Deadlines) -> Result<(Pool, BatchWriter)> {
