@@ -9,7 +9,7 @@
 //! granted is exactly what the page showed, to the session it showed it to. The page cannot be
 //! framed (`frame-ancestors 'none'`, `X-Frame-Options: DENY`). Its `form-action` admits the
 //! client's redirect URI's origin besides `'self'`, because the answer to the form is a redirect
-//! there (browsers apply `form-action` to a form's redirects).
+//! there (browsers apply the form page's `form-action` to the form's redirects).
 //!
 //! Arriving from another site (the app sent her here), a browser withholds SameSite=Strict
 //! cookies; a signed-in member would look signed out. A request without a session whose
@@ -160,8 +160,11 @@ fn render(
             error => chosen.error,
         },
     );
+    // The form's answer redirects to the client: the policy of the page holding the form is
+    // the one the browser applies to that redirect.
+    let origin = redirect_origin(&request.redirect_uri);
     match page {
-        Ok(html) => headers((status, html).into_response(), None),
+        Ok(html) => headers((status, html).into_response(), Some(&origin)),
         Err(p) => headers(p.into_response(), None),
     }
 }
