@@ -16,6 +16,10 @@ use super::model::records::oauth::{
 use super::tx::audit::append_change;
 use crate::domain::Timestamp;
 
+/// How long a spent refresh token is kept to recognise its reuse (one day); older spent ones are
+/// deleted at the grant's next rotation, and presenting one is then refused as unknown.
+const SPENT_KEPT_MS: i64 = 86_400_000;
+
 /// Most clients one listing returns (newest first).
 pub(super) const CLIENTS_LISTED: i64 = 500;
 
@@ -348,9 +352,18 @@ impl Store {
                      VALUES ($1, $2, $3, $4)",
                 )
                 .bind(new)
-                .bind(token_id)
+                .bind(token_id.clone())
                 .bind(now.0)
                 .bind(expires_at.0)
+                .execute(&mut *tx)
+                .await?;
+                // Spent tokens are kept [`SPENT_KEPT_MS`] for reuse detection, then forgotten (a
+                // forgotten one is refused as unknown): a grant holds a bounded number of rows.
+                query(
+                    "DELETE FROM oauth_refresh_tokens WHERE token_id = $1 AND used_at IS NOT NULL AND used_at < $2",
+                )
+                .bind(token_id)
+                .bind(now.0 - SPENT_KEPT_MS)
                 .execute(&mut *tx)
                 .await?;
                 Ok(Rotation::Rotated)

@@ -48,6 +48,7 @@ async fn served(enabled: bool) -> Oauth {
     let router = liaison::console::router(service.clone(), &url)
         .merge(liaison::oauth::router(service.clone()))
         .merge(liaison::admin::router(service.clone()))
+        .merge(liaison::api::router(service.clone()))
         .merge(liaison::mcp::router(
             service,
             &liaison::mcp::McpSettings::default(),
@@ -411,6 +412,15 @@ async fn a_client_given_only_the_mcp_url_discovers_registers_consents_and_connec
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
+    // …and so do the agent endpoints of /api/v1 (what the hooks call).
+    let r = o
+        .http
+        .get(format!("{}/api/v1/inbox?consumer=hooks", o.url))
+        .bearer_auth(access)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
     // The grant is one of her connections, with its client named; audited.
     assert!(o.audit_events().await.contains(&"oauth.granted".to_owned()));
     let human = o
@@ -569,6 +579,19 @@ async fn consent_is_bound_to_the_session_and_the_request_it_showed() {
     let (status, _, html) = o.get(&page, None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert!(html.contains("login link"), "{html}");
+    // Sent here by another site, the browser withheld her SameSite=Strict cookie: the page
+    // reloads itself from this site (which sends it), and changes nothing.
+    let r = o
+        .http
+        .get(format!("{}{page}", o.url))
+        .header("sec-fetch-site", "cross-site")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let bounce = r.text().await.unwrap();
+    assert!(bounce.contains("http-equiv=\"refresh\""), "{bounce}");
+    assert!(!bounce.contains("Allow"));
     let (_, _, html) = o.get(&page, Some(&session)).await;
     let good = decision_fields(&html, "allow", "claude");
     let with = |k: &str, v: &str| {
@@ -783,7 +806,39 @@ async fn refresh_tokens_rotate_and_a_reused_one_revokes_the_grant() {
             .contains(&"oauth.refresh_reused".to_owned())
     );
 
+    // A spent token is remembered a day: replayed after that (and another rotation), it is
+    // refused as unknown and the grant stands.
+    let code = o.consent(&session, &client, "claude-3").await;
+    let (_, a) = o.exchange(&client, &code).await;
+    let (_, b) = o
+        .refresh(&client, a["refresh_token"].as_str().unwrap())
+        .await;
+    o.env.clock.advance_secs(2 * 86_400);
+    let (status, c) = o
+        .refresh(&client, b["refresh_token"].as_str().unwrap())
+        .await;
+    assert_eq!(status, 200, "{c}");
+    let (status, body) = o
+        .refresh(&client, a["refresh_token"].as_str().unwrap())
+        .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_grant"))
+    );
+    assert!(
+        body["error_description"]
+            .as_str()
+            .unwrap()
+            .contains("unknown"),
+        "{body}"
+    );
+    let (status, _) = o
+        .refresh(&client, c["refresh_token"].as_str().unwrap())
+        .await;
+    assert_eq!(status, 200, "the grant stands");
+
     // An expired grant: its refresh token no longer works.
+    let session = o.sign_in("alice").await;
     let code = o.consent(&session, &client, "claude-2").await;
     let (_, tokens) = o.exchange(&client, &code).await;
     o.env.clock.advance_secs(91 * 86_400);
