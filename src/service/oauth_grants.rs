@@ -22,7 +22,7 @@
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
-use super::auth::{hash_secret, new_secret};
+use super::auth::{ACCESS_PREFIX, hash_secret, new_secret};
 use super::connections::{name_taken, own};
 use super::oauth::server_error;
 use super::own_tokens::usable;
@@ -36,8 +36,6 @@ use crate::store::{
     TokenRecord,
 };
 
-/// Every access token starts with this (never with a pasted token's `lsn_`).
-pub(super) const ACCESS_PREFIX: &str = "lsa_";
 /// Every refresh token starts with this.
 const REFRESH_PREFIX: &str = "lsr_";
 /// Every authorization code starts with this.
