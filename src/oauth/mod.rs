@@ -14,7 +14,7 @@
 //! With `[oauth] enabled = false` every one of them is an unknown route (404). The JSON endpoints
 //! answer any origin (`Access-Control-Allow-Origin: *`, no credentials): browser-based MCP
 //! clients call them cross-origin, and they carry no cookie. Depends on `service`, `domain` and
-//! `http`; nothing depends on it but `app`.
+//! `http`; nothing depends on it but `app`. Protocol decisions: `README.md` beside this file.
 
 use axum::Router;
 use axum::body::Bytes;

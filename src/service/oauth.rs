@@ -55,7 +55,7 @@ pub struct OAuthSettings {
     pub code_ttl_s: u64,
     /// Registrations one address may make per hour.
     pub registrations_per_hour: usize,
-    /// Most registered clients at once.
+    /// Most registered clients at once, and most metadata-document clients remembered.
     pub max_registered_clients: i64,
 }
 
@@ -315,6 +315,7 @@ impl Service {
             return stored.filter(|c| c.kind == REGISTERED).ok_or_else(unknown);
         }
         let now = self.now();
+        let stored_any = stored.is_some();
         if let Some(c) = stored
             && c.kind == METADATA_DOCUMENT
             && c.fetched_at.plus_secs(DOCUMENT_FRESH_S) > now
@@ -322,11 +323,18 @@ impl Service {
             return Ok(c);
         }
         let c = self.read_metadata_document(id, now).await?;
-        self.inner
-            .store
-            .upsert_document_client(c.clone())
-            .await
-            .map_err(|e| server_error(e.into()))?;
+        let store = &self.inner.store;
+        let kept = if stored_any {
+            store.upsert_document_client(c.clone()).await
+        } else {
+            // A new document client is kept only below the cap (beyond it, it is read again
+            // each time it is needed, and stored nowhere).
+            store
+                .insert_oauth_client(c.clone(), self.oauth_settings().max_registered_clients)
+                .await
+                .map(|_| ())
+        };
+        kept.map_err(|e| server_error(e.into()))?;
         Ok(c)
     }
 
