@@ -74,9 +74,17 @@ impl Default for OAuthSettings {
     }
 }
 
-/// Registrations per address in the last hour, on this replica.
+/// Registrations per address in the last hour, and metadata documents read in the last minute,
+/// on this replica.
 #[derive(Default)]
-pub(super) struct Registrations(Mutex<HashMap<IpAddr, VecDeque<Timestamp>>>);
+pub(super) struct Registrations {
+    by_address: Mutex<HashMap<IpAddr, VecDeque<Timestamp>>>,
+    documents: Mutex<VecDeque<Timestamp>>,
+}
+
+/// Most Client ID Metadata Documents read per minute on one replica: anyone may name one in an
+/// authorization request, and each costs an outbound request.
+pub(super) const DOCUMENT_READS_PER_MINUTE: usize = 60;
 
 /// What a client asks to be registered as (RFC 7591 §2); unknown fields are kept out.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -261,7 +269,7 @@ impl Service {
         let mut map = self
             .inner
             .oauth_registrations
-            .0
+            .by_address
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         let hour_ago = Timestamp(now.0 - 3_600_000);
@@ -347,6 +355,26 @@ impl Service {
         let refused = |why: String| OAuthError::new(OAuthErrorCode::InvalidClient, why);
         if let Some(problem) = document_url_problem(url) {
             return Err(refused(problem));
+        }
+        {
+            let mut reads = self
+                .inner
+                .oauth_registrations
+                .documents
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            while reads.front().is_some_and(|t| t.0 <= now.0 - 60_000) {
+                reads.pop_front();
+            }
+            if reads.len() >= DOCUMENT_READS_PER_MINUTE {
+                let mut e = OAuthError::new(
+                    OAuthErrorCode::TemporarilyUnavailable,
+                    "too many client metadata documents read in the last minute; try again shortly",
+                );
+                e.retry_after_s = Some(60);
+                return Err(e);
+            }
+            reads.push_back(now);
         }
         let mut headers = reqwest::header::HeaderMap::new();
         headers.insert(

@@ -948,6 +948,25 @@ async fn registration_is_checked_rate_limited_and_listed_for_admins() {
     assert!(headers.contains_key("retry-after"));
     o.env.clock.advance_secs(3_601);
     o.client("later").await;
+    // Anyone may name a metadata document: at most 60 are read a minute.
+    for i in 0..=60 {
+        let (status, _, body) = o
+            .get(
+                &o.authorize_query(
+                    &first,
+                    &[("client_id", &format!("https://10.1.2.3/c{i}.json"))],
+                ),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        let expected = if i < 60 {
+            "invalid_client"
+        } else {
+            "temporarily_unavailable"
+        };
+        assert!(body.contains(expected), "{i}: {body}");
+    }
     // Admins list and remove registrations; a removed client's grants end.
     let session = o.sign_in("alice").await;
     let code = o.consent(&session, &first, "first").await;
