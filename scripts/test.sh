@@ -80,6 +80,8 @@ step "Interop: the official MCP and A2A Python SDKs, CLI and console against the
 # Once: the MCP protocol layer it checks reads and writes nothing backend-specific.
 step "The official MCP conformance suite against /mcp, both protocol revisions (tests/mcp_conformance)"
 .venv/bin/python tests/mcp_conformance/run.py
+step "The MCP conformance suite's authorization-server scenarios against liaison's OAuth (tests/mcp_conformance/authorization.py)"
+.venv/bin/python tests/mcp_conformance/authorization.py
 
 step "Interop on PostgreSQL"
 LIAISON_TEST_DATABASE_URL=$pg_url .venv/bin/python -m pytest -q tests/interop

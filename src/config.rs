@@ -44,6 +44,7 @@ struct Raw {
     database: RawDatabase,
     #[serde(default)]
     tool_checks: RawToolChecks,
+    oauth: RawOAuth,
 }
 
 /// `[tool_checks]`: how an agent's own tool calls are checked (SPEC §5b). `rules` add to the
@@ -87,6 +88,51 @@ impl RawToolChecks {
             rules,
             max_wait_s: self.max_wait_s,
             pending_per_connection: self.pending_per_connection,
+        })
+    }
+}
+
+/// `[oauth]`: the authorization server of liaison's own MCP resource (SPEC §7).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOAuth {
+    enabled: bool,
+    #[serde(deserialize_with = "seconds")]
+    access_token_ttl_s: u64,
+    grant_ttl_days: u64,
+    #[serde(deserialize_with = "seconds")]
+    code_ttl_s: u64,
+    registrations_per_hour: usize,
+    max_registered_clients: i64,
+}
+
+impl RawOAuth {
+    fn resolve(&self) -> anyhow::Result<crate::service::OAuthSettings> {
+        for (name, v) in [
+            ("oauth.access_token_ttl_s", self.access_token_ttl_s),
+            ("oauth.grant_ttl_days", self.grant_ttl_days),
+            ("oauth.code_ttl_s", self.code_ttl_s),
+        ] {
+            if v == 0 {
+                anyhow::bail!("{name} must be at least 1");
+            }
+        }
+        if self.code_ttl_s > 600 {
+            anyhow::bail!("oauth.code_ttl_s must be at most 600 (RFC 6749 §4.1.2)");
+        }
+        if self.max_registered_clients < 1 {
+            anyhow::bail!("oauth.max_registered_clients must be at least 1");
+        }
+        Ok(crate::service::OAuthSettings {
+            enabled: self.enabled,
+            // Filled from public_url by the app.
+            issuer: String::new(),
+            resource: String::new(),
+            access_token_ttl_s: self.access_token_ttl_s,
+            grant_ttl_days: self.grant_ttl_days,
+            code_ttl_s: self.code_ttl_s,
+            registrations_per_hour: self.registrations_per_hour,
+            max_registered_clients: self.max_registered_clients,
         })
     }
 }
@@ -370,6 +416,13 @@ connect_timeout_s = 5
 acquire_timeout_s = 5
 statement_timeout_s = 10
 ready_timeout_s = 2
+[oauth]
+enabled = true
+access_token_ttl_s = 900
+grant_ttl_days = 90
+code_ttl_s = 120
+registrations_per_hour = 20
+max_registered_clients = 1000
 "#;
 
 /// The embedded defaults, as TOML text (the generated configuration reference reads them).
@@ -549,6 +602,7 @@ impl Config {
                 limits,
                 outbox,
                 tool_checks: raw.tool_checks.clone().resolve()?,
+                oauth: raw.oauth.resolve()?,
             },
             mcp: McpSettings {
                 allowed_hosts: raw.mcp.allowed_hosts,

@@ -21,7 +21,9 @@
 //!    authentication, access log, `/metrics`).
 //! 7. The fronts: decode, call, encode. [`a2a`] (the A2A 1.0 server on three bindings, the signed
 //!    Agent Card, the push renderer and receiver), [`mcp`] (`/mcp`, tools, bearer check),
-//!    [`admin`] (`/admin/v1`), [`console`] (`/console` and the single-use links).
+//!    [`admin`] (`/admin/v1`), [`console`] (`/console` and the single-use links, the OAuth consent
+//!    page), [`oauth`] (the OAuth 2.1 authorization server of `/mcp`: metadata, registration,
+//!    authorization, token, revocation).
 //! 8. [`api`]: the member HTTP API under `/api/v1` (it shares MCP's argument shapes).
 //! 9. [`workers`]: the lease loop, the outbox worker, the remote sender and follower, sweeps.
 //! 10. [`config`]: layered configuration (embedded defaults, file, `LIAISON_*`, flags).
@@ -47,6 +49,7 @@ pub mod keys;
 pub mod mcp;
 pub mod metrics;
 pub mod net;
+pub mod oauth;
 pub mod remote;
 pub mod service;
 pub mod store;

@@ -3,6 +3,7 @@
 //! Decode, call the service, encode: no rule lives here.
 
 mod keys;
+mod oauth;
 mod outbox;
 mod remotes;
 
@@ -36,6 +37,7 @@ pub fn router(service: Service) -> Router {
         .route("/admin/v1/audit", get(audit))
         .route("/admin/v1/audit/export", get(audit_export))
         .merge(keys::router())
+        .merge(oauth::router())
         .merge(outbox::router())
         .merge(remotes::router())
         .with_state(service)

@@ -94,6 +94,18 @@ impl App {
         let mut settings = config.settings.clone();
         settings.skills = card.skill_routes();
         settings.default_skill = Some(card.default_skill().to_owned());
+        let addr = listener.local_addr()?;
+        let public_url = config.public_url.clone().unwrap_or_else(|| {
+            let scheme = if config.tls.is_some() {
+                "https"
+            } else {
+                "http"
+            };
+            derived_public_url(scheme, addr)
+        });
+        // The authorization server issues tokens for this server's own /mcp only.
+        settings.oauth.issuer = public_url.clone();
+        settings.oauth.resource = format!("{public_url}/mcp");
         let store = Store::open_with(&config.database_url, config.database)
             .await
             .with_context(|| {
@@ -153,11 +165,6 @@ impl App {
             )?),
             None => None,
         };
-        let addr = listener.local_addr()?;
-        let public_url = config.public_url.clone().unwrap_or_else(|| {
-            let scheme = if tls.is_some() { "https" } else { "http" };
-            derived_public_url(scheme, addr)
-        });
         // The card advertises exactly the bindings served; gRPC shares the HTTP port (h2c, or TLS with [tls]).
         let endpoints = Endpoints {
             public_url: public_url.clone(),
@@ -234,6 +241,7 @@ impl App {
             .merge(crate::api::router(service.clone()))
             .merge(crate::a2a::push_receiver::router(service.clone()))
             .merge(crate::console::router(service.clone(), &public_url))
+            .merge(crate::oauth::router(service.clone()))
             .merge(a2a::http::router(signed))
             .merge(a2a::rpc::router(a2a_handler.clone()))
             .merge(a2a::rest::router(a2a_handler.clone()))

@@ -126,6 +126,7 @@ async fn render(
         "agents.html",
         minijinja::context! { tokens => Serde(rows), issued => Serde(just_issued),
         refused => Serde(refused), person => s.caller.id().as_str(), expiries => EXPIRIES.to_vec(), url => c.public_url.as_ref(),
+        oauth => c.service.oauth_settings().enabled,
         defaults => Serde(rights_rows(&ConnectionRights::default())),
         levels => RightLevel::ALL.iter().map(|l| l.as_str()).collect::<Vec<_>>(),
         ..Serde(frame(s, "agents")) },

@@ -13,6 +13,7 @@
 //!   attachments served back as downloads.
 //! - `activity`: a channel's weekly figures as small SVG charts with their numbers.
 //! - `agents`: "connect an agent": a member's own agent tokens, with ready settings.
+//! - `consent`: the OAuth consent page an MCP client's authorization request leads to.
 //! - `view`: the approval card both show.
 //! - `admin`: the admin half (people and tokens, channels, parties, remotes, webhooks,
 //!   deliveries, keys, audit), for sessions opened by an admin login link.
@@ -25,6 +26,7 @@ mod activity;
 mod admin;
 mod agents;
 mod compose;
+mod consent;
 mod links;
 mod pages;
 mod personal;
@@ -77,6 +79,8 @@ pub fn router(service: Service, public_url: &str) -> Router {
         .merge(links::routes())
         .layer(axum::middleware::map_response(security_headers))
         .merge(links::admin_routes())
+        // The consent page sets its own headers (its form-action admits the client's redirect).
+        .merge(consent::routes())
         .with_state(state)
 }
 
@@ -157,6 +161,7 @@ fn templates() -> Environment<'static> {
         ("fleet.html", include_str!("templates/fleet.html")),
         ("leases.html", include_str!("templates/leases.html")),
         ("compose.html", include_str!("templates/compose.html")),
+        ("consent.html", include_str!("templates/consent.html")),
         ("agents.html", include_str!("templates/agents.html")),
         ("activity.html", include_str!("templates/activity.html")),
         ("sessions.html", include_str!("templates/sessions.html")),

@@ -15,6 +15,7 @@ mod envelope;
 mod ids;
 mod label;
 mod message;
+pub mod oauth;
 mod person;
 pub mod personal;
 mod presence;

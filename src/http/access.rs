@@ -115,6 +115,8 @@ fn front_of(path: &str, grpc: bool) -> &'static str {
         "a2a"
     } else if under("/mcp") || path.starts_with("/.well-known/oauth-protected-resource") {
         "mcp"
+    } else if under("/oauth") || path == "/.well-known/oauth-authorization-server" {
+        "oauth"
     } else if under("/admin") {
         "admin"
     } else if under("/api") {

@@ -184,16 +184,21 @@ fn url_host(url: &str) -> Option<String> {
     (!host.is_empty()).then(|| host.to_ascii_lowercase())
 }
 
-/// RFC 9728 metadata. liaison issues static bearer tokens (an admin gives each person theirs), so
-/// no authorization server is advertised: a client that finds none uses the token it was given.
+/// RFC 9728 metadata. With OAuth on (the default) it names liaison itself as the authorization
+/// server, so a client given only the URL can sign in; with `[oauth] enabled = false` it names
+/// none, and a client uses the token it was given.
 async fn metadata(State(front): State<Front>) -> Response {
-    let doc = serde_json::json!({
+    let oauth = front.service.oauth_settings();
+    let mut doc = serde_json::json!({
         "resource": front.resource,
         "resource_name": "liaison MCP",
         "bearer_methods_supported": ["header"],
         "scopes_supported": ["agent"],
-        "resource_documentation": "Ask a liaison admin for an agent token and send it as `Authorization: Bearer <token>`.",
+        "resource_documentation": "Connect with OAuth (give your client this server's /mcp URL), or issue an agent token on the console's Connect page and send it as `Authorization: Bearer <token>`.",
     });
+    if oauth.enabled && !oauth.issuer.is_empty() {
+        doc["authorization_servers"] = serde_json::json!([oauth.issuer]);
+    }
     let mut response = Json(doc).into_response();
     response.headers_mut().insert(
         header::CACHE_CONTROL,

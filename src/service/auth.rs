@@ -11,6 +11,10 @@ use crate::domain::{Scope, Scopes, text};
 /// Every secret starts with this, so a leaked one is easy to recognise (e.g. by secret scanners).
 pub(super) const SECRET_PREFIX: &str = "lsn_";
 
+/// Every OAuth access token starts with this (never with a pasted token's [`SECRET_PREFIX`]);
+/// `oauth_grants` makes and reads them.
+pub(super) const ACCESS_PREFIX: &str = "lsa_";
+
 /// A JWT caller's credential id is this followed by the JWT's subject.
 pub(super) const JWT_PREFIX: &str = "jwt:";
 
@@ -60,6 +64,9 @@ impl Service {
                 "missing or unknown bearer token",
             )
         };
+        if secret.starts_with(ACCESS_PREFIX) {
+            return self.authenticate_access(secret).await;
+        }
         if !secret.starts_with(SECRET_PREFIX) || secret.len() > 200 {
             return Err(unknown());
         }

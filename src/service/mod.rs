@@ -24,6 +24,8 @@ mod input;
 mod keys;
 mod limits;
 mod messages;
+mod oauth;
+mod oauth_grants;
 mod own_tokens;
 mod personal;
 mod progress;
@@ -64,6 +66,12 @@ pub use limits::{LimitSettings, Presented, Rate, StreamPermit};
 pub use messages::{
     BodyExtent, BodyRest, DeliveredMessage, MAX_SLICE_CHARS, MessageSlice, PostReceipt,
     PostRequest, ThreadMessage, ThreadView,
+};
+pub use oauth::{
+    ClientMetadata, DOCUMENT_FRESH_S, MAX_DOCUMENT_BYTES, OAuthClientView, OAuthSettings,
+};
+pub use oauth_grants::{
+    AuthorizationRequest, AuthorizeParams, AuthorizeRefusal, Consent, ConsentError, TokenParams,
 };
 pub use own_tokens::{MAX_OWN_AGENT_TOKENS, OWN_TOKEN_MAX_DAYS, OwnToken, OwnTokenSpec};
 pub use personal::{
@@ -125,6 +133,8 @@ pub struct Settings {
     pub outbox: OutboxSettings,
     /// How an agent's own tool calls are checked (`[tool_checks]`, SPEC §5b).
     pub tool_checks: ToolCheckSettings,
+    /// The OAuth authorization server of the MCP resource (`[oauth]`).
+    pub oauth: OAuthSettings,
 }
 
 impl Default for Settings {
@@ -140,6 +150,7 @@ impl Default for Settings {
             limits: LimitSettings::default(),
             outbox: OutboxSettings::default(),
             tool_checks: ToolCheckSettings::default(),
+            oauth: OAuthSettings::default(),
         }
     }
 }
@@ -273,6 +284,8 @@ struct Inner {
     outbound: OutboundClient,
     /// The A2A client of the outbound bridge; its clones share OAuth2 tokens and gRPC connections.
     a2a_client: A2aClient,
+    /// OAuth client registrations per address in the last hour, on this replica.
+    oauth_registrations: oauth::Registrations,
 }
 
 /// Everything the service is built from, handed in once by the app (or a test).
@@ -362,6 +375,7 @@ impl Service {
                 keys,
                 outbound,
                 a2a_client: a2a,
+                oauth_registrations: oauth::Registrations::default(),
             }),
         }
     }

@@ -24,7 +24,7 @@
 //!   blocks: [`messages`] (the post, message and thread reads), [`inbox`], [`approvals`],
 //!   [`outbox`] (the lease queue), [`webhooks`], [`remote_tasks`], [`parties`] (the task event
 //!   log, parties, push configs), [`links`] (the console's links and sessions), [`people`],
-//!   [`remotes`], [`coordination`], [`signing_keys`], [`retention`] (the retention sweep's
+//!   [`remotes`], [`oauth`] (OAuth clients, grants, codes, refresh tokens), [`coordination`], [`signing_keys`], [`retention`] (the retention sweep's
 //!   bounded purges), [`backup`] (SQLite's online backup), [`activity`] and [`figures`] (what the
 //!   console's activity page and `/metrics` count). Nothing imports them, and they do not
 //!   import one another.
@@ -43,6 +43,7 @@ mod links;
 mod messages;
 mod migrations;
 mod model;
+mod oauth;
 mod outbox;
 mod parties;
 mod people;
@@ -85,6 +86,9 @@ pub use model::records::directory::{
 };
 pub use model::records::inbox::{EntryContent, InboxEntry, InboxPosition, ReceiptRecord};
 pub use model::records::links::{LinkKind, LinkRecord, SessionRecord};
+pub use model::records::oauth::{
+    CodeUse, OAuthClientRecord, OAuthCodeRecord, OAuthGrantRecord, OAuthRefreshRecord, Rotation,
+};
 pub use model::records::outbox::{
     AttemptRecord, DeliveryRecord, DeliveryState, EndpointRecord, Finished, PUSH_EVENT,
     WebhookRecord, push_endpoint, webhook_endpoint,

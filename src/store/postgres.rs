@@ -127,6 +127,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "tool confirmations",
         include_str!("migrations/postgres/0022_tool_confirmations.sql"),
     ),
+    (
+        23,
+        "oauth",
+        include_str!("migrations/postgres/0023_oauth.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str, deadlines: Deadlines) -> Result<(Pool, BatchWriter)> {

@@ -28,6 +28,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("mcp", 7),
     ("admin", 7),
     ("console", 7),
+    ("oauth", 7),
     ("api", 8),
     // Loops beside the fronts (a push is rendered by the A2A front).
     ("workers", 9),
@@ -38,7 +39,9 @@ const FLOORS: &[(&str, u8)] = &[
 ];
 
 /// Modules whose files must never reach the store through the service.
-const NO_STORE_HANDLE: &[&str] = &["workers", "a2a", "mcp", "admin", "api", "console", "http"];
+const NO_STORE_HANDLE: &[&str] = &[
+    "workers", "a2a", "mcp", "admin", "api", "console", "http", "oauth",
+];
 
 fn source_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {

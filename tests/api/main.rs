@@ -23,6 +23,7 @@ mod inbox;
 mod keys;
 mod layers;
 mod logging;
+mod oauth;
 mod outbox;
 mod outbox_durability;
 mod own_agents;

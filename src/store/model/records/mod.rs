@@ -7,6 +7,7 @@ pub(in crate::store) mod coordination;
 pub(in crate::store) mod directory;
 pub(in crate::store) mod inbox;
 pub(in crate::store) mod links;
+pub(in crate::store) mod oauth;
 pub(in crate::store) mod outbox;
 pub(in crate::store) mod personal;
 pub(in crate::store) mod remote_tasks;
