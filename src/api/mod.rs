@@ -48,7 +48,10 @@ pub fn router(service: Service) -> Router {
         .route("/api/v1/sessions/{id}/code", post(sessions::code))
         .route("/api/v1/sessions/{id}/end", post(sessions::end))
         .route("/api/v1/join", post(sessions::join))
-        .route("/api/v1/tool-checks", post(tool_checks::check))
+        .route(
+            "/api/v1/tool-checks",
+            post(tool_checks::check).get(tool_checks::settled),
+        )
         .route("/api/v1/tool-checks/{id}", get(tool_checks::wait))
         .route("/api/v1/confirmations", get(tool_checks::list))
         .route("/api/v1/confirmations/{id}", get(tool_checks::show))

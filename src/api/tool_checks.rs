@@ -6,6 +6,7 @@
 //! |---|---|
 //! | `POST /api/v1/tool-checks` (`{"event", "tool", "input_digest", "summary": {"target", "command", "truncated"}, "wait_s"}`) | the verdict: `allow`, `deny` with a reason, or `confirm` with the confirmation to wait on |
 //! | `GET /api/v1/tool-checks/{id}?wait_s=N` | waits (at most 50 s) for her decision; `allow` uses it up |
+//! | `GET /api/v1/tool-checks?after=MS&wait_s=N` | the connection's confirmations settled since `after` (without it: none, and the `until` to start from); what the `claude/channel` bridge pushes |
 //! | `GET /api/v1/confirmations` | her confirmations waiting for her (scope `human`) |
 //! | `GET /api/v1/confirmations/{id}` | one of them, in any state |
 //! | `POST /api/v1/confirmations/{id}/allow`, `…/reject` (`{"reason"}`, optional) | allow once, reject |
@@ -55,6 +56,23 @@ pub(super) async fn wait(
         .await_tool_confirmation(&c, &confirmation_id(&id)?, q.wait_s)
         .await?;
     Ok(Json(json!(verdict)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SettledQuery {
+    after: Option<i64>,
+    #[serde(default)]
+    wait_s: u64,
+}
+
+pub(super) async fn settled(
+    State(s): State<Service>,
+    Authed(c): Authed,
+    Query(q): Query<SettledQuery>,
+) -> ApiResult<Value> {
+    let page = s.settled_tool_confirmations(&c, q.after, q.wait_s).await?;
+    Ok(Json(json!(page)))
 }
 
 pub(super) async fn list(State(s): State<Service>, Authed(c): Authed) -> ApiResult<Value> {

@@ -45,6 +45,12 @@ impl Topic {
         Topic(format!("confirmation:{id}"))
     }
 
+    /// A confirmation asked by this credential (a token id) was decided or expired: the
+    /// `claude/channel` bridge of that connection tells its live session.
+    pub fn confirmations_of(credential: &str) -> Self {
+        Topic(format!("confirmations:{credential}"))
+    }
+
     /// The signing key ring changed (rotate, retire): every replica reloads it.
     pub fn keys() -> Self {
         Topic("keys".into())

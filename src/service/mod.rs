@@ -94,8 +94,8 @@ pub use tasks::{
     TaskMessage, TaskView, client_message_id,
 };
 pub use tool_checks::{
-    ConfirmationDecision, DEFAULT_CONFIRM_WAIT_S, MAX_READ_WAIT_S, ToolCheckRequest,
-    ToolCheckSettings, ToolVerdict, Verdict,
+    ConfirmationDecision, DEFAULT_CONFIRM_WAIT_S, MAX_READ_WAIT_S, SETTLED_PAGE,
+    SettledConfirmations, ToolCheckRequest, ToolCheckSettings, ToolVerdict, Verdict,
 };
 pub use webhooks::{
     WEBHOOK_EVENTS, WEBHOOK_ROTATION_MAX_OVERLAP_S, WEBHOOK_ROTATION_OVERLAP_S, WebhookSpec,

@@ -113,6 +113,17 @@ pub struct ToolVerdict {
     pub thread: Option<ThreadId>,
 }
 
+/// Most settled confirmations one read returns.
+pub const SETTLED_PAGE: i64 = 20;
+
+/// Confirmations settled since a moment, and the moment to ask from next.
+#[derive(Debug, Clone, Serialize)]
+pub struct SettledConfirmations {
+    pub settled: Vec<ConfirmationRecord>,
+    /// Milliseconds since the epoch: pass it as `after` next time.
+    pub until: i64,
+}
+
 /// Her decision.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -516,6 +527,9 @@ impl Service {
         match decided {
             ConfirmationDecided::Decided(c) => {
                 self.inner.bus.publish(&Topic::confirmation(c.id.as_str()));
+                self.inner
+                    .bus
+                    .publish(&Topic::confirmations_of(&c.credential));
                 self.inner.bus.publish(&Topic::seen(caller.id()));
                 Ok(c)
             }
@@ -535,6 +549,70 @@ impl Service {
                     code,
                     format!("confirmation {id} is {what}; nothing changed"),
                 ))
+            }
+        }
+    }
+
+    /// The calling connection's confirmations settled (decided or expired) after `after` (ms
+    /// since the epoch), oldest first, at most [`SETTLED_PAGE`]; waits up to `wait_s` (at most
+    /// [`MAX_READ_WAIT_S`]) for the next when there is none. Without `after`, answers at once
+    /// with none and the server's `until` to start from. What `liaison mcp --stdio --channel`
+    /// pushes into a live session, so an agent whose hook stopped waiting learns her decision.
+    pub async fn settled_tool_confirmations(
+        &self,
+        caller: &Caller,
+        after: Option<i64>,
+        wait_s: u64,
+    ) -> Result<SettledConfirmations> {
+        caller.require(Scope::Agent)?;
+        caller.require_participant()?;
+        let credential = caller
+            .connection
+            .as_ref()
+            .map(|c| c.token.clone())
+            .unwrap_or_else(|| caller.token_id.clone());
+        let Some(after) = after else {
+            return Ok(SettledConfirmations {
+                settled: Vec::new(),
+                until: self.now().0,
+            });
+        };
+        let after = Timestamp(after);
+        let wait_s = wait_s.min(MAX_READ_WAIT_S);
+        let mut subscription = None;
+        let mut hold = None;
+        let _guard;
+        if wait_s > 0 {
+            hold = Some(self.hold_credential(caller).await?);
+            subscription = Some(
+                self.inner
+                    .bus
+                    .subscribe(&Topic::confirmations_of(&credential)),
+            );
+            _guard = self.count_waiter(caller)?;
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_s);
+        loop {
+            let settled = self
+                .inner
+                .store
+                .settled_confirmations(&credential, after, SETTLED_PAGE)
+                .await?;
+            let timed_out = tokio::time::Instant::now() >= deadline;
+            let Some(sub) = subscription
+                .as_mut()
+                .filter(|_| settled.is_empty() && !timed_out)
+            else {
+                let until = settled.last().and_then(|c| c.decided_at).unwrap_or(after).0;
+                return Ok(SettledConfirmations { settled, until });
+            };
+            tokio::select! {
+                () = sub.woken() => {}
+                () = tokio::time::sleep_until(deadline) => {}
+                why = super::credentials::ended(hold.as_ref()) => return Err(why),
+                () = self.inner.shutdown.cancelled() => {
+                    return Ok(SettledConfirmations { settled: Vec::new(), until: after.0 });
+                }
             }
         }
     }
@@ -574,6 +652,9 @@ impl Service {
         let expired = self.inner.store.expire_confirmations(self.now()).await?;
         for c in &expired {
             self.inner.bus.publish(&Topic::confirmation(c.id.as_str()));
+            self.inner
+                .bus
+                .publish(&Topic::confirmations_of(&c.credential));
             self.inner.bus.publish(&Topic::seen(&c.person));
         }
         Ok(expired.len())

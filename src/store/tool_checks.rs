@@ -224,6 +224,29 @@ impl Store {
             .collect()
     }
 
+    /// The confirmations asked by `credential` settled (decided or expired) after `after`, oldest
+    /// first, at most `limit`.
+    pub async fn settled_confirmations(
+        &self,
+        credential: &str,
+        after: Timestamp,
+        limit: i64,
+    ) -> Result<Vec<ConfirmationRecord>> {
+        let sql = format!(
+            "SELECT {CONFIRMATION_COLUMNS} FROM tool_confirmations \
+             WHERE credential = $1 AND decided_at > $2 AND state <> 'pending' \
+             ORDER BY decided_at, id LIMIT {limit}"
+        );
+        query(sql)
+            .bind(credential.to_owned())
+            .bind(after.0)
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(confirmation)
+            .collect()
+    }
+
     /// Her decision: only on a pending one of hers, before its deadline.
     #[allow(clippy::too_many_arguments)]
     pub async fn decide_confirmation(
@@ -357,15 +380,18 @@ impl Store {
                 let mut expired = Vec::new();
                 for mut c in due {
                     let done = query(
-                        "UPDATE tool_confirmations SET state = 'expired' WHERE id = $1 AND state = 'pending'",
+                        "UPDATE tool_confirmations SET state = 'expired', decided_at = $2 \
+                         WHERE id = $1 AND state = 'pending'",
                     )
                     .bind(c.id.as_str().to_owned())
+                    .bind(now.0)
                     .execute(&mut *tx)
                     .await?;
                     if done.rows_affected() == 0 {
                         continue;
                     }
                     c.state = ConfirmationState::Expired;
+                    c.decided_at = Some(now);
                     append(
                         tx,
                         &ToolAudit {

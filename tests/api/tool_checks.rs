@@ -620,3 +620,83 @@ async fn the_claimed_command_shows_each_tool_started_blocked_and_confirmed() {
     assert!(has("rejected", "tests first"), "{steps:?}");
     assert!(has("tool", "Bash git: rejected"), "{steps:?}");
 }
+
+#[tokio::test]
+async fn a_live_session_learns_each_settled_confirmation_of_its_own_connection_once() {
+    let mut d = desk().await;
+    set_right(&mut d, Impact::Production, RightLevel::Confirm).await;
+    let s = d.env.service.clone();
+    // Without `after`: nothing, and where to start from.
+    let start = s
+        .settled_tool_confirmations(&d.claude, None, 0)
+        .await
+        .unwrap();
+    assert!(start.settled.is_empty());
+    let c = s
+        .check_tool(&d.claude, bash("git push origin main", 50))
+        .await
+        .unwrap()
+        .confirmation
+        .unwrap();
+    // Waiting: her decision wakes the read.
+    let waiter = {
+        let s = s.clone();
+        let claude = d.claude.clone();
+        let after = start.until;
+        tokio::spawn(async move { s.settled_tool_confirmations(&claude, Some(after), 30).await })
+    };
+    for _ in 0..200 {
+        if s.waiting().0 > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    d.env.clock.advance_secs(1);
+    s.decide_tool_confirmation(
+        &d.alice,
+        &c.id,
+        Decision::Reject,
+        ConfirmationDecision {
+            reason: Some("not now".into()),
+        },
+    )
+    .await
+    .unwrap();
+    let page = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("the decision wakes the read")
+        .unwrap()
+        .unwrap();
+    assert_eq!(page.settled.len(), 1);
+    assert_eq!(page.settled[0].id, c.id);
+    assert_eq!(page.settled[0].state, ConfirmationState::Rejected);
+    // Asked again from its `until`: nothing twice.
+    let again = s
+        .settled_tool_confirmations(&d.claude, Some(page.until), 0)
+        .await
+        .unwrap();
+    assert!(again.settled.is_empty());
+    // An expiry is settled too; her other connection never sees this one's.
+    let mut req = bash("helm upgrade", 51);
+    req.wait_s = Some(2);
+    s.check_tool(&d.claude, req).await.unwrap();
+    d.env.clock.advance_secs(3);
+    s.expire_tool_confirmations().await.unwrap();
+    let expired = s
+        .settled_tool_confirmations(&d.claude, Some(page.until), 0)
+        .await
+        .unwrap();
+    assert_eq!(expired.settled.len(), 1);
+    assert_eq!(expired.settled[0].state, ConfirmationState::Expired);
+    let codex = s
+        .settled_tool_confirmations(&d.codex, Some(0), 0)
+        .await
+        .unwrap();
+    assert!(codex.settled.is_empty());
+    // A human token is not an agent's.
+    let e = s
+        .settled_tool_confirmations(&d.alice, Some(0), 0)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::Forbidden);
+}

@@ -263,3 +263,35 @@ async def test_a_server_with_shorter_long_polls_is_waited_on_within_its_limit(tm
         assert "wait_s 50 is out of range" in log.read()
     finally:
         stop_server(srv, dbname)
+
+
+async def test_her_decision_on_a_tool_call_reaches_the_live_session(server):
+    """A tool call waiting for her (`database` is `confirm` by default): her "reject" with a reason
+    reaches the session through the channel, so an agent whose hook stopped waiting learns it; her
+    other connection's bridge hears nothing of it."""
+    alice = unique("al")
+    server.person(alice, "Alice Decides")
+    agent, _ = connection(server, alice, "claude laptop")
+    other, _ = connection(server, alice, "codex")
+    human = server.token(alice, scopes=("human",))["secret"]
+    waiting = inbox_waiters(server)
+    async with bridge(server, agent, "--channel") as pushed, bridge(server, other, "--channel") as codex:
+        # Each flagged bridge waits on its inbox and on its decisions.
+        await until_waiting(server, waiting + 4)
+        asked = member_api(server, agent, "POST", "/api/v1/tool-checks", {
+            "event": "pre_tool_use", "tool": "Bash", "input_digest": "ab" * 32,
+            "summary": {"target": "psql", "command": "psql -c 'DELETE FROM carts'"}, "wait_s": 60})
+        assert asked["decision"] == "confirm", asked
+        tcf = asked["confirmation"]["id"]
+        sent_at = time.monotonic()
+        member_api(server, human, "POST", f"/api/v1/confirmations/{tcf}/reject", {"reason": "use the staging copy"})
+        with anyio.fail_after(15):  # a generous deadline, not a timing claim
+            await pushed.arrived.wait()
+        arrived_at, event = pushed.events[0]
+        print(f"\ndecision pushed {1000 * (arrived_at - sent_at):.0f} ms after she rejected")
+        assert event.meta == {"source": "liaison", "kind": "confirmation", "confirmation": tcf,
+                              "state": "rejected"}, event.meta
+        assert "psql -c 'DELETE FROM carts'" in event.content and "use the staging copy" in event.content
+        await anyio.sleep(1)
+        assert codex.events == [], codex.events
+        assert len(pushed.events) == 1, pushed.events

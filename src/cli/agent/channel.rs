@@ -29,8 +29,11 @@
 //! [`QUEUE`] events; when the client reads slowly the sources stop polling (back-pressure), and
 //! the entries wait on the server, not here.
 //!
-//! **Sources.** [`Source`] is the seam: the inbox is one source; another (e.g. decided
-//! confirmations of tool calls) is one more implementation spawned by [`start`].
+//! **Sources.** [`Source`] is the seam. Two are spawned by [`start`]: the inbox, and
+//! [`DecisionSource`], her decisions on the connection's tool calls (SPEC §5b: allowed once,
+//! rejected with her reason, expired), so an agent whose hook stopped waiting learns the outcome
+//! in its live session. It long-polls `GET /api/v1/tool-checks?after=…` from the moment it
+//! started (a decision before the bridge started was the hook's to read).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -86,6 +89,13 @@ pub(super) trait Source: Send + 'static {
 /// Starts the sources and the task that pushes their events to `peer` until it goes away.
 pub(super) fn start(peer: Peer<RoleServer>, remote: Remote, consumer: String) {
     let (tx, rx) = mpsc::channel(QUEUE);
+    spawn(
+        DecisionSource {
+            remote: remote.clone(),
+            after: None,
+        },
+        tx.clone(),
+    );
     spawn(InboxSource::new(remote, consumer), tx);
     tokio::spawn(push(peer, rx));
 }
@@ -257,6 +267,84 @@ impl Source for InboxSource {
         self.cursor = Some(page["cursor"].as_i64().unwrap_or(cursor));
         Ok(entries.iter().map(|e| event(&self.consumer, e)).collect())
     }
+}
+
+/// Her decisions on the connection's tool calls, settled since the bridge started.
+struct DecisionSource {
+    remote: Remote,
+    /// The server's time (ms) to ask from; none until the first call says it.
+    after: Option<i64>,
+}
+
+impl Source for DecisionSource {
+    fn name(&self) -> &'static str {
+        "decisions"
+    }
+
+    async fn next(&mut self) -> anyhow::Result<Vec<Event>> {
+        let path = match self.after {
+            None => "/api/v1/tool-checks".to_owned(),
+            Some(after) => format!("/api/v1/tool-checks?after={after}&wait_s={WAIT_S}"),
+        };
+        let (status, page) = self
+            .remote
+            .send_api(&path, None, Duration::from_secs(WAIT_S + 30))
+            .await?;
+        if !status.is_success() {
+            anyhow::bail!(
+                "{path} answered {status}: {}",
+                page["error"]["message"].as_str().unwrap_or("no message")
+            );
+        }
+        // Without a position to ask from, asking again would only spin: fail (and back off).
+        let Some(until) = page["until"].as_i64() else {
+            anyhow::bail!("{path} answered without `until`: a server without tool checks?");
+        };
+        self.after = Some(until);
+        Ok(page["settled"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(decision_event)
+            .collect())
+    }
+}
+
+/// The channel event of one settled confirmation. Its text is server-made: the tool, the masked
+/// summary she read (quoted) and, for a rejection, her reason (quoted).
+fn decision_event(c: &Value) -> Event {
+    let s = |k: &str| c[k].as_str().unwrap_or_default().to_owned();
+    let summary = &c["summary"];
+    let action = summary["command"]
+        .as_str()
+        .or_else(|| summary["target"].as_str())
+        .unwrap_or_default();
+    let action = format!("{} {}", s("tool"), crate::domain::text::quote(action));
+    let content = match s("state").as_str() {
+        "allowed" | "consumed" => format!(
+            "liaison: your person allowed once: {action} (confirmation {}). If your hook stopped waiting, make exactly the same call again: it uses this decision.",
+            s("id")
+        ),
+        "rejected" => match c["reason"].as_str() {
+            Some(r) => format!(
+                "liaison: your person rejected {action}: {}. Do not retry it.",
+                crate::domain::text::quote(r)
+            ),
+            None => format!("liaison: your person rejected {action}. Do not retry it."),
+        },
+        _ => format!(
+            "liaison: nobody decided {action} in time, so it was denied; ask again only if it is still needed."
+        ),
+    };
+    let mut meta = BTreeMap::new();
+    meta.insert("source", "liaison".to_owned());
+    meta.insert("kind", "confirmation".to_owned());
+    meta.insert("confirmation", s("id"));
+    meta.insert("state", s("state"));
+    if let Some(t) = c["thread"].as_str() {
+        meta.insert("thread", t.to_owned());
+    }
+    Event { content, meta }
 }
 
 #[cfg(test)]

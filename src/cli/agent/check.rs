@@ -168,7 +168,8 @@ pub(crate) async fn decide(
                     .to_owned(),
             );
         }
-        let wait = (deadline - now).as_secs().clamp(0, 50);
+        // Whole seconds, rounded up: a wait of 0 would answer at once and spin until the deadline.
+        let wait = ((deadline - now).as_millis().div_ceil(1000) as u64).clamp(1, 50);
         eprintln!("{reason}");
         answer = remote
             .send_api(
