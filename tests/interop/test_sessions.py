@@ -145,6 +145,10 @@ async def test_she_directs_her_agent_live_from_a_session(tmp_path):
                 await expect(cmd.locator(".badge").first).to_have_text("question")
                 await cmd.get_by_label("Your answer").fill("No, drop them.")
                 await cmd.get_by_role("button", name="Answer").click()
+                # Her answer is committed once her panel shows it (a click returns before the form's
+                # POST is answered, which under load can take longer than the agent's wait).
+                await expect(page.locator(f"#cmd-{thread} .timeline")).to_contain_text(
+                    "No, drop them.", timeout=30_000)
                 answered = await call(mcp, "inbox", consumer=consumer, session=session,
                                       after=got["page"]["cursor"], wait_s=10)
                 assert any("No, drop them." in json.dumps(e) for e in answered["entries"]), answered
