@@ -56,6 +56,22 @@ pub struct ProgressOutcome {
     pub note: Option<ProgressRecord>,
 }
 
+/// A tool's name as hooks report it (`Edit`, `mcp__github__create_pull_request`): 1 to
+/// [`MAX_TOOL_CHARS`] letters, digits and `_ - . :`. Progress notes and tool checks alike.
+pub(super) fn check_tool_name(tool: &str) -> Result<()> {
+    if tool.is_empty()
+        || tool.chars().count() > MAX_TOOL_CHARS
+        || !tool
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'))
+    {
+        return Err(ServiceError::invalid(format!(
+            "tool must be a tool name of 1-{MAX_TOOL_CHARS} letters, digits and _ - . :"
+        )));
+    }
+    Ok(())
+}
+
 impl Service {
     /// Adds a progress note to the thread the caller's session holds the claim on.
     pub async fn report_progress(
@@ -67,16 +83,7 @@ impl Service {
         // A party's agent token is refused as on every other member route, not told `no_claim`.
         caller.require_participant()?;
         let tool = report.tool.trim();
-        if tool.is_empty()
-            || tool.chars().count() > MAX_TOOL_CHARS
-            || !tool
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'))
-        {
-            return Err(ServiceError::invalid(format!(
-                "tool must be a tool name of 1-{MAX_TOOL_CHARS} letters, digits and _ - . :"
-            )));
-        }
+        check_tool_name(tool)?;
         let target = report
             .target
             .as_deref()

@@ -64,8 +64,6 @@ impl Default for ToolCheckSettings {
 pub const DEFAULT_CONFIRM_WAIT_S: u64 = 600;
 /// Longest one read of a confirmation waits; the hook reads again until its own deadline.
 pub const MAX_READ_WAIT_S: u64 = 50;
-/// Longest tool name, in characters.
-const MAX_TOOL_CHARS: usize = 100;
 
 /// What a hook asks about one call.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -134,17 +132,7 @@ pub struct ConfirmationDecision {
 }
 
 fn check_request(req: &ToolCheckRequest) -> Result<()> {
-    let tool = req.tool.as_str();
-    if tool.is_empty()
-        || tool.chars().count() > MAX_TOOL_CHARS
-        || !tool
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'))
-    {
-        return Err(ServiceError::invalid(format!(
-            "tool must be a tool name of 1-{MAX_TOOL_CHARS} letters, digits and _ - . :"
-        )));
-    }
+    super::progress::check_tool_name(&req.tool)?;
     let d = req.input_digest.as_str();
     if d.len() != 64
         || !d
