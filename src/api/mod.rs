@@ -53,6 +53,10 @@ pub fn router(service: Service) -> Router {
             post(tool_checks::check).get(tool_checks::settled),
         )
         .route("/api/v1/tool-checks/{id}", get(tool_checks::wait))
+        .route(
+            "/api/v1/tool-rules",
+            get(tool_checks::rules).put(tool_checks::set_rules),
+        )
         .route("/api/v1/confirmations", get(tool_checks::list))
         .route("/api/v1/confirmations/{id}", get(tool_checks::show))
         .route("/api/v1/confirmations/{id}/allow", post(tool_checks::allow))

@@ -11,6 +11,9 @@
 //! | `GET /api/v1/confirmations/{id}` | one of them, in any state |
 //! | `POST /api/v1/confirmations/{id}/allow`, `…/reject` (`{"reason"}`, optional) | allow once, reject |
 //!
+//! | `GET /api/v1/tool-rules` | her own tool rules (`service::tool_rules`) |
+//! | `PUT /api/v1/tool-rules` (`{"rules": [{"tool", "command"?, "contains"?, "impact"}]}`) | replaces them (scope `human`, in person) |
+//!
 //! `POST /api/v1/approvals/{id}/allow|reject` with a `tcf_…` id decides a confirmation too, so
 //! `liaison approvals allow tcf_…` works.
 
@@ -22,7 +25,7 @@ use serde_json::{Value, json};
 
 use super::ApiResult;
 use crate::domain::Decision;
-use crate::domain::tool_check::ConfirmationId;
+use crate::domain::tool_check::{ConfirmationId, ToolRule};
 use crate::http::{Authed, Body};
 use crate::service::{Caller, ConfirmationDecision, Service, ServiceError, ToolCheckRequest};
 
@@ -154,4 +157,24 @@ pub(super) async fn reject(
 ) -> ApiResult<Value> {
     let via = c.via;
     decide(&s, &c, &id, Decision::Reject, &body, via).await
+}
+
+pub(super) async fn rules(State(s): State<Service>, Authed(c): Authed) -> ApiResult<Value> {
+    Ok(Json(json!({ "rules": s.tool_rules(&c).await? })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RulesBody {
+    rules: Vec<ToolRule>,
+}
+
+pub(super) async fn set_rules(
+    State(s): State<Service>,
+    Authed(c): Authed,
+    Body(body): Body<RulesBody>,
+) -> ApiResult<Value> {
+    Ok(Json(
+        json!({ "rules": s.set_tool_rules(&c, body.rules).await? }),
+    ))
 }

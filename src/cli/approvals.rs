@@ -11,7 +11,8 @@ use crate::domain::duration::{self, Seconds};
 
 #[derive(Debug, Subcommand)]
 pub enum ApprovalsCommand {
-    /// Approvals you may decide, newest first.
+    /// Approvals you may decide, newest first; the first page also lists your agents' tool
+    /// calls waiting for your "allow once" (`tcf_…` ids, decided with allow/reject too).
     List {
         /// Only those still waiting for a decision.
         #[arg(long)]
@@ -80,6 +81,7 @@ pub(super) async fn approvals(c: ApprovalsCommand) -> anyhow::Result<()> {
             format,
             server,
         } => {
+            let first_page = before.is_none();
             let mut path = format!("/api/v1/approvals?pending={pending}");
             if let Some(b) = before {
                 path.push_str(&format!("&before={}", encode(&b)));
@@ -88,7 +90,41 @@ pub(super) async fn approvals(c: ApprovalsCommand) -> anyhow::Result<()> {
                 path.push_str(&format!("&limit={l}"));
             }
             let token = member_token("approvals need scope human")?;
-            let answer = request_json(&server, &token, None, "GET", &path, None).await?;
+            let mut answer = request_json(&server, &token, None, "GET", &path, None).await?;
+            // Her agents' tool calls waiting for her (SPEC §5b) are decided the same way
+            // (`approvals allow|reject tcf_…`): the first page shows them too.
+            if first_page {
+                let waiting =
+                    request_json(&server, &token, None, "GET", "/api/v1/confirmations", None)
+                        .await?;
+                answer["confirmations"] = waiting["confirmations"].clone();
+            }
+            if first_page && !format.json {
+                let rows = answer["confirmations"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                if !rows.is_empty() {
+                    let columns = [
+                        col!("ID", "id"),
+                        col!("CONNECTION", "connection"),
+                        col!("TOOL", "tool"),
+                        col!("ACTION", |row| {
+                            let s = &row["summary"];
+                            table::cell(if s["command"].is_string() {
+                                &s["command"]
+                            } else {
+                                &s["target"]
+                            })
+                        }),
+                        col!("IMPACT", "impact"),
+                        col!("EXPIRES", "expires_at"),
+                    ];
+                    println!("Tool calls of your agents waiting for you:");
+                    println!("{}\n", table::render(&rows, &columns));
+                    println!("Approvals:");
+                }
+            }
             let columns = [
                 col!("ID", "id"),
                 col!("STATE", "state"),

@@ -23,6 +23,7 @@ use serde::Deserialize;
 
 use super::view::{Via, card};
 use super::{Console, FORM_COOKIE, Page, SESSION_COOKIE, cookie, no_get_decision};
+use crate::domain::tool_check::ConfirmationId;
 use crate::domain::{ApprovalId, Decision, PersonId};
 use crate::http::{ApiError, Body, authenticate};
 use crate::service::{LINK_TTL_S, SESSION_TTL_S, ServiceError};
@@ -93,7 +94,7 @@ async fn issue_approval_link(
         .service
         .issue_approval_link(&admin, &id, body.person.as_ref(), body.expires_in_s)
         .await?;
-    let url = super::approval_link_url(&c.public_url, &id, &issued.secret);
+    let url = super::approval_link_url(&c.public_url, id.as_str(), &issued.secret);
     Ok(Json(serde_json::json!({ "link": issued.link, "url": url })))
 }
 
@@ -196,6 +197,9 @@ pub(super) async fn link_page(
     id: &str,
     secret: &str,
 ) -> Result<Response, ServiceError> {
+    if let Ok(id) = ConfirmationId::parse(id) {
+        return confirmation_link_page(c, &id, secret).await;
+    }
     // A malformed id cannot be the id of this link.
     let id = ApprovalId::parse(id).map_err(|_| {
         ServiceError::new(
@@ -205,7 +209,7 @@ pub(super) async fn link_page(
     })?;
     let (link, csrf) = c
         .service
-        .open_link(LinkKind::Approval, secret, Some(&id))
+        .open_link(LinkKind::Approval, secret, Some(id.as_str()))
         .await?;
     let caller = c.service.link_caller(&link).await?;
     let view = c.service.approval(&caller, &id).await?;
@@ -240,7 +244,40 @@ pub(super) async fn link_page(
     Ok(response)
 }
 
-/// Uses an approval link: allow once, or reject with a reason.
+/// A tool confirmation's link page (SPEC §5b): the exact action her agent waits to run, with
+/// "Allow once" and "Reject", deciding as the link's person.
+async fn confirmation_link_page(
+    c: &Console,
+    id: &ConfirmationId,
+    secret: &str,
+) -> Result<Response, ServiceError> {
+    let opened = c.service.open_confirmation_link(id, secret).await?;
+    let html = c
+        .render(
+            "confirmation_link.html",
+            minijinja::context! {
+                t => minijinja::value::Serde(&opened.confirmation),
+                person => opened.caller.person.display_name.as_str(),
+                link => secret,
+                csrf => opened.csrf.as_str(),
+                link_expires_at => opened.link.expires_at.to_string(),
+            },
+        )
+        .map_err(|p| p.error)?;
+    let mut response = html.into_response();
+    response.headers_mut().append(
+        header::SET_COOKIE,
+        c.cookie(
+            FORM_COOKIE,
+            &opened.csrf,
+            &format!("/console/approvals/{id}"),
+            LINK_TTL_S,
+        ),
+    );
+    Ok(response)
+}
+
+/// Uses an approval link (or a tool confirmation's): allow once, or reject with a reason.
 async fn decide_by_link(
     State(c): State<Console>,
     Path(id): Path<String>,
@@ -258,6 +295,37 @@ async fn decide_by_link(
             )));
         }
     };
+    if let Ok(id) = ConfirmationId::parse(id.as_str()) {
+        let record = c
+            .service
+            .decide_confirmation_by_link(
+                &id,
+                f.link.as_deref().unwrap_or_default(),
+                f.csrf.as_deref().unwrap_or_default(),
+                cookie(&headers, FORM_COOKIE),
+                decision,
+                f.reason.filter(|r| !r.trim().is_empty()),
+            )
+            .await
+            .map_err(page)?;
+        let (title, message) = match decision {
+            Decision::Allow => (
+                "Allowed once",
+                format!(
+                    "Your agent may run {} once: its waiting call goes ahead now. This link is now used.",
+                    record.tool
+                ),
+            ),
+            Decision::Reject => (
+                "Rejected",
+                format!(
+                    "Your agent's {} call is refused, and it reads your reason. This link is now used.",
+                    record.tool
+                ),
+            ),
+        };
+        return used_link_page(&c, id.as_str(), title, &message);
+    }
     let id = ApprovalId::parse(&id).map_err(|_| {
         page(ServiceError::new(
             crate::service::ErrorCode::Unauthenticated,
@@ -292,6 +360,11 @@ async fn decide_by_link(
             ),
         ),
     };
+    used_link_page(&c, id.as_str(), title, &message)
+}
+
+/// The page after a link was used: what happened, and its form cookie cleared.
+fn used_link_page(c: &Console, id: &str, title: &str, message: &str) -> Result<Response, Page> {
     let html = c.render(
         "message.html",
         minijinja::context! { title => title, message => message, tone => "done" },

@@ -33,6 +33,7 @@ mod personal;
 mod session;
 mod snippets;
 mod thread;
+mod tool_rules;
 mod upload;
 mod view;
 
@@ -138,6 +139,10 @@ fn workspace_routes() -> Router<Console> {
             post(personal::decide).get(compose::no_get),
         )
         .route(
+            "/console/tool-rules",
+            get(tool_rules::page).post(tool_rules::change),
+        )
+        .route(
             "/console/confirmations/{id}/decide",
             post(personal::decide_confirmation).get(compose::no_get),
         )
@@ -170,7 +175,12 @@ fn templates() -> Environment<'static> {
             "confirmation.html",
             include_str!("templates/confirmation.html"),
         ),
+        (
+            "confirmation_link.html",
+            include_str!("templates/confirmation_link.html"),
+        ),
         ("snippets.html", include_str!("templates/snippets.html")),
+        ("tool_rules.html", include_str!("templates/tool_rules.html")),
         ("admin/nav.html", include_str!("templates/admin/nav.html")),
         (
             "admin/preview.html",
@@ -405,7 +415,7 @@ pub fn login_link_url(public_url: &str, secret: &str) -> String {
 }
 
 /// The address of an approval link: the page that shows the exact action and decides it once.
-pub fn approval_link_url(public_url: &str, id: &crate::domain::ApprovalId, secret: &str) -> String {
+pub fn approval_link_url(public_url: &str, id: &str, secret: &str) -> String {
     format!("{public_url}/console/approvals/{id}?link={secret}")
 }
 

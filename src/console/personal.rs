@@ -552,9 +552,10 @@ pub(super) async fn decide_confirmation(
     f: Result<Form<ConfirmationForm>, FormRejection>,
 ) -> Result<Response, Response> {
     let (s, f) = checked(&c, &headers, f).await?;
-    let back = match f.session.as_deref().map(SessionId::parse) {
-        Some(Ok(session)) => format!("/console/sessions/{session}"),
-        _ => "/console/approvals".to_owned(),
+    let panel = f.session.as_deref().and_then(|p| SessionId::parse(p).ok());
+    let back = match &panel {
+        Some(session) => format!("/console/sessions/{session}"),
+        None => "/console/approvals".to_owned(),
     };
     let decided = async {
         let confirmation = ConfirmationId::parse(id.as_str())
@@ -582,9 +583,19 @@ pub(super) async fn decide_confirmation(
             .await
     }
     .await;
-    match decided {
-        Ok(_) => Ok(Redirect::to(&back).into_response()),
-        Err(e) => Err(Page::from(e).with(&c, true).into_response()),
+    match (decided, panel) {
+        (Ok(_), _) => Ok(Redirect::to(&back).into_response()),
+        // From her session panel: the panel again, the reason where it was refused.
+        (Err(e), Some(panel)) => {
+            let status = super::status_of(&e);
+            let refused = Refused::new(
+                format!("confirm:{id}"),
+                &e,
+                &[("reason", f.reason.as_deref())],
+            );
+            render_panel(&c, &s, &panel, None, Some(refused), status).await
+        }
+        (Err(e), None) => Err(Page::from(e).with(&c, true).into_response()),
     }
 }
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 use super::{Caller, Result, Service, ServiceError};
 use crate::domain::address::AddressPolicy;
 use crate::domain::delivery::{AttemptVerdict, SendFailure, SendResult, verdict};
+use crate::domain::tool_check::ConfirmationId;
 use crate::domain::{ApprovalId, PersonId, Scope, Timestamp};
 use crate::store::{
     AttemptRecord, DeliveryFilter, DeliveryRecord, DeliveryState, EndpointRecord, Finished,
@@ -215,35 +216,40 @@ impl Service {
         Ok((webhook, secrets))
     }
 
-    /// The single-use approval link of an `approval.pending` webhook delivery's body: for
-    /// `person` when they are an approver, else for the first approver; issued in the bootstrap
-    /// admin's name (as an admin's `link issue` would be). A retried delivery must be
+    /// The single-use link of an `approval.pending` webhook delivery's body: for an approval,
+    /// for `person` when they are an approver, else for the first approver; for a tool
+    /// confirmation (`tcf_…`, SPEC §5b), for the person whose agent asked. Issued in the
+    /// bootstrap admin's name (as an admin's `link issue` would be). A retried delivery must be
     /// byte-identical (receivers deduplicate on `webhook-id`), so the link's id and secret are
     /// derived from the master key and the delivery, never stored: the first attempt issues it,
-    /// every later one finds it and gives it again, whatever happened to the approval since.
-    /// `None` when there is none to give (the approval was already decided at the first attempt,
-    /// and so at every later one).
-    pub async fn webhook_approval_link(
+    /// every later one finds it and gives it again, whatever happened to its subject since.
+    /// `None` when there is none to give (it was already decided at the first attempt, and so
+    /// at every later one).
+    pub async fn webhook_decision_link(
         &self,
         delivery: i64,
-        id: &ApprovalId,
+        subject: &str,
         person: Option<&PersonId>,
     ) -> Option<super::IssuedLink> {
-        let context = format!("{delivery}\0{id}\0{}", person.map_or("", PersonId::as_str));
+        let context = format!(
+            "{delivery}\0{subject}\0{}",
+            person.map_or("", PersonId::as_str)
+        );
         let (link_id, secret) = super::auth::derived_secret(
             self.master_key().ok()?,
             "webhook approval link",
             context.as_bytes(),
             "lnk_",
         );
+        let confirmation = ConfirmationId::parse(subject).ok();
+        let kind = if confirmation.is_some() {
+            crate::store::LinkKind::Confirmation
+        } else {
+            crate::store::LinkKind::Approval
+        };
         let given = || async {
             let hash = super::auth::hash_secret(&secret);
-            let link = self
-                .inner
-                .store
-                .link_by_hash(crate::store::LinkKind::Approval, &hash)
-                .await
-                .ok()??;
+            let link = self.inner.store.link_by_hash(kind, &hash).await.ok()??;
             Some(super::IssuedLink {
                 link,
                 secret: secret.clone(),
@@ -257,7 +263,14 @@ impl Service {
             id: link_id,
             secret: secret.clone(),
         };
-        match self.approval_link(&admin, id, person, None, how).await {
+        let issued = match confirmation {
+            Some(id) => self.confirmation_link(&admin, &id, how).await,
+            None => {
+                let id = ApprovalId::parse(subject).ok()?;
+                self.approval_link(&admin, &id, person, None, how).await
+            }
+        };
+        match issued {
             Ok(issued) => Some(issued),
             // Issued meanwhile by another attempt (a lease that passed on): that one.
             Err(_) => given().await,

@@ -12,6 +12,7 @@ mod approvals;
 mod audit;
 mod auth;
 mod channels;
+mod confirmation_links;
 mod connections;
 mod coordination;
 mod counted;
@@ -19,6 +20,7 @@ mod credentials;
 mod delivery;
 mod error;
 mod figures;
+mod follow_ups;
 mod inbox;
 mod input;
 mod keys;
@@ -38,6 +40,7 @@ mod rights;
 mod sessions;
 mod tasks;
 mod tool_checks;
+mod tool_rules;
 mod traced;
 mod webhooks;
 
@@ -54,6 +57,7 @@ pub use admin::{AddedParty, IssuedToken, PartySpec, TokenSpec};
 pub use approvals::{ApprovalPage, ApprovalView, CONFIRM_CHARS};
 pub use audit::{AuditQuery, MAX_AUDIT_PAGE};
 pub use channels::{ChannelSpec, MemberChange, MembersPlan};
+pub use confirmation_links::OpenedConfirmationLink;
 pub use connections::{CallerConnection, ConnectionUpdate, NewConnection, slug_from};
 pub use coordination::{ClaimAction, ClaimTarget, LeaseSpec, PresenceSpec};
 pub use credentials::CredentialHold;
@@ -97,6 +101,7 @@ pub use tool_checks::{
     ConfirmationDecision, DEFAULT_CONFIRM_WAIT_S, MAX_READ_WAIT_S, SETTLED_PAGE,
     SettledConfirmations, ToolCheckRequest, ToolCheckSettings, ToolVerdict, Verdict,
 };
+pub use tool_rules::MAX_PERSON_RULES;
 pub use webhooks::{
     WEBHOOK_EVENTS, WEBHOOK_ROTATION_MAX_OVERLAP_S, WEBHOOK_ROTATION_OVERLAP_S, WebhookSpec,
 };
@@ -286,6 +291,8 @@ struct Inner {
     a2a_client: A2aClient,
     /// OAuth client registrations per address in the last hour, on this replica.
     oauth_registrations: oauth::Registrations,
+    /// Tool calls a `PreToolUse` check allowed, for their `PermissionRequest` (`follow_ups.rs`).
+    follow_ups: follow_ups::FollowUps,
 }
 
 /// Everything the service is built from, handed in once by the app (or a test).
@@ -376,6 +383,7 @@ impl Service {
                 outbound,
                 a2a_client: a2a,
                 oauth_registrations: oauth::Registrations::default(),
+                follow_ups: follow_ups::FollowUps::default(),
             }),
         }
     }

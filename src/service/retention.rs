@@ -13,7 +13,8 @@ use crate::domain::Timestamp;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Retention {
     /// Threads closed (or whose task is terminal), with their messages and every row of theirs,
-    /// counted from the thread's last change.
+    /// counted from the thread's last change; and tool confirmations asked outside any command,
+    /// counted from when they settled.
     pub closed_threads: Option<Duration>,
     /// Task events, counted from when each was logged (a thread's latest is always kept).
     pub task_events: Option<Duration>,
@@ -42,6 +43,8 @@ pub struct Purged {
     pub deliveries: u64,
     pub delivery_attempts: u64,
     pub audit: u64,
+    /// Tool confirmations bound to no thread (a thread's go with it, uncounted).
+    pub confirmations: u64,
 }
 
 impl Purged {
@@ -52,6 +55,7 @@ impl Purged {
             + self.deliveries
             + self.delivery_attempts
             + self.audit
+            + self.confirmations
     }
 }
 
@@ -80,6 +84,19 @@ impl Service {
                 purged.threads += batch.threads;
                 purged.messages += batch.messages;
                 if batch.threads == 0 || stopping() {
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+        }
+        if let Some(keep) = retention.closed_threads {
+            loop {
+                let n = store
+                    .purge_settled_confirmations(cutoff(self.now(), keep))
+                    .await?;
+                metrics.retention_purged("confirmations", n);
+                purged.confirmations += n;
+                if n < crate::store::PURGE_BATCH || stopping() {
                     break;
                 }
                 tokio::task::yield_now().await;
@@ -130,6 +147,7 @@ impl Service {
                 deliveries = purged.deliveries,
                 delivery_attempts = purged.delivery_attempts,
                 audit = purged.audit,
+                confirmations = purged.confirmations,
                 "Purged records past their retention."
             );
         }

@@ -56,6 +56,13 @@ pub(super) enum LinkIssue {
     Derived { id: String, secret: String },
 }
 
+/// What a link is for.
+pub(super) enum LinkFor {
+    Login,
+    Approval(ApprovalId),
+    Confirmation(crate::domain::tool_check::ConfirmationId),
+}
+
 /// A link just issued: its secret is shown once.
 #[derive(Debug, Clone)]
 pub struct IssuedLink {
@@ -155,7 +162,7 @@ impl Service {
         self.issue_link(
             admin,
             person.clone(),
-            None,
+            LinkFor::Login,
             ttl,
             LinkIssue::Audited(event),
             admin_session,
@@ -219,24 +226,31 @@ impl Service {
                 })?,
             };
         undecided(&approval, self.now())?;
-        self.issue_link(admin, person, Some(id.clone()), ttl, how, false)
-            .await
+        self.issue_link(
+            admin,
+            person,
+            LinkFor::Approval(id.clone()),
+            ttl,
+            how,
+            false,
+        )
+        .await
     }
 
-    /// A login link, or with `approval` an approval link.
-    async fn issue_link(
+    /// A login link, an approval link or a confirmation link, as `what` says.
+    pub(super) async fn issue_link(
         &self,
         admin: &Caller,
         person: PersonId,
-        approval: Option<ApprovalId>,
+        what: LinkFor,
         ttl: u64,
         how: LinkIssue,
         admin_session: bool,
     ) -> Result<IssuedLink> {
-        let kind = if approval.is_some() {
-            LinkKind::Approval
-        } else {
-            LinkKind::Login
+        let (kind, approval, confirmation) = match what {
+            LinkFor::Login => (LinkKind::Login, None, None),
+            LinkFor::Approval(a) => (LinkKind::Approval, Some(a), None),
+            LinkFor::Confirmation(c) => (LinkKind::Confirmation, None, Some(c)),
         };
         let (id, secret, event) = match how {
             LinkIssue::Audited(event) => {
@@ -248,7 +262,8 @@ impl Service {
         let now = self.now();
         let audit = event.map(|e| {
             let shown = serde_json::json!({
-                "person": person, "approval": approval, "admin": admin_session,
+                "person": person, "approval": approval, "confirmation": confirmation,
+                "admin": admin_session,
                 "expires_at": now.plus_secs(ttl),
             });
             self.change(admin, e, &id, None, Some(shown))
@@ -259,6 +274,7 @@ impl Service {
             secret_hash: hash_secret(&secret),
             person,
             approval,
+            confirmation,
             admin: admin_session,
             created_by: admin.id().clone(),
             created_at: now,
@@ -272,6 +288,7 @@ impl Service {
                 id: new.id,
                 person: new.person,
                 approval: new.approval,
+                confirmation: new.confirmation,
                 admin: new.admin,
                 created_at: new.created_at,
                 expires_at: new.expires_at,
@@ -288,9 +305,9 @@ impl Service {
         &self,
         kind: LinkKind,
         secret: &str,
-        approval: Option<&ApprovalId>,
+        subject: Option<&str>,
     ) -> Result<(LinkRecord, String)> {
-        let link = self.usable_link(kind, secret, approval).await?;
+        let link = self.usable_link(kind, secret, subject).await?;
         let (_, csrf) = new_secret();
         if !self
             .inner
@@ -299,7 +316,7 @@ impl Service {
             .await?
         {
             // Used or expired between the read and the update.
-            return Err(self.link_refusal(kind, secret, approval).await?);
+            return Err(self.link_refusal(kind, secret, subject).await?);
         }
         Ok((link, csrf))
     }
@@ -360,7 +377,13 @@ impl Service {
             ));
         }
         let link = self
-            .use_link(LinkKind::Approval, secret, Some(id), form_csrf, cookie_csrf)
+            .use_link(
+                LinkKind::Approval,
+                secret,
+                Some(id.as_str()),
+                form_csrf,
+                cookie_csrf,
+            )
             .await?;
         let caller = self.link_caller(&link).await?;
         self.decide(&caller, id, decision, reason, DecisionPath::Link)
@@ -559,19 +582,21 @@ impl Service {
         &self,
         kind: LinkKind,
         secret: &str,
-        approval: Option<&ApprovalId>,
+        subject: Option<&str>,
     ) -> Result<LinkRecord> {
-        match self.link(kind, secret, approval).await? {
+        match self.link(kind, secret, subject).await? {
             Some(l) if l.used_at.is_none() && l.expires_at > self.now() => Ok(l),
-            _ => Err(self.link_refusal(kind, secret, approval).await?),
+            _ => Err(self.link_refusal(kind, secret, subject).await?),
         }
     }
 
+    /// The link of `kind` with this secret, if it is the link of `subject` (the approval or
+    /// confirmation it decides; none for a login link).
     async fn link(
         &self,
         kind: LinkKind,
         secret: &str,
-        approval: Option<&ApprovalId>,
+        subject: Option<&str>,
     ) -> Result<Option<LinkRecord>> {
         if !secret.starts_with(SECRET_PREFIX) || secret.len() > 200 {
             return Ok(None);
@@ -581,7 +606,7 @@ impl Service {
             .store
             .link_by_hash(kind, &hash_secret(secret))
             .await?
-            .filter(|l| l.approval.as_ref() == approval))
+            .filter(|l| l.subject() == subject))
     }
 
     /// Why a link cannot be used: unknown, used, expired, or (when it is usable) a CSRF token
@@ -590,9 +615,9 @@ impl Service {
         &self,
         kind: LinkKind,
         secret: &str,
-        approval: Option<&ApprovalId>,
+        subject: Option<&str>,
     ) -> Result<ServiceError> {
-        Ok(match self.link(kind, secret, approval).await? {
+        Ok(match self.link(kind, secret, subject).await? {
             None => unknown_link(),
             Some(l) => match l.used_at {
                 Some(at) => ServiceError::new(
@@ -616,15 +641,15 @@ impl Service {
 
     /// Uses a link once, if the form's CSRF token is the one its page minted (and the cookie
     /// that page set carries the same token).
-    async fn use_link(
+    pub(super) async fn use_link(
         &self,
         kind: LinkKind,
         secret: &str,
-        approval: Option<&ApprovalId>,
+        subject: Option<&str>,
         form_csrf: &str,
         cookie_csrf: Option<&str>,
     ) -> Result<LinkRecord> {
-        let link = self.usable_link(kind, secret, approval).await?;
+        let link = self.usable_link(kind, secret, subject).await?;
         if form_csrf.is_empty() || !cookie_csrf.is_some_and(|c| same(c, form_csrf)) {
             return Err(bad_csrf());
         }
@@ -643,7 +668,7 @@ impl Service {
                 tracing::info!(link = %link.id, person = %used.person, "Console link used.");
                 Ok(used)
             }
-            None => Err(self.link_refusal(kind, secret, approval).await?),
+            None => Err(self.link_refusal(kind, secret, subject).await?),
         }
     }
 }

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Caller, ErrorCode, Result, Service, ServiceError};
+use super::{Caller, ErrorCode, Result, Service, ServiceError, follow_ups};
 use crate::bus::Topic;
 use crate::domain::tool_check::{
     self, CheckEvent, Classified, ConfirmationId, ConfirmationState, MAX_COMMAND_CHARS,
@@ -180,7 +180,10 @@ impl Service {
         let summary = req.summary.masked();
         let tool = req.tool.clone();
         let settings = &self.inner.settings.tool_checks;
-        let Classified { impact, rule } = tool_check::classify(&settings.rules, &tool, &summary);
+        // The configured rules, then her own (`tool_rules`): the strictest found wins.
+        let mut rules = settings.rules.clone();
+        rules.extend(self.inner.store.person_tool_rules(caller.id()).await?);
+        let Classified { impact, rule } = tool_check::classify(&rules, &tool, &summary);
         let rights = caller
             .connection
             .as_ref()
@@ -202,7 +205,28 @@ impl Service {
             detail,
         };
         let line = summary.line(&tool);
-        match rights.level(impact) {
+        let credential = caller
+            .connection
+            .as_ref()
+            .map(|c| c.token.clone())
+            .unwrap_or_else(|| caller.token_id.clone());
+        let call = follow_ups::call_key(&credential, &tool, &req.input_digest);
+        let level = rights.level(impact);
+        // The same call's `PermissionRequest` after its `PreToolUse` allowed it (`follow_ups`).
+        if req.event == CheckEvent::PermissionRequest
+            && level != RightLevel::Off
+            && self.inner.follow_ups.take(&call, now)
+        {
+            return Ok(ToolVerdict {
+                decision: Verdict::Allow,
+                reason: "liaison: this call's PreToolUse check already allowed it".to_owned(),
+                impact,
+                rule,
+                confirmation: None,
+                thread,
+            });
+        }
+        match level {
             RightLevel::Allowed => {
                 if impact != Impact::None {
                     self.inner
@@ -214,6 +238,9 @@ impl Service {
                         .await?;
                     self.tool_note(caller, &tool, target.as_deref(), "started")
                         .await;
+                }
+                if req.event == CheckEvent::PreToolUse {
+                    self.inner.follow_ups.allowed(call, now);
                 }
                 Ok(ToolVerdict {
                     decision: Verdict::Allow,
@@ -255,11 +282,6 @@ impl Service {
                     .wait_s
                     .unwrap_or(DEFAULT_CONFIRM_WAIT_S)
                     .min(settings.max_wait_s);
-                let credential = caller
-                    .connection
-                    .as_ref()
-                    .map(|c| c.token.clone())
-                    .unwrap_or_else(|| caller.token_id.clone());
                 let fingerprint = tool_check::fingerprint(
                     &credential,
                     thread.as_ref().map(ThreadId::as_str),
@@ -301,12 +323,16 @@ impl Service {
                             ),
                         ));
                     }
-                    ConfirmationAsked::Created(c) => {
+                    ConfirmationAsked::Created(c, outbox_due) => {
                         self.inner.bus.publish(&Topic::seen(caller.id()));
+                        self.outbox_due(outbox_due);
                         c
                     }
                     ConfirmationAsked::Existing(c) => c,
                 };
+                if req.event == CheckEvent::PreToolUse {
+                    self.inner.follow_ups.asked_before_use(c.id.clone());
+                }
                 // Allowed earlier and not yet used (its first hook gave up waiting): this call
                 // is exactly the one she allowed, so it uses it.
                 if c.state == ConfirmationState::Allowed {
@@ -415,6 +441,10 @@ impl Service {
                     .use_confirmation(c.credential.clone(), c.id.clone(), now)
                     .await?
                 {
+                    if self.inner.follow_ups.was_asked_before_use(&c.id) {
+                        let call = follow_ups::call_key(&c.credential, &c.tool, &c.input_digest);
+                        self.inner.follow_ups.allowed(call, now);
+                    }
                     (
                         Verdict::Allow,
                         format!("liaison: {who} allowed this once"),
@@ -513,7 +543,8 @@ impl Service {
             )
             .await?;
         match decided {
-            ConfirmationDecided::Decided(c) => {
+            ConfirmationDecided::Decided(c, outbox_due) => {
+                self.outbox_due(outbox_due);
                 self.inner.bus.publish(&Topic::confirmation(c.id.as_str()));
                 self.inner
                     .bus
@@ -645,6 +676,8 @@ impl Service {
                 .publish(&Topic::confirmations_of(&c.credential));
             self.inner.bus.publish(&Topic::seen(&c.person));
         }
+        // Their `approval.decided` webhooks, if any subscribed.
+        self.outbox_due(!expired.is_empty());
         Ok(expired.len())
     }
 

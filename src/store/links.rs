@@ -51,6 +51,21 @@ impl Store {
                         .execute(&mut *tx)
                         .await?;
                     }
+                    LinkKind::Confirmation => {
+                        query(
+                            "INSERT INTO confirmation_links (id, secret_hash, person, confirmation_id, \
+                             created_by, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                        )
+                        .bind(l.id)
+                        .bind(l.secret_hash)
+                        .bind(l.person.as_str().to_owned())
+                        .bind(l.confirmation.map(|c| c.as_str().to_owned()))
+                        .bind(l.created_by.as_str().to_owned())
+                        .bind(l.created_at.0)
+                        .bind(l.expires_at.0)
+                        .execute(&mut *tx)
+                        .await?;
+                    }
                 }
                 if let Some(audit) = &l.audit {
                     append_change(tx, audit).await?;

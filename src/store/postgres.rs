@@ -132,6 +132,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "oauth",
         include_str!("migrations/postgres/0023_oauth.sql"),
     ),
+    (
+        25,
+        "tool rules and confirmation links",
+        include_str!("migrations/postgres/0025_tool_rules_and_links.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str, deadlines: Deadlines) -> Result<(Pool, BatchWriter)> {

@@ -15,6 +15,9 @@
 //! - [`Store::purge_finished_deliveries`]: delivered or dead deliveries finished before the
 //!   cutoff, with their attempts. Pending ones (in flight or retrying) are never touched.
 //! - [`Store::purge_audit`]: audit entries older than the cutoff.
+//! - [`Store::purge_settled_confirmations`]: tool confirmations asked outside any claimed command
+//!   (those of a command go with its thread) that settled before the cutoff, with their links.
+//!   Never a pending one.
 
 use super::Store;
 use super::db::{Conn, query};
@@ -68,6 +71,7 @@ const THREAD_ROWS: &[&str] = &[
     "DELETE FROM claims WHERE thread_id IN ({ids})",
     "DELETE FROM thread_traces WHERE thread_id IN ({ids})",
     "DELETE FROM session_commands WHERE thread_id IN ({ids})",
+    "DELETE FROM confirmation_links WHERE confirmation_id IN (SELECT id FROM tool_confirmations WHERE thread_id IN ({ids}))",
     "DELETE FROM tool_confirmations WHERE thread_id IN ({ids})",
     "DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE thread_id IN ({ids}))",
     "DELETE FROM deliveries WHERE thread_id IN ({ids})",
@@ -199,6 +203,45 @@ impl Store {
     }
 
     /// Purges up to [`PURGE_BATCH`] audit entries made before `before`, oldest first.
+    /// Purges up to [`PURGE_BATCH`] tool confirmations bound to no thread that settled
+    /// (decided, expired or used; counted from the last of those moments) before `before`,
+    /// with their links. Returns how many confirmations it removed.
+    pub async fn purge_settled_confirmations(&self, before: Timestamp) -> Result<u64> {
+        self.write(move |tx| {
+            Box::pin(async move {
+                let rows = query(
+                    "SELECT id FROM tool_confirmations WHERE thread_id IS NULL AND state <> 'pending' \
+                     AND COALESCE(consumed_at, decided_at, created_at) < $1 ORDER BY created_at, id LIMIT $2",
+                )
+                .bind(before.0)
+                .bind(PURGE_BATCH as i64)
+                .fetch_all(&mut *tx)
+                .await?;
+                let ids = rows
+                    .iter()
+                    .map(|r| r.try_get::<String, _>("id"))
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                if ids.is_empty() {
+                    return Ok(0);
+                }
+                let list = placeholders(1, ids.len());
+                delete_for(
+                    tx,
+                    format!("DELETE FROM confirmation_links WHERE confirmation_id IN ({list})"),
+                    &ids,
+                )
+                .await?;
+                delete_for(
+                    tx,
+                    format!("DELETE FROM tool_confirmations WHERE id IN ({list})"),
+                    &ids,
+                )
+                .await
+            })
+        })
+        .await
+    }
+
     pub async fn purge_audit(&self, before: Timestamp) -> Result<u64> {
         self.write(move |tx| {
             Box::pin(async move {

@@ -6,10 +6,13 @@
 use super::Store;
 use super::db::{Conn, query};
 use super::error::{Result, StoreError};
+use super::model::input::AdminChange;
 use super::model::records::tool_checks::{
     CONFIRMATION_COLUMNS, ConfirmationAsked, ConfirmationDecided, ConfirmationRecord, confirmation,
 };
-use crate::domain::tool_check::{ConfirmationId, ConfirmationState};
+use super::tx::audit::append_change;
+use super::tx::enqueue;
+use crate::domain::tool_check::{ConfirmationId, ConfirmationState, ToolRule};
 use crate::domain::{Decision, DecisionPath, PersonId, Timestamp};
 
 /// Most confirmations one listing returns (newest first).
@@ -70,6 +73,49 @@ fn event_detail(c: &ConfirmationRecord) -> String {
 }
 
 impl Store {
+    /// The tool rules `person` added herself, in her order (none when she has added none).
+    pub async fn person_tool_rules(&self, person: &PersonId) -> Result<Vec<ToolRule>> {
+        let row = query("SELECT rules FROM person_tool_rules WHERE person_id = $1")
+            .bind(person.as_str().to_owned())
+            .fetch_optional(&self.pool)
+            .await?;
+        match row {
+            None => Ok(Vec::new()),
+            Some(row) => serde_json::from_str(&row.try_get::<String, _>("rules")?)
+                .map_err(|e| StoreError::Corrupt(format!("person_tool_rules: {e}"))),
+        }
+    }
+
+    /// Replaces `person`'s own tool rules (none removes her row), with the change's audit entry.
+    pub async fn set_person_tool_rules(
+        &self,
+        person: PersonId,
+        rules: Vec<ToolRule>,
+        audit: AdminChange,
+    ) -> Result<()> {
+        let json = serde_json::to_string(&rules).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        self.write(move |tx| {
+            Box::pin(async move {
+                query("DELETE FROM person_tool_rules WHERE person_id = $1")
+                    .bind(person.as_str().to_owned())
+                    .execute(&mut *tx)
+                    .await?;
+                if !rules.is_empty() {
+                    query(
+                        "INSERT INTO person_tool_rules (person_id, rules, updated_at) VALUES ($1, $2, $3)",
+                    )
+                    .bind(person.as_str().to_owned())
+                    .bind(json)
+                    .bind(audit.at.0)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                append_change(tx, &audit).await
+            })
+        })
+        .await
+    }
+
     /// Records a verdict given at once (allow, or deny by the rights), with no confirmation.
     pub async fn audit_tool_check(&self, entry: ToolAudit) -> Result<()> {
         self.write(move |tx| Box::pin(async move { append(tx, &entry).await }))
@@ -84,6 +130,7 @@ impl Store {
         cap: i64,
     ) -> Result<ConfirmationAsked> {
         let lock = self.for_update();
+        let cache = self.webhooks.clone();
         self.write(move |tx| {
             Box::pin(async move {
                 let now = c.created_at.0;
@@ -158,10 +205,22 @@ impl Store {
                     },
                 )
                 .await?;
-                Ok(ConfirmationAsked::Created(c))
+                let due = enqueue::on_confirmation_pending(tx, &cache, &c).await?;
+                Ok(ConfirmationAsked::Created(c, due))
             })
         })
         .await
+    }
+
+    /// One confirmation, whoever's it is (the service decides who may see it).
+    pub async fn confirmation(&self, id: &ConfirmationId) -> Result<Option<ConfirmationRecord>> {
+        let sql = format!("SELECT {CONFIRMATION_COLUMNS} FROM tool_confirmations WHERE id = $1");
+        query(sql)
+            .bind(id.as_str().to_owned())
+            .fetch_optional(&self.pool)
+            .await?
+            .map(|r| confirmation(&r))
+            .transpose()
     }
 
     /// One confirmation of `person` (another's looks unknown).
@@ -258,6 +317,7 @@ impl Store {
         via: DecisionPath,
         now: Timestamp,
     ) -> Result<ConfirmationDecided> {
+        let cache = self.webhooks.clone();
         self.write(move |tx| {
             Box::pin(async move {
                 let Some(current) = one(tx, id.as_str()).await? else {
@@ -308,7 +368,8 @@ impl Store {
                     },
                 )
                 .await?;
-                Ok(ConfirmationDecided::Decided(after))
+                let due = enqueue::on_confirmation_decided(tx, &cache, &after, now).await?;
+                Ok(ConfirmationDecided::Decided(after, due))
             })
         })
         .await
@@ -364,6 +425,7 @@ impl Store {
     /// its audit entry; returns them.
     pub async fn expire_confirmations(&self, now: Timestamp) -> Result<Vec<ConfirmationRecord>> {
         let lock = self.for_update();
+        let cache = self.webhooks.clone();
         self.write(move |tx| {
             Box::pin(async move {
                 let sql = format!(
@@ -408,6 +470,7 @@ impl Store {
                         },
                     )
                     .await?;
+                    enqueue::on_confirmation_decided(tx, &cache, &c, now).await?;
                     expired.push(c);
                 }
                 Ok(expired)

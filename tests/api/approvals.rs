@@ -674,7 +674,7 @@ async fn a_request_closed_while_its_approval_is_pending_is_withdrawn_from_every_
         .open_link(
             liaison::store::LinkKind::Approval,
             &link.secret,
-            Some(&approval),
+            Some(approval.as_str()),
         )
         .await
         .unwrap();

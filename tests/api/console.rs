@@ -426,7 +426,7 @@ async fn an_approval_link_expires_and_is_bound_to_its_approval() {
         .open_link(
             liaison::store::LinkKind::Approval,
             &issued.secret,
-            Some(&other),
+            Some(other.as_str()),
         )
         .await
         .unwrap_err();
@@ -435,7 +435,7 @@ async fn an_approval_link_expires_and_is_bound_to_its_approval() {
         .open_link(
             liaison::store::LinkKind::Approval,
             &issued.secret,
-            Some(&c.approval),
+            Some(c.approval.as_str()),
         )
         .await
         .unwrap();
@@ -444,7 +444,7 @@ async fn an_approval_link_expires_and_is_bound_to_its_approval() {
         .open_link(
             liaison::store::LinkKind::Approval,
             &issued.secret,
-            Some(&c.approval),
+            Some(c.approval.as_str()),
         )
         .await
         .unwrap_err();

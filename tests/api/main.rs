@@ -36,5 +36,6 @@ mod retention;
 mod sessions;
 mod tasks;
 mod tool_checks;
+mod tool_confirm_paths;
 mod webhooks;
 mod workspace;

@@ -14,13 +14,13 @@ use liaison::service::{
 
 use crate::helpers::TestEnv;
 
-struct Desk {
-    env: TestEnv,
-    alice: Caller,
-    claude: Caller,
-    claude_secret: String,
-    codex: Caller,
-    bob: Caller,
+pub(crate) struct Desk {
+    pub(crate) env: TestEnv,
+    pub(crate) alice: Caller,
+    pub(crate) claude: Caller,
+    pub(crate) claude_secret: String,
+    pub(crate) codex: Caller,
+    pub(crate) bob: Caller,
 }
 
 async fn connect(env: &TestEnv, human: &Caller, name: &str, agent: &str) -> (Caller, String) {
@@ -46,8 +46,12 @@ async fn connect(env: &TestEnv, human: &Caller, name: &str, agent: &str) -> (Cal
     (caller, issued.secret)
 }
 
-async fn desk() -> Desk {
-    let env = TestEnv::new().await;
+pub(crate) async fn desk() -> Desk {
+    desk_in(TestEnv::new().await).await
+}
+
+/// Alice with two connections (claude-laptop, codex) and bob, in `env`.
+pub(crate) async fn desk_in(env: TestEnv) -> Desk {
     env.person("alice", liaison::domain::PersonKind::Member)
         .await;
     let alice = env.caller("alice", Scope::Human, "alice@console:1").await;
@@ -64,11 +68,11 @@ async fn desk() -> Desk {
     }
 }
 
-fn digest(n: u8) -> String {
+pub(crate) fn digest(n: u8) -> String {
     format!("{:064x}", n)
 }
 
-fn bash(command: &str, n: u8) -> ToolCheckRequest {
+pub(crate) fn bash(command: &str, n: u8) -> ToolCheckRequest {
     ToolCheckRequest {
         event: CheckEvent::PreToolUse,
         tool: "Bash".into(),
@@ -82,7 +86,7 @@ fn bash(command: &str, n: u8) -> ToolCheckRequest {
     }
 }
 
-fn edit(path: &str) -> ToolCheckRequest {
+pub(crate) fn edit(path: &str) -> ToolCheckRequest {
     ToolCheckRequest {
         event: CheckEvent::PreToolUse,
         tool: "Edit".into(),
@@ -96,7 +100,7 @@ fn edit(path: &str) -> ToolCheckRequest {
 }
 
 /// Sets claude's right for `impact` and authenticates it again (rights travel with the caller).
-async fn set_right(d: &mut Desk, impact: Impact, level: RightLevel) {
+pub(crate) async fn set_right(d: &mut Desk, impact: Impact, level: RightLevel) {
     let mut rights = d.claude.connection.as_ref().unwrap().rights;
     rights.set(impact, level);
     d.env
@@ -122,7 +126,7 @@ async fn set_right(d: &mut Desk, impact: Impact, level: RightLevel) {
         ));
 }
 
-async fn audit_events(env: &TestEnv) -> Vec<(String, Option<String>)> {
+pub(crate) async fn audit_events(env: &TestEnv) -> Vec<(String, Option<String>)> {
     env.service
         .audit(
             &env.admin,

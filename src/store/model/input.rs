@@ -313,8 +313,10 @@ pub struct NewLink {
     pub id: String,
     pub secret_hash: String,
     pub person: PersonId,
-    /// The approval an approval link decides; none for a login link.
+    /// The approval an approval link decides; none for the other kinds.
     pub approval: Option<ApprovalId>,
+    /// The tool confirmation a confirmation link decides; none for the other kinds.
+    pub confirmation: Option<crate::domain::tool_check::ConfirmationId>,
     /// A login link that opens an admin console session.
     pub admin: bool,
     pub created_by: PersonId,

@@ -15,6 +15,7 @@ use crate::store::error::{Result, StoreError};
 use crate::store::model::input::{Audience, LoggedEvent, NewApproval, NewDelivery, NewMessage};
 use crate::store::model::records::approvals::ApprovalRecord;
 use crate::store::model::records::outbox::{PUSH_EVENT, push_endpoint, webhook_endpoint};
+use crate::store::model::records::tool_checks::ConfirmationRecord;
 
 /// Queues `d`, with the trace context of the write that queues it (its attempts continue it).
 pub(in crate::store) async fn insert(tx: &mut Conn, d: NewDelivery<'_>) -> Result<()> {
@@ -313,6 +314,69 @@ pub(in crate::store) async fn on_approval_decided(
         channel: Some(a.channel.as_str()),
         persons,
         thread: Some(&a.thread),
+    };
+    webhook_event(tx, cache, "approval.decided", audience, data, now).await
+}
+
+/// Hook of a new tool confirmation (SPEC §5b): `approval.pending` webhooks of the person whose
+/// agent asked (her only: a channel-scoped webhook is not told). Its `approval_id` is the
+/// confirmation's `tcf_…` id (every approval path decides it), `subject` says it is a tool call,
+/// and the summary is the masked one she reads in the console.
+pub(in crate::store) async fn on_confirmation_pending(
+    tx: &mut Conn,
+    cache: &WebhookCache,
+    c: &ConfirmationRecord,
+) -> Result<bool> {
+    let data = || {
+        json!({
+            "approval_id": c.id,
+            "subject": "tool_call",
+            "thread_id": c.thread,
+            "message_id": null,
+            "channel": null,
+            "impact": c.impact.as_str(),
+            "fingerprint": c.fingerprint,
+            "requested_by": c.person,
+            "connection": c.connection,
+            "approvers": [c.person],
+            "expires_at": c.expires_at.0,
+            "tool": c.tool,
+            "summary": c.summary,
+            "body": c.summary.line(&c.tool),
+        })
+    };
+    let audience = Audience {
+        channel: None,
+        persons: vec![&c.person],
+        thread: c.thread.as_ref(),
+    };
+    webhook_event(tx, cache, "approval.pending", audience, data, c.created_at).await
+}
+
+/// Hook of a settled tool confirmation (decided or expired): `approval.decided` webhooks of her.
+pub(in crate::store) async fn on_confirmation_decided(
+    tx: &mut Conn,
+    cache: &WebhookCache,
+    c: &ConfirmationRecord,
+    now: Timestamp,
+) -> Result<bool> {
+    let data = || {
+        json!({
+            "approval_id": c.id,
+            "subject": "tool_call",
+            "thread_id": c.thread,
+            "message_id": null,
+            "channel": null,
+            "state": c.state.as_str(),
+            "decided_by": c.decided_by,
+            "via": c.decided_via,
+            "reason": c.reason,
+        })
+    };
+    let audience = Audience {
+        channel: None,
+        persons: vec![&c.person],
+        thread: c.thread.as_ref(),
     };
     webhook_event(tx, cache, "approval.decided", audience, data, now).await
 }

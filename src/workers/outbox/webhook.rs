@@ -1,6 +1,6 @@
 //! A webhook delivery's request: its stored body (an `approval.pending` body gains its
 //! delivery's single-use approval link, the same at every attempt, whose secret is derived from
-//! the master key and never stored: see `Service::webhook_approval_link`),
+//! the master key and never stored: see `Service::webhook_decision_link`),
 //! signed by Standard Webhooks ([`super::signature`]), with both secrets during a rotation's
 //! overlap.
 
@@ -9,7 +9,7 @@ use reqwest::header::HeaderMap;
 use super::signature;
 use crate::a2a::push::header;
 use crate::domain::delivery::SendFailure;
-use crate::domain::{ApprovalId, PersonId, Timestamp};
+use crate::domain::{PersonId, Timestamp};
 use crate::service::Service;
 
 /// `body` signed with each of `secrets` (newest first): the headers `webhook-id`,
@@ -35,9 +35,10 @@ pub(super) fn signed(
     Ok(vec![(headers, body)])
 }
 
-/// An `approval.pending` body with its delivery's approval link for the webhook's person when
-/// they are an approver, else the first approver. Without one (the approval was decided before
-/// the first attempt, or no console), `approval_link` is null.
+/// An `approval.pending` body with its delivery's single-use link: for an approval, for the
+/// webhook's person when they are an approver, else the first approver; for a tool confirmation
+/// (`tcf_…`), for the person whose agent asked. Without one (decided before the first attempt,
+/// or no console), `approval_link` is null.
 pub(super) async fn with_approval_link(
     service: &Service,
     public_url: &str,
@@ -51,19 +52,20 @@ pub(super) async fn with_approval_link(
     let approvers: Vec<PersonId> =
         serde_json::from_value(event["data"]["approvers"].clone()).unwrap_or_default();
     let person = person.filter(|p| approvers.contains(p));
-    let link = match ApprovalId::parse(event["data"]["approval_id"].as_str().unwrap_or_default()) {
-        Ok(id) => service
-            .webhook_approval_link(delivery, &id, person)
-            .await
-            .map(|issued| {
-                serde_json::json!({
-                    "url": crate::console::approval_link_url(public_url, &id, &issued.secret),
-                    "for": issued.link.person,
-                    "expires_at": issued.link.expires_at,
-                })
-            }),
-        Err(_) => None,
-    };
+    let subject = event["data"]["approval_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let link = service
+        .webhook_decision_link(delivery, &subject, person)
+        .await
+        .map(|issued| {
+            serde_json::json!({
+                "url": crate::console::approval_link_url(public_url, &subject, &issued.secret),
+                "for": issued.link.person,
+                "expires_at": issued.link.expires_at,
+            })
+        });
     event["data"]["approval_link"] = link.unwrap_or(serde_json::Value::Null);
     serde_json::to_vec(&event).unwrap_or_else(|_| body.to_vec())
 }

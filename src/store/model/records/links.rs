@@ -2,6 +2,7 @@
 //! with the table each kind lives in, and console sessions; with the parsers of their rows. It
 //! must not depend on any file of the store but `db` (rows) and `error`.
 
+use crate::domain::tool_check::ConfirmationId;
 use crate::domain::{ApprovalId, PersonId, Timestamp};
 use crate::store::db::Row;
 use crate::store::error::Result;
@@ -13,6 +14,8 @@ pub enum LinkKind {
     Login,
     /// Decides one approval as its person.
     Approval,
+    /// Decides one tool confirmation as its person (SPEC §5b).
+    Confirmation,
 }
 
 impl LinkKind {
@@ -20,6 +23,7 @@ impl LinkKind {
         match self {
             LinkKind::Login => "login_links",
             LinkKind::Approval => "approval_links",
+            LinkKind::Confirmation => "confirmation_links",
         }
     }
 
@@ -27,6 +31,9 @@ impl LinkKind {
         match self {
             LinkKind::Login => "id, person, admin, created_at, expires_at, used_at",
             LinkKind::Approval => "id, person, approval_id, created_at, expires_at, used_at",
+            LinkKind::Confirmation => {
+                "id, person, confirmation_id, created_at, expires_at, used_at"
+            }
         }
     }
 }
@@ -38,12 +45,25 @@ pub struct LinkRecord {
     pub person: PersonId,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confirmation: Option<ConfirmationId>,
     /// A login link that opens an admin console session (never an approval link).
     pub admin: bool,
     pub created_at: Timestamp,
     pub expires_at: Timestamp,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub used_at: Option<Timestamp>,
+}
+
+impl LinkRecord {
+    /// The id of what the link decides (an approval or a confirmation); none for a login link.
+    pub fn subject(&self) -> Option<&str> {
+        match (&self.approval, &self.confirmation) {
+            (Some(a), _) => Some(a.as_str()),
+            (None, Some(c)) => Some(c.as_str()),
+            (None, None) => None,
+        }
+    }
 }
 
 /// A console session as stored (never its secret).
@@ -65,14 +85,20 @@ pub(in crate::store) fn link(kind: LinkKind, row: &Row) -> Result<LinkRecord> {
         id: row.try_get("id")?,
         person: PersonId::parse(row.try_get::<String, _>("person")?)?,
         approval: match kind {
-            LinkKind::Login => None,
             LinkKind::Approval => {
                 Some(ApprovalId::parse(row.try_get::<String, _>("approval_id")?)?)
             }
+            LinkKind::Login | LinkKind::Confirmation => None,
+        },
+        confirmation: match kind {
+            LinkKind::Confirmation => Some(ConfirmationId::parse(
+                row.try_get::<String, _>("confirmation_id")?,
+            )?),
+            LinkKind::Login | LinkKind::Approval => None,
         },
         admin: match kind {
             LinkKind::Login => row.try_get::<i64, _>("admin")? != 0,
-            LinkKind::Approval => false,
+            LinkKind::Approval | LinkKind::Confirmation => false,
         },
         created_at: Timestamp(row.try_get("created_at")?),
         expires_at: Timestamp(row.try_get("expires_at")?),

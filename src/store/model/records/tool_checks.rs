@@ -43,8 +43,9 @@ pub struct ConfirmationRecord {
 /// What asking for a confirmation did.
 #[derive(Debug, Clone)]
 pub enum ConfirmationAsked {
-    /// A new one, pending.
-    Created(ConfirmationRecord),
+    /// A new one, pending; true when its `approval.pending` webhooks were queued (the outbox
+    /// has work).
+    Created(ConfirmationRecord, bool),
     /// The same call (same fingerprint) already waits, or was allowed and not yet used: the
     /// caller waits on that one instead of making a second.
     Existing(ConfirmationRecord),
@@ -55,7 +56,8 @@ pub enum ConfirmationAsked {
 /// What deciding did.
 #[derive(Debug, Clone)]
 pub enum ConfirmationDecided {
-    Decided(ConfirmationRecord),
+    /// Decided now; true when its `approval.decided` webhooks were queued.
+    Decided(ConfirmationRecord, bool),
     /// It was not pending (or had passed its deadline): it stays as it is.
     Settled(ConfirmationRecord),
     /// Unknown, or another person's: both look the same.
