@@ -29,7 +29,7 @@ CHECKS = [
     "card resolves and its signature verifies",
     "extended card over the binding, signed",
     "send, get with history, follow-up, completion",
-    "errors: unknown task, ended task, not cancelable",
+    "errors: unknown task, ended task, not cancelable, malformed requests",
     "a member token is refused on A2A, its task not revealed",
     "cancel (idempotent) and list with paging and a status filter",
     "stream and resubscribe see the same events in order",

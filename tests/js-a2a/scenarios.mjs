@@ -20,7 +20,13 @@ import {
   RestTransportFactory,
 } from '@a2a-js/sdk/client';
 import { GrpcTransportFactory } from '@a2a-js/sdk/client/grpc';
-import { A2AError, TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError } from '@a2a-js/sdk/errors';
+import {
+  A2AError,
+  RequestMalformedError,
+  TaskNotCancelableError,
+  TaskNotFoundError,
+  UnsupportedOperationError,
+} from '@a2a-js/sdk/errors';
 import { Receiver } from './receiver.mjs';
 import { answerNext, finish, post } from './team.mjs';
 
@@ -102,8 +108,9 @@ async function expectError(kind, promise, what) {
   });
 }
 
-// Errors the SDK has no class for (InvalidParams, Unauthenticated, PermissionDenied) surface as its
-// transport's generic A2AError: the code on the wire is what a client can check.
+// Errors the SDK has no class for (Unauthenticated, PermissionDenied) surface as its transport's
+// generic A2AError: the code on the wire is what a client can check. InvalidParams is the SDK's
+// RequestMalformedError; its wire code is checked too.
 const WIRE = {
   INVALID_PARAMS: { JSONRPC: -32602, 'HTTP+JSON': 400, GRPC: 3 },
   UNAUTHENTICATED: { JSONRPC: -31401, 'HTTP+JSON': 401, GRPC: 16 },
@@ -114,9 +121,9 @@ function wireCode(err) {
   return err.envelopeCode ?? err.statusCode ?? err.status;
 }
 
-async function expectWire(reason, promise, what) {
+async function expectWire(reason, promise, what, kind = A2AError) {
   await assert.rejects(promise, (err) => {
-    assert.ok(err instanceof A2AError, `${what}: expected an A2AError, got ${err?.constructor?.name}: ${err?.stack}`);
+    assert.ok(err instanceof kind, `${what}: expected ${kind.name}, got ${err?.constructor?.name}: ${err?.stack}`);
     assert.equal(wireCode(err), WIRE[reason][BINDING], `${what}: ${err.constructor.name} ${err.message}`);
     return true;
   });
@@ -178,8 +185,13 @@ await check('card resolves and its signature verifies', async () => {
 const client = await clientFor(card, PARTY);
 
 await check('extended card over the binding, signed', async () => {
+  assert.equal(card.capabilities.extendedAgentCard, true);
+  // The SDK fetches it (GetExtendedAgentCard on the binding) only when the card says there is one.
   const extended = await client.getAgentCard();
+  assert.notEqual(extended, card);
   await verify(extended);
+  const partyMay = new Set(extended.skills.map((s) => s.id));
+  assert.ok([...partyMay].every((id) => card.skills.some((s) => s.id === id)), 'only skills of the card');
   assert.ok(extended.skills.length >= 1);
   const direct = extended.capabilities.extensions.find((e) => e.uri === DIRECT_ANSWERS);
   assert.ok(direct, 'the extended card declares the direct-answers extension');
@@ -211,7 +223,7 @@ await check('send, get with history, follow-up, completion', async () => {
   completedId = task.id;
 });
 
-await check('errors: unknown task, ended task, not cancelable', async () => {
+await check('errors: unknown task, ended task, not cancelable, malformed requests', async () => {
   const unknown = 'thr_' + '0'.repeat(32);
   await expectError(TaskNotFoundError, client.getTask({ tenant: '', id: unknown }), 'GetTask of an unknown id');
   await expectError(TaskNotFoundError, client.cancelTask({ tenant: '', id: unknown, metadata: undefined }), 'CancelTask of an unknown id');
@@ -225,6 +237,11 @@ await check('errors: unknown task, ended task, not cancelable', async () => {
   await expectError(TaskNotCancelableError, client.cancelTask({ tenant: '', id: completedId, metadata: undefined }), 'CancelTask of a completed task');
   await expectError(UnsupportedOperationError, send(client, userMessage('thanks', completedId)), 'a message to a completed task');
   await expectError(UnsupportedOperationError, collect(client.resubscribeTask({ tenant: '', id: completedId }), []), 'SubscribeToTask of a completed task');
+  const bad = (what, promise) => expectWire('INVALID_PARAMS', promise, what, RequestMalformedError);
+  await bad('a negative historyLength', client.getTask({ tenant: '', id: completedId, historyLength: -1 }));
+  await bad('a pageSize above 100', client.listTasks({ tenant: '', contextId: '', status: 0, pageSize: 1000, pageToken: '', statusTimestampAfter: undefined }));
+  await bad('a made-up pageToken', client.listTasks({ tenant: '', contextId: '', status: 0, pageToken: 'garbage', statusTimestampAfter: undefined }));
+  await bad('a message without parts', send(client, { ...userMessage('x'), parts: [] }));
   // Nothing changed: the completed task is as it was.
   const still = await client.getTask({ tenant: '', id: completedId });
   assert.equal(still.status.state, TaskState.TASK_STATE_COMPLETED);
@@ -363,7 +380,7 @@ await check('push configs: set inline, create, get, list, delete; a private addr
     // A private literal address is refused when stored, and nothing changes.
     await expectWire('INVALID_PARAMS', client.createTaskPushNotificationConfig({
       tenant: '', id: '', taskId: task.id, url: 'http://10.1.2.3/hook', token: '', authentication: undefined,
-    }), 'a private push address');
+    }), 'a private push address', RequestMalformedError);
     const unchanged = await client.listTaskPushNotificationConfig({ tenant: '', taskId: task.id, pageSize: 0, pageToken: '' });
     assert.deepEqual(unchanged.configs.map((c) => c.id), [inlineId]);
 
