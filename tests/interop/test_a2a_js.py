@@ -103,27 +103,34 @@ async def test_the_javascript_sdk_drives_the_scenarios(binding, push_server):
                 async for chunk in TextReceiveStream(proc.stderr):
                     stderr.append(chunk)
 
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(drain)
+            try:
                 with anyio.fail_after(240):
-                    buffer = ""
-                    async for chunk in TextReceiveStream(proc.stdout):
-                        buffer += chunk
-                        while "\n" in buffer:
-                            line, buffer = buffer.split("\n", 1)
-                            if not line.startswith(PROTOCOL):
-                                stdout.append(line)  # the SDK's own logging
-                                continue
-                            message = json.loads(line.removeprefix(PROTOCOL))
-                            if message.get("done"):
-                                report = message
-                                continue
-                            try:
-                                answer = {"id": message["id"], "result": await team(mcp, message, seen)}
-                            except Exception as e:  # noqa: BLE001 - told to the script, which fails its check
-                                answer = {"id": message["id"], "error": f"{type(e).__name__}: {e}"}
-                            await proc.stdin.send((json.dumps(answer) + "\n").encode())
-                    await proc.wait()
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(drain)
+                        buffer = ""
+                        async for chunk in TextReceiveStream(proc.stdout):
+                            buffer += chunk
+                            while "\n" in buffer:
+                                line, buffer = buffer.split("\n", 1)
+                                if not line.startswith(PROTOCOL):
+                                    stdout.append(line)  # the SDK's own logging
+                                    continue
+                                message = json.loads(line.removeprefix(PROTOCOL))
+                                if message.get("done"):
+                                    report = message
+                                    continue
+                                try:
+                                    answer = {"id": message["id"], "result": await team(mcp, message, seen)}
+                                except Exception as e:  # noqa: BLE001 - told to the script, which fails its check
+                                    answer = {"id": message["id"], "error": f"{type(e).__name__}: {e}"}
+                                await proc.stdin.send((json.dumps(answer) + "\n").encode())
+                        await proc.wait()
+            except TimeoutError:
+                raise AssertionError(f"the JavaScript scenarios on {binding} did not end in 240 s:\n"
+                                     + "".join(stderr)) from None
+            finally:
+                if proc.returncode is None:
+                    proc.kill()  # a hung script must not hang the suite
     log = "".join(stderr) + "\n".join(stdout)
     assert proc.returncode == 0, f"the JavaScript scenarios failed on {binding}:\n{log}"
     assert report is not None and report["checks"] == CHECKS, f"{report}\n{log}"
