@@ -9,7 +9,8 @@
 #   LIAISON_TEST_PG_SOCKET_DIR  the same server's Unix socket directory, for a shorter pass over
 #                        it (default /var/run/postgresql; skipped when there is no socket)
 #   CARGO_TARGET_DIR     where cargo builds (default: target/ in the repository)
-# Also needs npm (the MCP conformance suite and the Node >= 22 it runs on come from the npm registry).
+# Also needs Node >= 20 and npm (the JavaScript A2A SDK in tests/js-a2a, the MCP conformance suite
+# and the Node >= 22 it runs on come from the npm registry).
 #
 #   LIAISON_CONTAINER_TEST  skip: leave out the container test; require: fail where podman is
 #                        missing (default: run it where podman is, say why it is skipped elsewhere)
@@ -51,6 +52,13 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r tests/requirements.txt
 
+# The official A2A JavaScript SDK and what it needs, exactly as the lock pins them; the interop
+# passes drive it (tests/interop/test_a2a_js.py). Node >= 20, the machine's. No package there needs
+# an install script (protobufjs's only warns about version schemes), so none runs.
+step "JavaScript A2A SDK for the interop scenarios (npm ci --prefix tests/js-a2a)"
+node --version
+npm ci --no-audit --no-fund --ignore-scripts --prefix tests/js-a2a
+
 step "Build"
 cargo build --locked --all-targets
 
@@ -74,7 +82,7 @@ else
 fi
 
 export LIAISON_BIN=$target/debug/liaison
-step "Interop: the official MCP and A2A Python SDKs, CLI and console against the binary, on SQLite"
+step "Interop: the official MCP and A2A Python SDKs, the A2A JavaScript SDK, CLI and console against the binary, on SQLite"
 .venv/bin/python -m pytest -q tests/interop
 
 # Once: the MCP protocol layer it checks reads and writes nothing backend-specific.
