@@ -37,8 +37,9 @@ step "Browser for the console test"
 chromium=${LIAISON_CHROMIUM:-/usr/bin/chromium}
 if [ ! -x "$chromium" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+    echo "Installing Debian's chromium (apt-get; a few minutes on a fresh machine)"
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
   else
     echo "The console test drives Debian's chromium: apt-get install chromium (or set LIAISON_CHROMIUM)" >&2
     exit 1
@@ -49,9 +50,11 @@ step "Python environment (.venv)"
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+# Not --quiet: on a fresh venv this downloads the SDKs and Playwright for minutes; pip says what.
+echo "Installing tests/requirements.txt into .venv (the MCP and A2A SDKs, Playwright, pytest)"
+.venv/bin/python -m pip install --disable-pip-version-check --progress-bar off -r tests/requirements.txt
 
-step "Build"
+step "Build (debug, every target; the first build compiles about 280 crates)"
 cargo build --locked --all-targets
 
 step "Rust suite on SQLite"
