@@ -52,7 +52,7 @@ pub use activity::{
 };
 pub use admin::{AddedParty, IssuedToken, PartySpec, TokenSpec};
 pub use approvals::{ApprovalPage, ApprovalView, CONFIRM_CHARS};
-pub use audit::{AuditQuery, MAX_AUDIT_PAGE};
+pub use audit::{AuditPage, AuditQuery, MAX_AUDIT_PAGE};
 pub use channels::{ChannelSpec, MemberChange, MembersPlan};
 pub use connections::{CallerConnection, ConnectionUpdate, NewConnection, slug_from};
 pub use coordination::{ClaimAction, ClaimTarget, LeaseSpec, PresenceSpec};
