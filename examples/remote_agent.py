@@ -3,7 +3,7 @@ through liaison ("Delegating to external agents" in docs/admins.md). liaison's o
 
 Setup and run (from the repository root):
 
-    python3 -m venv .venv && .venv/bin/pip install -r tests/requirements.txt
+    python3 -m venv .venv && .venv/bin/pip install "a2a-sdk[grpc,signing,http-server]==1.3.0" uvicorn httpx
     .venv/bin/python examples/remote_agent.py --port 9100 --grpc-port 9101 --key remote-agent.pem
 
 When ready it prints ONE JSON line on stdout, then logs to stderr:

@@ -137,8 +137,14 @@ export LIAISON_GIT_COMMIT=$commit
 say "docker build -f docker/Dockerfile --build-arg LIAISON_GIT_COMMIT=$commit -t liaison ."
 made_images+=(liaison:latest)
 started=$(date +%s)
-timeout 3600 podman build -f docker/Dockerfile --build-arg "LIAISON_GIT_COMMIT=$commit" -t liaison . \
-  > "$work/build.log" 2>&1 || { tail -40 "$work/build.log"; fail "the image did not build"; }
+# The whole log goes to build.log; the build's steps and cargo's progress (one line per crate, the
+# optimised `dist` profile: the longest step) are shown as they happen.
+echo "(the first build compiles about 280 crates with --profile dist: tens of minutes on 2 cores)"
+timeout 3600 podman build -f docker/Dockerfile --build-arg "LIAISON_GIT_COMMIT=$commit" -t liaison . 2>&1 \
+  | tee "$work/build.log" \
+  | grep --line-buffered -E '^(STEP [0-9]+/[0-9]+:|COMMIT|[[:space:]]+(Compiling|Finished) )' \
+  | sed -u 's/^[[:space:]]*/  /' \
+  || { tail -40 "$work/build.log"; fail "the image did not build"; }
 echo "built in $(( $(date +%s) - started )) s"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }

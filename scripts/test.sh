@@ -38,8 +38,9 @@ step "Browser for the console test"
 chromium=${LIAISON_CHROMIUM:-/usr/bin/chromium}
 if [ ! -x "$chromium" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+    echo "Installing Debian's chromium (apt-get; a few minutes on a fresh machine)"
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
   else
     echo "The console test drives Debian's chromium: apt-get install chromium (or set LIAISON_CHROMIUM)" >&2
     exit 1
@@ -50,7 +51,9 @@ step "Python environment (.venv)"
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+# Not --quiet: on a fresh venv this downloads the SDKs and Playwright for minutes; pip says what.
+echo "Installing tests/requirements.txt into .venv (the MCP and A2A SDKs, Playwright, pytest)"
+.venv/bin/python -m pip install --disable-pip-version-check --progress-bar off -r tests/requirements.txt
 
 # The official A2A JavaScript SDK and what it needs, exactly as the lock pins them; the interop
 # passes drive it (tests/interop/test_a2a_js.py). Node >= 20, the machine's. No package there needs
@@ -59,7 +62,7 @@ step "JavaScript A2A SDK for the interop scenarios (npm ci --prefix tests/js-a2a
 node --version
 npm ci --no-audit --no-fund --ignore-scripts --prefix tests/js-a2a
 
-step "Build"
+step "Build (debug, every target; the first build compiles about 280 crates)"
 cargo build --locked --all-targets
 
 step "Rust suite on SQLite"

@@ -193,11 +193,8 @@ async fn audit(
     q: Result<Query<AuditQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<serde_json::Value> {
     let q = q.map_err(|e| ServiceError::invalid(e.body_text()))?.0;
-    let entries = s.audit(&c, &q).await?;
-    let next = entries.last().map(|e| e.seq);
-    Ok(Json(
-        serde_json::json!({ "entries": entries, "next_after": next }),
-    ))
+    let page = s.audit_page(&c, &q).await?;
+    Ok(Json(serde_json::to_value(page).unwrap_or_default()))
 }
 
 /// Every entry the filter selects, oldest first, as JSON lines (`application/jsonl`), read a

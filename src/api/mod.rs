@@ -12,10 +12,12 @@
 //! | `GET /api/v1/activity?channel=NAME&since=DATE&weeks=N` | the activity figures of a channel, or of all the caller's (no `channel`), per week and since a date (`api::activity`) |
 //! | `/api/v1/sessions…`, `POST /api/v1/join` | her sessions with her own agents and their commands (`api::sessions`) |
 //! | `/api/v1/tool-checks…`, `/api/v1/confirmations…` | an agent's own tool calls checked, and her "allow once" (`api::tool_checks`) |
+//! | `GET`/`POST /api/v1/connections` | her own agent connections: list, issue one (scope `human`, `api::connections`) |
 //!
 //! Decode, call the service, encode: no rule lives here. Errors have the admin API's shape.
 
 mod activity;
+mod connections;
 mod member;
 mod sessions;
 mod tool_checks;
@@ -42,6 +44,10 @@ pub fn router(service: Service) -> Router {
         .route("/api/v1/claims", post(member::claim))
         .route("/api/v1/progress", post(member::progress))
         .route("/api/v1/activity", get(activity::activity))
+        .route(
+            "/api/v1/connections",
+            get(connections::list).post(connections::issue),
+        )
         .route("/api/v1/sessions", get(sessions::list).post(sessions::open))
         .route("/api/v1/sessions/{id}", get(sessions::show))
         .route("/api/v1/sessions/{id}/commands", post(sessions::command))

@@ -23,8 +23,8 @@ pub enum KeysCommand {
         /// How long the previous key keeps co-signing: seconds or 30s, 10m, 24h, 7d.
         #[arg(long, value_parser = duration::parse, default_value = "7d")]
         overlap: Seconds,
-        /// The overlap in days (the older spelling of --overlap).
-        #[arg(long, conflicts_with = "overlap", hide = true)]
+        /// The overlap in whole days, e.g. 7 (the same as --overlap 7d).
+        #[arg(long, conflicts_with = "overlap")]
         overlap_days: Option<u64>,
         #[command(flatten)]
         server: ServerArgs,

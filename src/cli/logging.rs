@@ -192,9 +192,17 @@ pub fn flush() {
     }
 }
 
+/// The filter when `RUST_LOG` is unset, as a literal (`--help` splices it into its text).
+macro_rules! default_filter {
+    () => {
+        "warn,liaison=info"
+    };
+}
+pub(crate) use default_filter;
+
 /// The filter when `RUST_LOG` is unset: liaison's own lines (the access log included) at INFO,
 /// every library (rmcp, hyper, sqlx, …) at WARN.
-pub const DEFAULT_FILTER: &str = "warn,liaison=info";
+pub const DEFAULT_FILTER: &str = default_filter!();
 
 /// Installs the global subscriber (once; later calls do nothing): the log lines to stderr, their
 /// filter from `RUST_LOG` (default [`DEFAULT_FILTER`]), and, when an OTLP endpoint is configured,

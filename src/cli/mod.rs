@@ -1,6 +1,11 @@
 //! The command line: `serve`, and the admin commands, which call the admin HTTP API of a running
 //! server (`--server`, token from `LIAISON_ADMIN_TOKEN` or the bootstrap token file in the data
 //! directory). `anyhow` is fine here: errors end the process with a message.
+//!
+//! Every command that talks to a running server names it the same way: `--server` /
+//! `LIAISON_SERVER` ([`ServerArgs`], and the agent helpers' [`agent::Connection`]). The agent
+//! helpers' older spelling `--url` / `LIAISON_URL` (in settings files written before) still works,
+//! hidden: see [`default_server`].
 
 // The CLI is a client of its own server (and of the operator's), not the server reaching out:
 // it builds its own HTTP clients.
@@ -11,6 +16,7 @@ mod admin;
 pub mod agent;
 mod approvals;
 mod backup;
+mod connect;
 mod keys;
 pub mod logging;
 mod member;
@@ -33,14 +39,17 @@ pub const VERSION: &str = concat!(
 );
 
 /// The environment variables read outside of any one option, listed under `--help`.
-const ENVIRONMENT: &str = "\
+const ENVIRONMENT: &str = concat!(
+    "\
 Environment:
-  LIAISON_TOKEN        your own token, for inbox, thread, post, claim, activity (scope agent) and approvals (scope human)
+  LIAISON_SERVER       the server's base URL, for every command but serve (default http://127.0.0.1:8080)
+  LIAISON_TOKEN        your own token, for inbox, thread, post, claim, activity, hooks, mcp, watch (scope agent);
+                       approvals and connect (scope human)
   LIAISON_ADMIN_TOKEN  an admin token for admin commands (else the bootstrap token file in --data-dir)
   LIAISON_MASTER_KEY   serve: 64 hex characters sealing the signing keys (else master.key in the data directory)
   LIAISON_<FIELD>, LIAISON_<SECTION>__<FIELD>
                        serve: any configuration field (config/liaison.example.toml)
-  RUST_LOG             serve: log level and filters (default info)";
+  RUST_LOG             serve: log level and filters (default ", logging::default_filter!(), ")");
 
 #[derive(Debug, Parser)]
 #[command(
@@ -142,9 +151,14 @@ pub enum Command {
     /// Activity (LIAISON_TOKEN) of one channel or all yours: threads, time to answer, approvals
     /// and refusals, per week and in total since a date.
     Activity(activity::ActivityArgs),
+    /// Connect one of your agents (LIAISON_TOKEN with scope human): issues a token for a new
+    /// connection and writes Claude Code's or Codex's settings with it (MCP server and hooks),
+    /// keeping everything else in those files; run twice, it changes nothing.
+    Connect(connect::ConnectArgs),
     /// MCP over stdio, for clients that only speak stdio; forwards to a running server.
     Mcp(agent::McpArgs),
-    /// Claude Code / Codex hooks: session-start and stop.
+    /// Claude Code / Codex hooks: session-start, stop, pre-tool-use, permission-request,
+    /// tool-use (what each does: `liaison hook --help`).
     #[command(subcommand)]
     Hook(agent::HookCommand),
     /// Wake-up relay: runs COMMAND (with a summary on stdin) when inbox entries arrive.
@@ -166,15 +180,31 @@ pub enum Command {
     },
 }
 
-/// How admin commands reach the server.
+/// The server's base URL when neither `--server` nor `LIAISON_SERVER` is given.
+pub const DEFAULT_SERVER: &str = "http://127.0.0.1:8080";
+
+/// The value of `--server` when the option and `LIAISON_SERVER` are both absent: the older
+/// variable `LIAISON_URL` (the agent helpers' first spelling, still in settings files written
+/// before), else [`DEFAULT_SERVER`]. The option's help says the default, not this value, so
+/// `--help` and the generated reference never depend on the environment they were made in.
+pub fn default_server() -> String {
+    std::env::var("LIAISON_URL")
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+        .unwrap_or_else(|| DEFAULT_SERVER.to_owned())
+}
+
+/// How admin and member commands reach the server.
 #[derive(Debug, Clone, Args)]
 pub struct ServerArgs {
-    /// Base URL of the liaison server.
+    /// Base URL of the liaison server [default: http://127.0.0.1:8080]
     #[arg(
         long,
         global = true,
+        alias = "url",
         env = "LIAISON_SERVER",
-        default_value = "http://127.0.0.1:8080"
+        default_value_t = default_server(),
+        hide_default_value = true
     )]
     pub server: String,
     /// Data directory whose bootstrap admin token to use when LIAISON_ADMIN_TOKEN is not set.
@@ -234,6 +264,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Post(a) => member::post(a).await,
         Command::Claim(a) => member::claim(a).await,
         Command::Activity(a) => activity::activity(a).await,
+        Command::Connect(args) => connect::connect(args).await,
         Command::Mcp(args) => agent::mcp(args).await,
         Command::Hook(command) => agent::hook(command).await,
         Command::Watch(args) => agent::watch::run(args).await,
@@ -286,6 +317,119 @@ mod tests {
             Command::Post(post) => post,
             other => panic!("{other:?}"),
         }
+    }
+
+    /// The long help of the command at `path` (`[]`: `liaison --help`).
+    fn help(path: &[&str]) -> String {
+        use clap::CommandFactory as _;
+        let mut command = Cli::command();
+        command.build();
+        let mut at = &mut command;
+        for name in path {
+            at = at.find_subcommand_mut(name).expect("a subcommand");
+        }
+        at.render_long_help().to_string()
+    }
+
+    #[test]
+    fn the_top_help_names_every_hook_and_the_default_log_filter_of_the_guide() {
+        use clap::CommandFactory as _;
+        let top = help(&[]);
+        let hooks = Cli::command();
+        let hooks = hooks.find_subcommand("hook").unwrap();
+        let names: Vec<&str> = hooks.get_subcommands().map(|c| c.get_name()).collect();
+        assert!(names.len() >= 5, "{names:?}");
+        for name in names {
+            assert!(
+                top.contains(name),
+                "`liaison --help` does not name the hook {name}"
+            );
+        }
+        let filter = crate::cli::logging::DEFAULT_FILTER;
+        assert!(top.contains(&format!("(default {filter})")), "{top}");
+        let guide = include_str!("../../docs/operators.md");
+        assert!(
+            guide.contains(&format!("Without `RUST_LOG` the filter is `{filter}`")),
+            "docs/operators.md must say the default filter {filter}"
+        );
+    }
+
+    #[test]
+    fn helpers_that_are_not_hooks_do_not_explain_a_hook() {
+        for path in [&["watch"][..], &["mcp"], &["hook", "session-start"]] {
+            let text = help(path);
+            assert!(
+                !text.contains("Stop hook") && !text.contains("exit code 2"),
+                "{path:?}: {text}"
+            );
+        }
+        assert!(help(&["hook", "stop"]).contains("exits 2"));
+    }
+
+    #[test]
+    fn every_command_names_the_server_with_server_and_still_takes_url() {
+        use clap::CommandFactory as _;
+        // No visible --url anywhere: one name for one thing.
+        fn walk(c: &clap::Command, path: &str, bad: &mut Vec<String>) {
+            for arg in c.get_arguments() {
+                if arg.get_long() == Some("url") {
+                    bad.push(format!("{path} --url"));
+                }
+                if arg.get_long() == Some("server") {
+                    assert_eq!(
+                        arg.get_env().and_then(|e| e.to_str()),
+                        Some("LIAISON_SERVER")
+                    );
+                }
+            }
+            for sub in c.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), bad);
+            }
+        }
+        let mut bad = Vec::new();
+        walk(&Cli::command(), "liaison", &mut bad);
+        assert!(bad.is_empty(), "{bad:?}");
+        for args in [
+            &["hook", "stop", "--url", "http://h:1"][..],
+            &[
+                "watch",
+                "--consumer",
+                "c",
+                "--url",
+                "http://h:1",
+                "--",
+                "true",
+            ],
+            &["inbox", "--url", "http://h:1"],
+            &["keys", "list", "--url", "http://h:1"],
+        ] {
+            let parsed =
+                Cli::try_parse_from(std::iter::once("liaison").chain(args.iter().copied()));
+            assert!(
+                format!("{:?}", parsed.expect("the old spelling parses")).contains("http://h:1"),
+                "{args:?}"
+            );
+        }
+        let text = help(&["hook", "stop"]);
+        assert!(
+            text.contains("--server") && !text.contains("--url"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn keys_rotate_shows_both_spellings_of_the_overlap() {
+        let text = help(&["keys", "rotate"]);
+        assert!(
+            text.contains("--overlap <OVERLAP>") && text.contains("--overlap-days"),
+            "{text}"
+        );
+        let Command::Keys(KeysCommand::Rotate { overlap_days, .. }) =
+            parse(&["keys", "rotate", "--overlap-days", "3"])
+        else {
+            panic!("not keys rotate");
+        };
+        assert_eq!(overlap_days, Some(3));
     }
 
     /// Values that may begin with `-` are taken as values, and the options after them still

@@ -47,7 +47,7 @@ struct Issued {
     name: String,
     secret: String,
     #[serde(flatten)]
-    snippets: super::snippets::Snippets,
+    snippets: crate::domain::client_settings::Snippets,
 }
 
 fn issued(c: &Console, t: &IssuedToken) -> Issued {
@@ -64,7 +64,7 @@ fn issued(c: &Console, t: &IssuedToken) -> Issued {
         .map_or_else(|| "agent".to_owned(), |n| n.to_string());
     Issued {
         name,
-        snippets: super::snippets::snippets(&c.public_url, &t.secret, &consumer),
+        snippets: crate::domain::client_settings::snippets(&c.public_url, &t.secret, &consumer),
         secret: t.secret.clone(),
     }
 }

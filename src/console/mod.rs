@@ -31,7 +31,6 @@ mod links;
 mod pages;
 mod personal;
 mod session;
-mod snippets;
 mod thread;
 mod tool_rules;
 mod upload;

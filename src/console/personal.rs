@@ -235,7 +235,7 @@ async fn render_panel(
             ("<your agent's token>".to_owned(), "agent".to_owned())
         }
     };
-    let snippets = super::snippets::snippets(&c.public_url, &token, &consumer);
+    let snippets = crate::domain::client_settings::snippets(&c.public_url, &token, &consumer);
     let expiries: Vec<_> = EXPIRIES_MIN
         .iter()
         .map(|m| {

@@ -7,6 +7,7 @@
 pub mod address;
 mod approval;
 mod channel;
+pub mod client_settings;
 mod connection;
 pub mod delivery;
 mod digest;

@@ -333,9 +333,13 @@ impl Service {
         Ok(self.inner.store.parties().await?)
     }
 
+    /// The people an admin manages: members and parties, never the server's own voice
+    /// (`liaison`, which no admin created, changes or removes).
     pub async fn list_persons(&self, caller: &Caller) -> Result<Vec<PersonRecord>> {
         caller.require(Scope::Admin)?;
-        Ok(self.inner.store.persons().await?)
+        let mut people = self.inner.store.persons().await?;
+        people.retain(|p| p.id.as_str() != crate::domain::SERVER_PERSON);
+        Ok(people)
     }
 
     pub async fn remove_person(&self, caller: &Caller, id: &PersonId) -> Result<()> {

@@ -5,7 +5,7 @@
 //! shows it: never a secret (token secrets, webhook secrets and remote credentials are stored
 //! hashed or sealed, and the records leave them out).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Caller, Result, Service, ServiceError};
 use crate::domain::{PersonId, Scope, Timestamp};
@@ -31,6 +31,15 @@ pub struct AuditQuery {
     pub subject: Option<String>,
     /// 1 to 1000 (default 100).
     pub limit: Option<i64>,
+}
+
+/// A page of the audit log (`/admin/v1/audit`, `liaison audit`).
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditPage {
+    pub entries: Vec<AuditRecord>,
+    /// Pass as `after` for the next page; none when this page reaches the end of what the
+    /// filter selects, so a reader is never sent to an empty page.
+    pub next_after: Option<i64>,
 }
 
 /// A record as an audit entry shows it (the admin API's own JSON of it).
@@ -90,45 +99,70 @@ impl Service {
     /// The audit log, oldest first, for admins.
     pub async fn audit(&self, caller: &Caller, q: &AuditQuery) -> Result<Vec<AuditRecord>> {
         caller.require(Scope::Admin)?;
-        let limit = match q.limit {
-            None => 100,
-            Some(l) if (1..=MAX_AUDIT_PAGE).contains(&l) => l,
-            Some(l) => {
-                return Err(ServiceError::invalid(format!(
-                    "limit {l} is out of range: use 1-{MAX_AUDIT_PAGE}"
-                )));
-            }
-        };
-        let since = match q.since.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
-            None => None,
-            Some(t) => Some(Timestamp(
-                chrono::DateTime::parse_from_rfc3339(t)
-                    .map_err(|_| {
-                        ServiceError::invalid(format!(
-                            "since {} is not an RFC 3339 time (e.g. 2026-12-01T09:00:00Z)",
-                            crate::domain::text::quote(t)
-                        ))
-                    })?
-                    .timestamp_millis(),
-            )),
-        };
-        let actor = match filter_text("actor", q.actor.as_deref())? {
-            None => None,
-            Some(a) => Some(PersonId::parse(a.clone()).map_err(|_| {
-                ServiceError::invalid(format!(
-                    "actor {} is not a person id",
-                    crate::domain::text::quote(&a)
-                ))
-            })?),
-        };
-        let filter = AuditFilter {
-            after: q.after.unwrap_or(0).max(0),
-            since,
-            event: filter_text("event", q.event.as_deref())?,
-            actor,
-            subject: filter_text("subject", q.subject.as_deref())?,
-            limit,
-        };
+        let filter = audit_filter(q)?;
         Ok(self.inner.store.audit_log(filter).await?)
     }
+
+    /// A page of the audit log, oldest first, for admins: one entry more than asked for is read,
+    /// so `next_after` is set only when another entry follows.
+    pub async fn audit_page(&self, caller: &Caller, q: &AuditQuery) -> Result<AuditPage> {
+        caller.require(Scope::Admin)?;
+        let mut filter = audit_filter(q)?;
+        let limit = usize::try_from(filter.limit).unwrap_or(0);
+        filter.limit += 1;
+        let mut entries = self.inner.store.audit_log(filter).await?;
+        let next_after = if entries.len() > limit {
+            entries.truncate(limit);
+            entries.last().map(|e| e.seq)
+        } else {
+            None
+        };
+        Ok(AuditPage {
+            entries,
+            next_after,
+        })
+    }
+}
+
+/// The store's filter of a query, or why the query is refused.
+fn audit_filter(q: &AuditQuery) -> Result<AuditFilter> {
+    let limit = match q.limit {
+        None => 100,
+        Some(l) if (1..=MAX_AUDIT_PAGE).contains(&l) => l,
+        Some(l) => {
+            return Err(ServiceError::invalid(format!(
+                "limit {l} is out of range: use 1-{MAX_AUDIT_PAGE}"
+            )));
+        }
+    };
+    let since = match q.since.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+        None => None,
+        Some(t) => Some(Timestamp(
+            chrono::DateTime::parse_from_rfc3339(t)
+                .map_err(|_| {
+                    ServiceError::invalid(format!(
+                        "since {} is not an RFC 3339 time (e.g. 2026-12-01T09:00:00Z)",
+                        crate::domain::text::quote(t)
+                    ))
+                })?
+                .timestamp_millis(),
+        )),
+    };
+    let actor = match filter_text("actor", q.actor.as_deref())? {
+        None => None,
+        Some(a) => Some(PersonId::parse(a.clone()).map_err(|_| {
+            ServiceError::invalid(format!(
+                "actor {} is not a person id",
+                crate::domain::text::quote(&a)
+            ))
+        })?),
+    };
+    Ok(AuditFilter {
+        after: q.after.unwrap_or(0).max(0),
+        since,
+        event: filter_text("event", q.event.as_deref())?,
+        actor,
+        subject: filter_text("subject", q.subject.as_deref())?,
+        limit,
+    })
 }

@@ -55,7 +55,7 @@ pub use activity::{
 };
 pub use admin::{AddedParty, IssuedToken, PartySpec, TokenSpec};
 pub use approvals::{ApprovalPage, ApprovalView, CONFIRM_CHARS};
-pub use audit::{AuditQuery, MAX_AUDIT_PAGE};
+pub use audit::{AuditPage, AuditQuery, MAX_AUDIT_PAGE};
 pub use channels::{ChannelSpec, MemberChange, MembersPlan};
 pub use confirmation_links::OpenedConfirmationLink;
 pub use connections::{CallerConnection, ConnectionUpdate, NewConnection, slug_from};

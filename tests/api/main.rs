@@ -11,6 +11,7 @@ mod approvals;
 mod audit;
 mod bearer;
 mod claims;
+mod cli_docs;
 mod connections;
 mod console;
 mod coordination;

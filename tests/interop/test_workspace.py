@@ -65,7 +65,7 @@ async def test_alice_connects_an_agent_writes_to_bob_watches_the_answer_and_revo
             assert mcp_url == srv.mcp_url and header == secret
             assert srv.url in await page.locator("#codex").text_content()
             hooks = json.loads(await page.locator("#hooks").text_content())
-            assert hooks["env"] == {"LIAISON_URL": srv.url, "LIAISON_TOKEN": secret,
+            assert hooks["env"] == {"LIAISON_SERVER": srv.url, "LIAISON_TOKEN": secret,
                                     "LIAISON_CONSUMER": "alice-laptop"}
             assert "liaison hook stop --consumer alice-laptop" in json.dumps(hooks["hooks"]["Stop"])
             assert "liaison hook tool-use" in json.dumps(hooks["hooks"]["PostToolUse"])

@@ -70,6 +70,11 @@ pub(crate) fn summary_of(input: &Value) -> Option<(String, ToolSummary)> {
             summary.command = Some(c);
             summary.truncated = truncated;
         }
+        // Codex's edits: the files the patch names, never its content.
+        "apply_patch" => {
+            let patch = args["command"].as_str().unwrap_or_default();
+            summary.target = Some(mask_secrets(&super::patch_targets(patch, cwd)));
+        }
         name if name.starts_with("mcp__") => {
             summary.target = name.split("__").nth(1).map(str::to_owned);
             if args.as_object().is_some_and(|o| !o.is_empty()) {
@@ -234,6 +239,14 @@ mod tests {
             "tool_input": {"file_path": "/repo/src/a.rs", "content": "API_KEY=sk-live-1234567890"}
         });
         let (_, s) = summary_of(&edit).unwrap();
+        assert_eq!(s.target.as_deref(), Some("src/a.rs"));
+        assert_eq!(s.command, None);
+        let patch = json!({
+            "tool_name": "apply_patch",
+            "cwd": "/repo",
+            "tool_input": {"command": "*** Begin Patch\n*** Update File: src/a.rs\n+API_KEY=sk-live-1234567890\n*** End Patch"}
+        });
+        let (_, s) = summary_of(&patch).unwrap();
         assert_eq!(s.target.as_deref(), Some("src/a.rs"));
         assert_eq!(s.command, None);
         let long = json!({"tool_name": "Bash", "tool_input": {"command": "x".repeat(3000)}});

@@ -1,6 +1,6 @@
 //! The agent-side helpers of the `liaison` binary, all clients of a running server with the
-//! person's agent token: `mcp --stdio`, `hook session-start`, `hook stop`, `hook tool-use` and
-//! `watch`.
+//! person's agent token: `mcp --stdio`, `hook session-start`, `hook stop`, `hook tool-use`,
+//! `hook pre-tool-use`, `hook permission-request` and `watch`.
 //!
 //! The hooks speak the Claude Code / Codex hook protocol: SessionStart prints
 //! `hookSpecificOutput.additionalContext` JSON on stdout; Stop exits 2 with a one-line reason on
@@ -8,7 +8,7 @@
 
 mod channel;
 mod check;
-mod client;
+pub(super) mod client;
 mod stdio;
 pub mod watch;
 
@@ -25,11 +25,20 @@ use client::Remote;
 /// Where the server is, whose token, which agent and consumer.
 #[derive(Debug, Clone, Args)]
 pub struct Connection {
-    /// Base URL of the liaison server.
-    #[arg(long, env = "LIAISON_URL", default_value = "http://127.0.0.1:8080")]
-    pub url: String,
-    /// The person's agent token (optional here so that a hook missing it fails softly, not with
-    /// clap's exit code 2, which a Stop hook would take as "block").
+    /// Base URL of the liaison server [default: http://127.0.0.1:8080]
+    // The same option as every other command's (`super::ServerArgs`); `--url` / `LIAISON_URL`
+    // are its older spelling, kept hidden for the settings files that use them.
+    #[arg(
+        long,
+        alias = "url",
+        env = "LIAISON_SERVER",
+        default_value_t = super::default_server(),
+        hide_default_value = true
+    )]
+    pub server: String,
+    /// Your agent token (a connection's token from Connect, or `liaison connect`).
+    // Optional to clap so that a hook missing it fails softly rather than with clap's exit code
+    // 2, which a Stop hook's client would take as "block".
     #[arg(long, env = "LIAISON_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
     /// Agent identity agent_id@host:session (self-declared); default: one made up per process.
@@ -40,7 +49,7 @@ pub struct Connection {
 impl Connection {
     pub(super) fn remote(&self, default_agent: Option<String>) -> anyhow::Result<Remote> {
         let token = self.token.as_deref().unwrap_or_default();
-        Remote::new(&self.url, token, self.agent.clone().or(default_agent))
+        Remote::new(&self.server, token, self.agent.clone().or(default_agent))
     }
 }
 
@@ -221,6 +230,11 @@ pub(crate) fn tool_use(input: &Value) -> Option<Value> {
             Some(relative(path, input["cwd"].as_str().unwrap_or_default()))
         }
         "Bash" => Some(program(args["command"].as_str().unwrap_or_default())),
+        // Codex's edits: the patch text in `command`; only the files it names are reported.
+        "apply_patch" => Some(patch_targets(
+            args["command"].as_str().unwrap_or_default(),
+            input["cwd"].as_str().unwrap_or_default(),
+        )),
         mcp if mcp.starts_with("mcp__") => {
             let mut parts = mcp.splitn(3, "__").skip(1);
             let (server, name) = (parts.next()?, parts.next().unwrap_or_default());
@@ -257,6 +271,57 @@ pub(super) fn relative(path: &str, cwd: &str) -> String {
         .filter(|s| !s.is_empty())
         .or_else(|| p.file_name().map(|f| f.to_string_lossy().into_owned()))
         .unwrap_or_else(|| "file".to_owned())
+}
+
+/// The files a Codex `apply_patch` patch adds, updates, deletes or moves to (its `*** Add File:`,
+/// `*** Update File:`, `*** Delete File:` and `*** Move to:` lines), each relative to `cwd`, as one
+/// line of at most about 150 characters (`a.rs, b.rs (+3 more)`); never the patch's content.
+pub(super) fn patch_targets(patch: &str, cwd: &str) -> String {
+    const HEADERS: [&str; 4] = [
+        "*** Add File: ",
+        "*** Update File: ",
+        "*** Delete File: ",
+        "*** Move to: ",
+    ];
+    let mut files: Vec<String> = Vec::new();
+    for line in patch.lines() {
+        let path = HEADERS
+            .iter()
+            .find_map(|h| line.strip_prefix(h))
+            .map(str::trim)
+            .filter(|p| !p.is_empty());
+        if let Some(path) = path {
+            // Codex writes paths relative to the working directory, or absolute.
+            let p = std::path::Path::new(path);
+            let inside = p.is_relative()
+                && p.components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)));
+            let shown = if inside {
+                path.to_owned()
+            } else {
+                relative(path, cwd)
+            };
+            if !files.contains(&shown) {
+                files.push(shown);
+            }
+        }
+    }
+    if files.is_empty() {
+        return "patch".to_owned();
+    }
+    let mut out = String::new();
+    for (i, f) in files.iter().enumerate() {
+        let more = files.len() - i;
+        if !out.is_empty() && out.chars().count() + f.chars().count() > 150 {
+            out.push_str(&format!(" (+{more} more)"));
+            break;
+        }
+        if !out.is_empty() {
+            out.push_str(", ");
+        }
+        out.push_str(f);
+    }
+    crate::domain::text::one_line(&out)
 }
 
 /// A command line's program name (`cargo`, `git`), never its arguments.
@@ -443,6 +508,24 @@ mod tool_use_tests {
             );
         }
         assert_eq!(program("/usr/bin/cargo test"), "cargo");
+        // Codex's edits arrive as apply_patch, the patch (file content) in `command`.
+        let patch = json!({"hook_event_name": "PostToolUse", "cwd": "/repo", "tool_name": "apply_patch",
+            "tool_input": {"command": "*** Begin Patch\n*** Update File: /repo/src/lib.rs\n@@\n+SECRET=1\n*** Add File: notes/new.md\n+hello\n*** Delete File: /repo/old.txt\n*** End Patch"}});
+        let report = tool_use(&patch).unwrap();
+        assert_eq!(
+            report,
+            json!({"tool": "apply_patch", "target": "src/lib.rs, notes/new.md, old.txt", "outcome": "ok"})
+        );
+        assert!(!report.to_string().contains("SECRET") && !report.to_string().contains("hello"));
+        let many: String = (0..40)
+            .map(|i| format!("*** Update File: /repo/src/module_{i}.rs\n"))
+            .collect();
+        let target = patch_targets(&many, "/repo");
+        assert!(
+            target.ends_with(" more)") && target.chars().count() < 200,
+            "{target}"
+        );
+        assert_eq!(patch_targets("not a patch", "/repo"), "patch");
         assert_eq!(program("$(evil) x"), "command");
     }
 }
