@@ -13,9 +13,9 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use ring::signature::{self, RsaPublicKeyComponents, UnparsedPublicKey};
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm, PublicKeyUse};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::Value;
 use tokio::sync::Mutex;
 
@@ -46,7 +46,7 @@ pub struct JwtSettings {
 /// Why a token was refused (said in the 401, logged at debug).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum JwtError {
-    #[error("not a JWT (three base64url segments)")]
+    #[error("not a JWT (three base64url segments and a header naming a known algorithm)")]
     Malformed,
     #[error("algorithm {0:?} is not accepted (RS256 or ES256)")]
     Algorithm(String),
@@ -64,81 +64,65 @@ pub enum JwtError {
     KeySet(String),
 }
 
-/// One public key of the issuer.
-#[derive(Debug, Clone)]
-enum Key {
-    Rsa {
-        kid: Option<String>,
-        n: Vec<u8>,
-        e: Vec<u8>,
-    },
-    Ec {
-        kid: Option<String>,
-        point: Vec<u8>,
-    },
+/// One public key of the issuer, as jsonwebtoken verifies with it.
+#[derive(Clone)]
+struct Key {
+    kid: Option<String>,
+    /// RS256 for an RSA key, ES256 for a P-256 one: the algorithm comes from our key.
+    alg: Algorithm,
+    key: DecodingKey,
 }
 
-impl Key {
-    fn kid(&self) -> Option<&str> {
-        match self {
-            Key::Rsa { kid, .. } | Key::Ec { kid, .. } => kid.as_deref(),
-        }
-    }
-
-    fn alg(&self) -> &'static str {
-        match self {
-            Key::Rsa { .. } => "RS256",
-            Key::Ec { .. } => "ES256",
-        }
-    }
-
-    fn verify(&self, message: &[u8], sig: &[u8]) -> bool {
-        match self {
-            Key::Rsa { n, e, .. } => RsaPublicKeyComponents { n, e }
-                .verify(&signature::RSA_PKCS1_2048_8192_SHA256, message, sig)
-                .is_ok(),
-            Key::Ec { point, .. } => {
-                UnparsedPublicKey::new(&signature::ECDSA_P256_SHA256_FIXED, point)
-                    .verify(message, sig)
-                    .is_ok()
-            }
-        }
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Key")
+            .field("kid", &self.kid)
+            .field("alg", &self.alg)
+            .finish_non_exhaustive()
     }
 }
 
-/// The signing keys of a JWK set (RFC 7517) we can use: RSA, and EC on P-256; encryption keys
-/// and other types are skipped.
+/// The signing keys of a JWK set (RFC 7517) we can use: RSA, and EC on P-256; encryption keys,
+/// other types and entries jsonwebtoken cannot read are skipped (one odd key does not lock the
+/// issuer's parties out).
 fn parse_key_set(json: &[u8]) -> Result<Vec<Key>, JwtError> {
     let set: Value =
         serde_json::from_slice(json).map_err(|e| JwtError::KeySet(format!("not JSON: {e}")))?;
     let keys = set["keys"]
         .as_array()
         .ok_or_else(|| JwtError::KeySet("no \"keys\" array".into()))?;
-    let b64 = |v: &Value| v.as_str().and_then(|s| URL_SAFE_NO_PAD.decode(s).ok());
     let mut out = Vec::new();
     for k in keys {
-        if k["use"].as_str().is_some_and(|u| u != "sig") {
+        let Ok(jwk) = serde_json::from_value::<Jwk>(k.clone()) else {
+            continue;
+        };
+        if jwk
+            .common
+            .public_key_use
+            .as_ref()
+            .is_some_and(|u| *u != PublicKeyUse::Signature)
+        {
             continue;
         }
-        let kid = k["kid"].as_str().map(str::to_owned);
-        match (k["kty"].as_str(), k["alg"].as_str()) {
-            (Some("RSA"), None | Some("RS256")) => {
-                if let (Some(n), Some(e)) = (b64(&k["n"]), b64(&k["e"])) {
-                    out.push(Key::Rsa { kid, n, e });
-                }
+        let declared = jwk.common.key_algorithm;
+        let alg = match &jwk.algorithm {
+            AlgorithmParameters::RSA(_) if matches!(declared, None | Some(KeyAlgorithm::RS256)) => {
+                Algorithm::RS256
             }
-            (Some("EC"), None | Some("ES256")) if k["crv"] == "P-256" => {
-                if let (Some(x), Some(y)) = (b64(&k["x"]), b64(&k["y"]))
-                    && x.len() == 32
-                    && y.len() == 32
-                {
-                    let mut point = vec![0x04];
-                    point.extend_from_slice(&x);
-                    point.extend_from_slice(&y);
-                    out.push(Key::Ec { kid, point });
-                }
+            AlgorithmParameters::EllipticCurve(p)
+                if p.curve == EllipticCurve::P256
+                    && matches!(declared, None | Some(KeyAlgorithm::ES256)) =>
+            {
+                Algorithm::ES256
             }
-            _ => {}
+            _ => continue,
+        };
+        if let Ok(key) = DecodingKey::from_jwk(&jwk) {
+            out.push(Key {
+                kid: jwk.common.key_id.clone(),
+                alg,
+                key,
+            });
         }
     }
     if out.is_empty() {
@@ -147,6 +131,15 @@ fn parse_key_set(json: &[u8]) -> Result<Vec<Key>, JwtError> {
         ));
     }
     Ok(out)
+}
+
+/// The claims we read beyond what jsonwebtoken checks (it checks `iss`, `aud`, `exp`, `nbf`).
+#[derive(serde::Deserialize)]
+struct Claims {
+    #[serde(default)]
+    sub: Value,
+    #[serde(default)]
+    exp: Value,
 }
 
 #[derive(Debug, Default)]
@@ -212,73 +205,37 @@ impl JwtVerifier {
         credential.bytes().filter(|b| *b == b'.').count() == 2
     }
 
-    /// The subject of a valid token, and when it stops being accepted.
+    /// The subject of a valid token, and when it stops being accepted. jsonwebtoken checks the
+    /// signature with the key the header's `kid` names (the algorithm must be the key's: `none`,
+    /// HMAC and a key of the other type are refused), `iss`, `aud`, `exp` and `nbf` with the
+    /// leeway, all four required but `nbf`.
     pub async fn verify(&self, token: &str) -> Result<Verified, JwtError> {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64);
-        self.verify_at(token, now).await
-    }
-
-    async fn verify_at(&self, token: &str, now: i64) -> Result<Verified, JwtError> {
         if token.len() > MAX_TOKEN_LEN {
             return Err(JwtError::Malformed);
         }
-        let mut parts = token.split('.');
-        let (Some(header), Some(claims), Some(sig), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            return Err(JwtError::Malformed);
-        };
-        let decode = |s: &str| URL_SAFE_NO_PAD.decode(s).map_err(|_| JwtError::Malformed);
-        let header: Value =
-            serde_json::from_slice(&decode(header)?).map_err(|_| JwtError::Malformed)?;
-        let alg = header["alg"].as_str().unwrap_or_default().to_owned();
-        if alg != "RS256" && alg != "ES256" {
-            return Err(JwtError::Algorithm(alg));
+        let header = jsonwebtoken::decode_header(token).map_err(|_| JwtError::Malformed)?;
+        if !matches!(header.alg, Algorithm::RS256 | Algorithm::ES256) {
+            return Err(JwtError::Algorithm(format!("{:?}", header.alg)));
         }
-        let kid = header["kid"].as_str();
-        let signature = decode(sig)?;
-        let signing_input = &token.as_bytes()[..header_len(token)];
-        let key = self.key(kid, &alg).await?;
-        if !key.verify(signing_input, &signature) {
-            return Err(JwtError::Signature);
-        }
-        let claims: Value =
-            serde_json::from_slice(&decode(claims)?).map_err(|_| JwtError::Malformed)?;
-        self.check_claims(&claims, now)
-    }
-
-    fn check_claims(&self, claims: &Value, now: i64) -> Result<Verified, JwtError> {
+        let key = self.key(header.kid.as_deref(), header.alg).await?;
         let s = &self.settings;
-        let leeway = s.leeway_s as i64;
-        if claims["iss"].as_str() != Some(s.issuer.as_str()) {
-            return Err(JwtError::Claim("iss"));
-        }
-        let audience_ok = match &claims["aud"] {
-            Value::String(a) => *a == s.audience,
-            Value::Array(list) => list.iter().any(|a| a.as_str() == Some(&s.audience)),
-            _ => false,
-        };
-        if !audience_ok {
-            return Err(JwtError::Claim("aud"));
-        }
-        let exp = claims["exp"].as_i64().ok_or(JwtError::Claim("exp"))?;
-        if now > exp + leeway {
-            return Err(JwtError::Expired);
-        }
-        if let Some(nbf) = claims.get("nbf") {
-            let nbf = nbf.as_i64().ok_or(JwtError::Claim("nbf"))?;
-            if now + leeway < nbf {
-                return Err(JwtError::NotYetValid);
-            }
-        }
-        match claims["sub"].as_str() {
+        let mut validation = Validation::new(key.alg);
+        validation.set_issuer(&[&s.issuer]);
+        validation.set_audience(&[&s.audience]);
+        validation.set_required_spec_claims(&["iss", "aud", "exp"]);
+        validation.validate_nbf = true;
+        validation.leeway = s.leeway_s;
+        let claims = crate::keys::jwt::decode::<Claims>(token, &key.key, &validation)
+            .map_err(|e| refusal(e.kind()))?
+            .claims;
+        // Required and checked as a number by jsonwebtoken already.
+        let exp = claims.exp.as_i64().ok_or(JwtError::Claim("exp"))?;
+        match claims.sub.as_str() {
             Some(sub) if !sub.is_empty() && sub.len() <= 255 => Ok(Verified {
                 subject: sub.to_owned(),
                 // Accepted until `exp` plus the leeway: what is held open with it ends then.
                 expires_at: crate::domain::Timestamp(
-                    exp.saturating_add(leeway).saturating_mul(1000),
+                    exp.saturating_add(s.leeway_s as i64).saturating_mul(1000),
                 ),
             }),
             _ => Err(JwtError::Claim("sub")),
@@ -289,7 +246,7 @@ impl JwtVerifier {
     /// the set when it is stale, or when the kid is unknown and the last attempt is old enough.
     /// When a refresh fails, the keys fetched before stay in use (an issuer's outage must not lock
     /// its parties out); only with no keys at all is the failure the answer.
-    async fn key(&self, kid: Option<&str>, alg: &str) -> Result<Key, JwtError> {
+    async fn key(&self, kid: Option<&str>, alg: Algorithm) -> Result<Key, JwtError> {
         let mut cache = self.cache.lock().await;
         let KeySource::Url(url) = &self.settings.keys else {
             return find(&cache.keys, kid, alg)
@@ -345,15 +302,32 @@ impl JwtVerifier {
     }
 }
 
-/// Length of `header.claims` (the signing input) in a token with three segments.
-fn header_len(token: &str) -> usize {
-    token.rfind('.').unwrap_or(0)
+/// jsonwebtoken's refusal as ours.
+fn refusal(kind: &ErrorKind) -> JwtError {
+    match kind {
+        ErrorKind::InvalidSignature => JwtError::Signature,
+        ErrorKind::InvalidAlgorithm | ErrorKind::InvalidAlgorithmName => {
+            JwtError::Algorithm("not the key's".into())
+        }
+        ErrorKind::ExpiredSignature => JwtError::Expired,
+        ErrorKind::ImmatureSignature => JwtError::NotYetValid,
+        ErrorKind::InvalidIssuer => JwtError::Claim("iss"),
+        ErrorKind::InvalidAudience => JwtError::Claim("aud"),
+        ErrorKind::MissingRequiredClaim(c) | ErrorKind::InvalidClaimFormat(c) => match c.as_str() {
+            "iss" => JwtError::Claim("iss"),
+            "aud" => JwtError::Claim("aud"),
+            "exp" => JwtError::Claim("exp"),
+            "nbf" => JwtError::Claim("nbf"),
+            _ => JwtError::Claim("sub"),
+        },
+        _ => JwtError::Malformed,
+    }
 }
 
-fn find<'k>(keys: &'k [Key], kid: Option<&str>, alg: &str) -> Option<&'k Key> {
-    let mut usable = keys.iter().filter(|k| k.alg() == alg);
+fn find<'k>(keys: &'k [Key], kid: Option<&str>, alg: Algorithm) -> Option<&'k Key> {
+    let mut usable = keys.iter().filter(|k| k.alg == alg);
     match kid {
-        Some(kid) => usable.find(|k| k.kid() == Some(kid)),
+        Some(kid) => usable.find(|k| k.kid.as_deref() == Some(kid)),
         None => {
             let only = usable.next()?;
             usable.next().is_none().then_some(only)
@@ -365,9 +339,14 @@ fn find<'k>(keys: &'k [Key], kid: Option<&str>, alg: &str) -> Option<&'k Key> {
 mod tests {
     use super::*;
     use crate::keys::ring::{MasterKey, SigningKey};
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
     use serde_json::json;
 
-    const NOW: i64 = 1_800_000_000;
+    /// jsonwebtoken checks the times against the system clock: tokens are made around it.
+    fn now() -> i64 {
+        jsonwebtoken::get_current_timestamp() as i64
+    }
 
     /// An HTTP client (after installing the process's rustls provider, as the server does).
     fn client() -> reqwest::Client {
@@ -405,8 +384,8 @@ mod tests {
             "iss": "https://issuer.test",
             "aud": ["other", "https://liaison.test"],
             "sub": "partner-7",
-            "exp": NOW + 300,
-            "nbf": NOW - 10,
+            "exp": now() + 300,
+            "nbf": now() - 10,
         })
     }
 
@@ -425,23 +404,27 @@ mod tests {
         let token = key.sign_jwt(&claims()).unwrap();
         assert!(JwtVerifier::looks_like_jwt(&token));
         assert!(!JwtVerifier::looks_like_jwt("lsn_abc"));
-        let verified = v.verify_at(&token, NOW).await.unwrap();
+        let c = claims();
+        let verified = v.verify(&token).await.unwrap();
         assert_eq!(verified.subject, "partner-7");
         assert_eq!(
             verified.expires_at.0,
-            (NOW + 300 + 60) * 1000,
+            (c["exp"].as_i64().unwrap() + 60) * 1000,
             "exp plus the leeway"
         );
         // Within the leeway either side.
-        assert!(v.verify_at(&token, NOW + 300 + 60).await.is_ok());
-        let early = key
-            .sign_jwt(&with(claims(), "nbf", json!(NOW + 30)))
+        let late = key
+            .sign_jwt(&with(claims(), "exp", json!(now() - 30)))
             .unwrap();
-        assert!(v.verify_at(&early, NOW).await.is_ok());
+        assert!(v.verify(&late).await.is_ok());
+        let early = key
+            .sign_jwt(&with(claims(), "nbf", json!(now() + 30)))
+            .unwrap();
+        assert!(v.verify(&early).await.is_ok());
         let plain_aud = key
             .sign_jwt(&with(claims(), "aud", json!("https://liaison.test")))
             .unwrap();
-        assert!(v.verify_at(&plain_aud, NOW).await.is_ok());
+        assert!(v.verify(&plain_aud).await.is_ok());
     }
 
     #[tokio::test]
@@ -457,18 +440,29 @@ mod tests {
                 JwtError::Claim("aud"),
             ),
             (with(claims(), "aud", Value::Null), JwtError::Claim("aud")),
+            (with(claims(), "iss", Value::Null), JwtError::Claim("iss")),
+            (with(claims(), "iss", json!(7)), JwtError::Claim("iss")),
             (with(claims(), "exp", Value::Null), JwtError::Claim("exp")),
-            (with(claims(), "exp", json!(NOW - 61)), JwtError::Expired),
+            (with(claims(), "exp", json!(now() - 120)), JwtError::Expired),
+            // A time of the wrong type is refused, not skipped (GHSA-h395-gr6q-cpjc).
             (
-                with(claims(), "nbf", json!(NOW + 61)),
+                with(claims(), "exp", json!("never")),
+                JwtError::Claim("exp"),
+            ),
+            (
+                with(claims(), "nbf", json!(now() + 120)),
                 JwtError::NotYetValid,
+            ),
+            (
+                with(claims(), "nbf", json!((now() + 9999).to_string())),
+                JwtError::Claim("nbf"),
             ),
             (with(claims(), "sub", json!("")), JwtError::Claim("sub")),
             (with(claims(), "sub", json!(7)), JwtError::Claim("sub")),
         ];
         for (c, want) in cases {
             let token = key.sign_jwt(&c).unwrap();
-            assert_eq!(v.verify_at(&token, NOW).await.unwrap_err(), want, "{c}");
+            assert_eq!(v.verify(&token).await.unwrap_err(), want, "{c}");
         }
     }
 
@@ -482,33 +476,41 @@ mod tests {
         let forged_claims =
             URL_SAFE_NO_PAD.encode(with(claims(), "sub", json!("admin")).to_string());
         let forged = format!("{head}.{forged_claims}.{sig}");
-        assert_eq!(
-            v.verify_at(&forged, NOW).await.unwrap_err(),
-            JwtError::Signature
-        );
-        // alg none / HS256 (with the public key as an HMAC secret) are never accepted.
-        for alg in ["none", "HS256"] {
-            let h = URL_SAFE_NO_PAD.encode(json!({"alg": alg, "kid": key.kid()}).to_string());
-            let t = format!("{h}.{}.{sig}", rest.split_once('.').unwrap().0);
-            assert_eq!(
-                v.verify_at(&t, NOW).await.unwrap_err(),
-                JwtError::Algorithm(alg.into())
-            );
+        assert_eq!(v.verify(&forged).await.unwrap_err(), JwtError::Signature);
+        let body = rest.split_once('.').unwrap().0;
+        // alg none, with or without a signature, is not even a header we read.
+        for sig in [sig, ""] {
+            let h = URL_SAFE_NO_PAD.encode(json!({"alg": "none", "kid": key.kid()}).to_string());
+            let t = format!("{h}.{body}.{sig}");
+            assert_eq!(v.verify(&t).await.unwrap_err(), JwtError::Malformed);
         }
+        // HS256 signed with the issuer's public key as the HMAC secret (alg confusion).
+        let h = URL_SAFE_NO_PAD.encode(json!({"alg": "HS256", "kid": key.kid()}).to_string());
+        let public = serde_json::to_vec(&key.public_jwk()).unwrap();
+        let mac = ring::hmac::sign(
+            &ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &public),
+            format!("{h}.{body}").as_bytes(),
+        );
+        let t = format!("{h}.{body}.{}", URL_SAFE_NO_PAD.encode(mac.as_ref()));
+        assert_eq!(
+            v.verify(&t).await.unwrap_err(),
+            JwtError::Algorithm("HS256".into())
+        );
         // A key id the issuer does not have.
         let h = URL_SAFE_NO_PAD.encode(json!({"alg": "ES256", "kid": "nope"}).to_string());
-        let t = format!("{h}.{}.{sig}", rest.split_once('.').unwrap().0);
-        assert_eq!(
-            v.verify_at(&t, NOW).await.unwrap_err(),
-            JwtError::UnknownKey
-        );
+        let t = format!("{h}.{body}.{sig}");
+        assert_eq!(v.verify(&t).await.unwrap_err(), JwtError::UnknownKey);
+        // Signed by a key the issuer does not publish, under the issuer's kid.
+        let master = MasterKey::from_hex(&"33".repeat(32)).unwrap();
+        let (stranger, _) = SigningKey::generate(&master).unwrap();
+        let theirs = stranger.sign_jwt(&claims()).unwrap();
+        let (_, their_rest) = theirs.split_once('.').unwrap();
+        let t = format!("{head}.{their_rest}");
+        assert_eq!(v.verify(&t).await.unwrap_err(), JwtError::Signature);
         // RS256 named, but the only key is EC: no key of that algorithm.
         let h = URL_SAFE_NO_PAD.encode(json!({"alg": "RS256"}).to_string());
-        let t = format!("{h}.{}.{sig}", rest.split_once('.').unwrap().0);
-        assert_eq!(
-            v.verify_at(&t, NOW).await.unwrap_err(),
-            JwtError::UnknownKey
-        );
+        let t = format!("{h}.{body}.{sig}");
+        assert_eq!(v.verify(&t).await.unwrap_err(), JwtError::UnknownKey);
         for bad in [
             "",
             "a.b",
@@ -516,10 +518,7 @@ mod tests {
             "!!.!!.!!",
             &"a".repeat(MAX_TOKEN_LEN + 1),
         ] {
-            assert_eq!(
-                v.verify_at(bad, NOW).await.unwrap_err(),
-                JwtError::Malformed
-            );
+            assert_eq!(v.verify(bad).await.unwrap_err(), JwtError::Malformed);
         }
     }
 
@@ -530,8 +529,13 @@ mod tests {
         assert!(parse_key_set(br#"{"keys":[{"kty":"oct","k":"AA"}]}"#).is_err());
         let rsa =
             parse_key_set(br#"{"keys":[{"kty":"RSA","n":"AQAB","e":"AQAB","kid":"r"}]}"#).unwrap();
-        assert_eq!(rsa[0].alg(), "RS256");
-        assert_eq!(rsa[0].kid(), Some("r"));
+        assert_eq!(rsa[0].alg, Algorithm::RS256);
+        assert_eq!(rsa[0].kid.as_deref(), Some("r"));
+        // An RSA key declared for another algorithm is not used.
+        assert!(
+            parse_key_set(br#"{"keys":[{"kty":"RSA","n":"AQAB","e":"AQAB","alg":"RS512"}]}"#)
+                .is_err()
+        );
     }
 
     #[test]
@@ -599,12 +603,12 @@ mod tests {
         let new_token = new.sign_jwt(&claims()).unwrap();
 
         // Fetched on first use, then served from the cache.
-        assert!(v.verify_at(&old_token, NOW).await.is_ok());
-        assert!(v.verify_at(&old_token, NOW).await.is_ok());
+        assert!(v.verify(&old_token).await.is_ok());
+        assert!(v.verify(&old_token).await.is_ok());
         assert_eq!(hits(), 1);
         // A kid the cache lacks is not fetched again within the gap.
         assert_eq!(
-            v.verify_at(&new_token, NOW).await.unwrap_err(),
+            v.verify(&new_token).await.unwrap_err(),
             JwtError::UnknownKey
         );
         assert_eq!(hits(), 1);
@@ -613,19 +617,19 @@ mod tests {
         v.refetch_gap = Duration::ZERO;
         *idp.body.lock().unwrap() =
             json!({"keys": [old.public_jwk(), new.public_jwk()]}).to_string();
-        assert!(v.verify_at(&new_token, NOW).await.is_ok());
+        assert!(v.verify(&new_token).await.is_ok());
         assert_eq!(hits(), 2);
 
         // The issuer goes down when the set is due for a refresh: the cached keys stay in use.
         v.refresh = Duration::ZERO;
         idp.down.store(true, Ordering::SeqCst);
-        assert!(v.verify_at(&old_token, NOW).await.is_ok());
+        assert!(v.verify(&old_token).await.is_ok());
         assert!(hits() >= 3, "a refresh was attempted");
 
         // With nothing cached, an unreachable issuer is the answer.
         let cold = JwtVerifier::new(settings(KeySource::Url(idp.url.clone())), client()).unwrap();
         assert!(matches!(
-            cold.verify_at(&old_token, NOW).await.unwrap_err(),
+            cold.verify(&old_token).await.unwrap_err(),
             JwtError::KeySet(_)
         ));
     }

@@ -104,7 +104,7 @@ impl App {
             derived_public_url(scheme, addr)
         });
         // The authorization server issues tokens for this server's own /mcp only.
-        settings.oauth.issuer = public_url.clone();
+        settings.oauth.issuer = crate::service::issuer_for(&public_url);
         settings.oauth.resource = format!("{public_url}/mcp");
         let store = Store::open_with(&config.database_url, config.database)
             .await

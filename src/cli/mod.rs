@@ -20,6 +20,7 @@ mod connect;
 mod keys;
 pub mod logging;
 mod member;
+mod oauth;
 mod outbox;
 pub mod reference;
 mod remotes;
@@ -82,6 +83,9 @@ pub enum Command {
     /// Issue, list and revoke tokens.
     #[command(subcommand)]
     Token(admin::TokenCommand),
+    /// OAuth clients of the MCP authorization server (admins): `clients list`, `clients remove`.
+    #[command(subcommand)]
+    Oauth(oauth::OauthCommand),
     /// Manage channels, their members and approval policy.
     #[command(subcommand)]
     Channel(admin::ChannelCommand),
@@ -227,6 +231,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Person(c) => admin::person(c).await,
         Command::Party(c) => admin::party(c).await,
         Command::Token(c) => admin::token(c).await,
+        Command::Oauth(c) => oauth::oauth(c).await,
         Command::Channel(c) => admin::channel(c).await,
         Command::Approvals(c) => approvals::approvals(c).await,
         Command::Keys(c) => keys::keys(c).await,

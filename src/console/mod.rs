@@ -202,6 +202,10 @@ fn templates() -> Environment<'static> {
             include_str!("templates/admin/parties.html"),
         ),
         (
+            "admin/oauth.html",
+            include_str!("templates/admin/oauth.html"),
+        ),
+        (
             "admin/remotes.html",
             include_str!("templates/admin/remotes.html"),
         ),

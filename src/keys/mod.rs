@@ -1,5 +1,6 @@
-//! Signing keys (SPEC §10): the ring ([`ring`]: ES256 keys sealed under the master key, JWKS, JWT
-//! verification), the push-notification bearer JWT ([`push_jwt`]), and their life cycle
+//! Signing keys (SPEC §10): the ring ([`ring`]: ES256 keys sealed under the master key, JWKS),
+//! every JWT through `jsonwebtoken` on ring ([`jwt`]), the push-notification bearer JWT
+//! ([`push_jwt`]), and their life cycle
 //! ([`KeyManager`]): `rotate` adds a key that signs from now on while the previous one stays in
 //! the JWKS and co-signs the card for an overlap window; `retire` drops a key early. The ring is
 //! one row of the store shared by every replica; a change is announced on the bus's keys topic so
@@ -10,6 +11,7 @@
 //! the A2A front serves them, for admins to look at.
 
 pub mod jose;
+pub mod jwt;
 pub mod push_jwt;
 pub mod ring;
 

@@ -4,7 +4,9 @@
 //! A [`SealedKey`] is plain data with no secret in clear: the store keeps the ring's records (one
 //! row shared by every replica, see `app::shared_key_ring`) and [`KeyRing::open`] unseals them.
 //! [`load_records`] reads the `<data-dir>/signing-keys.json` of earlier versions, to import it.
-//! Depends on no other module of the crate.
+//! JWTs are signed through `jsonwebtoken` ([`super::jwt`], on this same ring); the card's JWS over
+//! JCS signs with [`SigningKey::sign`] directly. Depends on no other module of the crate but
+//! [`super::jwt`].
 
 use std::path::{Path, PathBuf};
 
@@ -40,6 +42,8 @@ pub enum KeyError {
     Malformed { kid: String, why: &'static str },
     #[error("No system randomness")]
     Randomness,
+    #[error("Could not sign a JWT with the key {kid}: {why}")]
+    Sign { kid: String, why: String },
     #[error("The key ring holds no key")]
     Empty,
     #[error("Could not read or write {path}: {source}")]
@@ -170,6 +174,8 @@ pub struct SealedKey {
 pub struct SigningKey {
     kid: String,
     pair: EcdsaKeyPair,
+    /// The same private key, for JWTs signed through jsonwebtoken.
+    jwt: jsonwebtoken::EncodingKey,
 }
 
 impl std::fmt::Debug for SigningKey {
@@ -210,7 +216,8 @@ impl SigningKey {
             sealed_private_key: STANDARD.encode(sealed),
             retire_after: None,
         };
-        Ok((SigningKey { kid, pair }, record))
+        let jwt = jsonwebtoken::EncodingKey::from_ec_der(pkcs8.as_ref());
+        Ok((SigningKey { kid, pair, jwt }, record))
     }
 
     /// Opens a sealed record with the master key.
@@ -248,6 +255,7 @@ impl SigningKey {
         Ok(SigningKey {
             kid: record.kid.clone(),
             pair,
+            jwt: jsonwebtoken::EncodingKey::from_ec_der(&pkcs8),
         })
     }
 
@@ -266,21 +274,12 @@ impl SigningKey {
 
     /// A JWT (compact JWS) over `claims`, header `{"alg":"ES256","kid":…,"typ":"JWT"}`.
     pub fn sign_jwt(&self, claims: &serde_json::Value) -> Result<String, KeyError> {
-        let header = json!({"alg": ALG_ES256, "kid": self.kid, "typ": "JWT"});
-        let encode = |value: &serde_json::Value| {
-            serde_json::to_vec(value)
-                .map(|bytes| URL_SAFE_NO_PAD.encode(bytes))
-                .map_err(|_| KeyError::Malformed {
-                    kid: self.kid.clone(),
-                    why: "claims are not serialisable",
-                })
-        };
-        let signing_input = format!("{}.{}", encode(&header)?, encode(claims)?);
-        let signature = self.sign(signing_input.as_bytes())?;
-        Ok(format!(
-            "{signing_input}.{}",
-            URL_SAFE_NO_PAD.encode(signature)
-        ))
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+        header.kid = Some(self.kid.clone());
+        super::jwt::encode(&header, claims, &self.jwt).map_err(|e| KeyError::Sign {
+            kid: self.kid.clone(),
+            why: e.to_string(),
+        })
     }
 
     /// The public key as a JWK (with `kid`, `use`, `alg`).
@@ -353,27 +352,18 @@ impl Jwks {
         self.keys.iter().find(|key| key.kid == kid)
     }
 
-    /// The claims of an ES256 JWT signed by one of these keys, or `None` when the token is
-    /// malformed, names another algorithm or an unknown key, or its signature fails. Checks the
-    /// signature only: the caller checks the claims.
-    pub fn verify_jwt(&self, token: &str) -> Option<serde_json::Value> {
-        let mut segments = token.split('.');
-        let (header, claims, signature) = (segments.next()?, segments.next()?, segments.next()?);
-        if segments.next().is_some() {
+    /// The key a JWT's header names, for jsonwebtoken to verify it with: `None` when the header
+    /// is unreadable, names another algorithm than ES256, or a `kid` not in the set.
+    pub fn jwt_key(&self, token: &str) -> Option<jsonwebtoken::DecodingKey> {
+        let header = jsonwebtoken::decode_header(token).ok()?;
+        if header.alg != jsonwebtoken::Algorithm::ES256 {
             return None;
         }
-        let header: serde_json::Value =
-            serde_json::from_slice(&URL_SAFE_NO_PAD.decode(header).ok()?).ok()?;
-        if header["alg"] != ALG_ES256 {
+        let key = self.find(header.kid.as_deref()?)?;
+        if key.kty != "EC" || key.crv != "P-256" {
             return None;
         }
-        let key = self.find(header["kid"].as_str()?)?;
-        let signature = URL_SAFE_NO_PAD.decode(signature).ok()?;
-        let signing_input = &token[..token.len() - token.rsplit('.').next()?.len() - 1];
-        if !key.verify_es256(signing_input.as_bytes(), &signature) {
-            return None;
-        }
-        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(claims).ok()?).ok()
+        jsonwebtoken::DecodingKey::from_ec_components(&key.x, &key.y).ok()
     }
 }
 

@@ -114,13 +114,14 @@ fn no_store() -> [(header::HeaderName, &'static str); 2] {
 /// RFC 8414 metadata: the endpoints, and what this server offers (the MCP authorization
 /// specification's requirements: S256, public clients, metadata documents).
 async fn metadata(State(service): State<Service>) -> Response {
-    let issuer = &service.oauth_settings().issuer;
+    let settings = service.oauth_settings();
+    let base = settings.base();
     let doc = serde_json::json!({
-        "issuer": issuer,
-        "authorization_endpoint": format!("{issuer}/oauth/authorize"),
-        "token_endpoint": format!("{issuer}/oauth/token"),
-        "registration_endpoint": format!("{issuer}/oauth/register"),
-        "revocation_endpoint": format!("{issuer}/oauth/revoke"),
+        "issuer": settings.issuer,
+        "authorization_endpoint": format!("{base}/oauth/authorize"),
+        "token_endpoint": format!("{base}/oauth/token"),
+        "registration_endpoint": format!("{base}/oauth/register"),
+        "revocation_endpoint": format!("{base}/oauth/revoke"),
         "scopes_supported": ["agent"],
         "response_types_supported": ["code"],
         "response_modes_supported": ["query"],
@@ -129,7 +130,9 @@ async fn metadata(State(service): State<Service>) -> Response {
         "token_endpoint_auth_methods_supported": ["none"],
         "revocation_endpoint_auth_methods_supported": ["none"],
         "client_id_metadata_document_supported": true,
-        "service_documentation": format!("{issuer}/console/agents"),
+        // RFC 9207: every redirect back to the client carries `iss`.
+        "authorization_response_iss_parameter_supported": true,
+        "service_documentation": format!("{base}/console/agents"),
     });
     let mut response = axum::Json(doc).into_response();
     response.headers_mut().insert(

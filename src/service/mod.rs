@@ -73,6 +73,7 @@ pub use messages::{
 };
 pub use oauth::{
     ClientMetadata, DOCUMENT_FRESH_S, MAX_DOCUMENT_BYTES, OAuthClientView, OAuthSettings,
+    issuer_for,
 };
 pub use oauth_grants::{
     AuthorizationRequest, AuthorizeParams, AuthorizeRefusal, Consent, ConsentError, TokenParams,

@@ -8,7 +8,7 @@
 //!
 //! A client's name and redirect URIs are self-declared: the consent page says so.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::sync::Mutex;
 
@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::{Caller, Result, Service, ServiceError};
 use crate::domain::oauth::{OAuthError, OAuthErrorCode, redirect_uri_problem};
 use crate::domain::{Scope, Timestamp, text};
-use crate::store::OAuthClientRecord;
+use crate::store::{AddressLimit, ClientInsert, OAuthClientRecord};
 
 /// Largest Client ID Metadata Document read, in bytes.
 pub const MAX_DOCUMENT_BYTES: usize = 5 * 1024;
@@ -27,9 +27,6 @@ pub const DOCUMENT_FRESH_S: u64 = 3_600;
 pub(super) const MAX_REDIRECT_URIS: usize = 10;
 /// Longest client name, in characters.
 pub(super) const MAX_CLIENT_NAME_CHARS: usize = 80;
-/// Most addresses whose registrations are remembered for the rate (beyond: the oldest are
-/// forgotten first).
-const REMEMBERED_ADDRESSES: usize = 10_000;
 
 /// `kind` of a registered client.
 pub(super) const REGISTERED: &str = "registered";
@@ -42,8 +39,8 @@ pub(super) const METADATA_DOCUMENT: &str = "metadata_document";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OAuthSettings {
     pub enabled: bool,
-    /// The issuer (liaison's public URL) and the one resource it issues tokens for (`…/mcp`);
-    /// filled by the app from `public_url`.
+    /// The issuer identifier (see [`issuer_for`]) and the one resource it issues tokens for
+    /// (`…/mcp`); filled by the app from `public_url`.
     pub issuer: String,
     pub resource: String,
     /// Lifetime of an access token, in seconds (short: a revoked grant is refused at once
@@ -57,6 +54,31 @@ pub struct OAuthSettings {
     pub registrations_per_hour: usize,
     /// Most registered clients at once, and most metadata-document clients remembered.
     pub max_registered_clients: i64,
+}
+
+impl OAuthSettings {
+    /// The issuer without its trailing `/`, to build the endpoints' URLs on.
+    pub fn base(&self) -> &str {
+        self.issuer.trim_end_matches('/')
+    }
+}
+
+/// The issuer identifier of a server at `public_url`: the URL itself, ending in the root path's
+/// `/` when it has no path (`https://liaison.example/`). Both spellings name the same issuer in
+/// RFC 8414 (the `/` is dropped before `/.well-known/`), but RFC 9207 has clients compare the
+/// authorization response's `iss` with the metadata's `issuer` as plain strings, and the
+/// official Python SDK renders the metadata's `issuer` through a URL type that adds the `/`: with
+/// it in both, every client sees the same string.
+pub fn issuer_for(public_url: &str) -> String {
+    let public_url = public_url.trim_end_matches('/');
+    let has_path = public_url
+        .split_once("://")
+        .is_some_and(|(_, rest)| rest.contains('/'));
+    if has_path {
+        public_url.to_owned()
+    } else {
+        format!("{public_url}/")
+    }
 }
 
 impl Default for OAuthSettings {
@@ -74,11 +96,10 @@ impl Default for OAuthSettings {
     }
 }
 
-/// Registrations per address in the last hour, and metadata documents read in the last minute,
-/// on this replica.
+/// Metadata documents read in the last minute, on this replica (registrations per address are
+/// counted in the database).
 #[derive(Default)]
 pub(super) struct Registrations {
-    by_address: Mutex<HashMap<IpAddr, VecDeque<Timestamp>>>,
     documents: Mutex<VecDeque<Timestamp>>,
 }
 
@@ -110,11 +131,15 @@ pub struct ClientMetadata {
     pub client_id: Option<String>,
 }
 
-/// A client as the admin lists it.
+/// A client as the admin lists it: what it declared, and how it is used.
 #[derive(Debug, Clone, Serialize)]
 pub struct OAuthClientView {
     #[serde(flatten)]
     pub client: OAuthClientRecord,
+    /// Its grants (members' connections) neither revoked nor expired.
+    pub live_grants: i64,
+    /// The last time any of its grants was used.
+    pub last_used_at: Option<Timestamp>,
 }
 
 fn metadata_error(description: impl Into<String>) -> OAuthError {
@@ -205,7 +230,9 @@ impl Service {
     }
 
     /// Registers a client (RFC 7591) from `from`; at most `registrations_per_hour` per address
-    /// and `max_registered_clients` in all. Its secret-less registration is answered.
+    /// and `max_registered_clients` in all, both counted in the database (so they hold for the
+    /// whole deployment, however many replicas answer). Its secret-less registration is
+    /// answered.
     pub async fn oauth_register(
         &self,
         from: IpAddr,
@@ -214,7 +241,6 @@ impl Service {
         self.oauth_on()?;
         let (name, uris) = checked(&m)?;
         let now = self.now();
-        self.admit_registration(from, now)?;
         let id = format!(
             "ocl_{}",
             crate::domain::hex(&crate::domain::secret::random::<12>())
@@ -241,60 +267,41 @@ impl Service {
             fetched_at: now,
         };
         let max = self.oauth_settings().max_registered_clients;
-        if !self
+        let per_hour = self.oauth_settings().registrations_per_hour;
+        let limit = AddressLimit {
+            per_window: i64::try_from(per_hour).unwrap_or(i64::MAX),
+            since: Timestamp(now.0 - 3_600_000),
+        };
+        match self
             .inner
             .store
-            .insert_oauth_client(record, max)
+            .insert_oauth_client(record, max, Some(limit))
             .await
             .map_err(|e| server_error(e.into()))?
         {
-            return Err(OAuthError::new(
-                OAuthErrorCode::TemporarilyUnavailable,
-                format!(
-                    "this server holds its most registered clients ({max}); an admin removes unused ones"
-                ),
-            ));
+            ClientInsert::Inserted => {}
+            ClientInsert::Full => {
+                return Err(OAuthError::new(
+                    OAuthErrorCode::TemporarilyUnavailable,
+                    format!(
+                        "this server holds its most registered clients ({max}); an admin removes unused ones"
+                    ),
+                ));
+            }
+            ClientInsert::AddressLimit { oldest } => {
+                let wait = ((oldest.0 + 3_600_000 - now.0) / 1000).max(1) as u64;
+                let mut e = OAuthError::new(
+                    OAuthErrorCode::TemporarilyUnavailable,
+                    format!(
+                        "at most {per_hour} registrations an hour from one address; try again in {wait} s"
+                    ),
+                );
+                e.retry_after_s = Some(wait);
+                return Err(e);
+            }
         }
         tracing::info!(client = %id, from = %from, "OAuth client registered.");
         Ok(answer)
-    }
-
-    /// Counts a registration from `from`, or refuses it when the address made its hour's share.
-    fn admit_registration(
-        &self,
-        from: IpAddr,
-        now: Timestamp,
-    ) -> std::result::Result<(), OAuthError> {
-        let per_hour = self.oauth_settings().registrations_per_hour;
-        let mut map = self
-            .inner
-            .oauth_registrations
-            .by_address
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let hour_ago = Timestamp(now.0 - 3_600_000);
-        if map.len() >= REMEMBERED_ADDRESSES {
-            map.retain(|_, times| times.back().is_some_and(|t| *t > hour_ago));
-        }
-        let times = map.entry(from).or_default();
-        while times.front().is_some_and(|t| *t <= hour_ago) {
-            times.pop_front();
-        }
-        if times.len() >= per_hour {
-            let wait = times
-                .front()
-                .map_or(3_600, |t| ((t.0 + 3_600_000 - now.0) / 1000).max(1) as u64);
-            let mut e = OAuthError::new(
-                OAuthErrorCode::TemporarilyUnavailable,
-                format!(
-                    "at most {per_hour} registrations an hour from one address; try again in {wait} s"
-                ),
-            );
-            e.retry_after_s = Some(wait);
-            return Err(e);
-        }
-        times.push_back(now);
-        Ok(())
     }
 
     /// The client `id`: a registered one, or the one a metadata document URL names (read, or
@@ -338,7 +345,11 @@ impl Service {
             // A new document client is kept only below the cap (beyond it, it is read again
             // each time it is needed, and stored nowhere).
             store
-                .insert_oauth_client(c.clone(), self.oauth_settings().max_registered_clients)
+                .insert_oauth_client(
+                    c.clone(),
+                    self.oauth_settings().max_registered_clients,
+                    None,
+                )
                 .await
                 .map(|_| ())
         };
@@ -433,13 +444,21 @@ impl Service {
     /// The clients, newest first (admins).
     pub async fn oauth_clients(&self, caller: &Caller) -> Result<Vec<OAuthClientView>> {
         caller.require(Scope::Admin)?;
-        Ok(self
-            .inner
-            .store
+        let store = &self.inner.store;
+        let usage = store.oauth_client_usage(self.now()).await?;
+        Ok(store
             .oauth_clients()
             .await?
             .into_iter()
-            .map(|client| OAuthClientView { client })
+            .map(|client| {
+                let (live_grants, last_used_at) =
+                    usage.get(&client.id).copied().unwrap_or((0, None));
+                OAuthClientView {
+                    client,
+                    live_grants,
+                    last_used_at,
+                }
+            })
             .collect())
     }
 

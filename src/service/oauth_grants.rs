@@ -172,11 +172,13 @@ impl Service {
             }
         };
         let state = p.state.clone();
+        let issuer = self.oauth_settings().issuer.clone();
         let back = |code: OAuthErrorCode, why: &str| {
             let mut params = vec![("error", code.as_str()), ("error_description", why)];
             if let Some(s) = &state {
                 params.push(("state", s));
             }
+            params.push(("iss", &issuer));
             AuthorizeRefusal::Redirect(with_query(&redirect_uri, &params))
         };
         if state.as_ref().is_some_and(|s| s.len() > MAX_STATE_BYTES) {
@@ -268,10 +270,13 @@ impl Service {
             .oauth_authorization(p)
             .await
             .map_err(ConsentError::Request)?;
+        // Every authorization response names its issuer (RFC 9207), so a client talking to
+        // several servers can tell which one answered (mix-up attacks).
         let with_state = |mut params: Vec<(&'static str, String)>| {
             if let Some(s) = &request.state {
                 params.push(("state", s.clone()));
             }
+            params.push(("iss", self.oauth_settings().issuer.clone()));
             let params: Vec<(&str, &str)> = params.iter().map(|(k, v)| (*k, v.as_str())).collect();
             with_query(&request.redirect_uri, &params)
         };

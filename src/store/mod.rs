@@ -104,6 +104,7 @@ pub use model::records::threads::{
     MessageRecord, PostOutcome, PushConfigRecord, TaskEventRecord, TaskInfo, ThreadRecord,
 };
 pub use model::records::tool_checks::{ConfirmationAsked, ConfirmationDecided, ConfirmationRecord};
+pub use oauth::{AddressLimit, ClientInsert};
 pub use personal::SESSIONS_LISTED;
 pub use retention::{PURGE_BATCH, PurgedDeliveries, PurgedThreads};
 pub use tool_checks::{CONFIRMATIONS_LISTED, ToolAudit};

@@ -23,17 +23,72 @@ const SPENT_KEPT_MS: i64 = 86_400_000;
 /// Most clients one listing returns (newest first).
 pub(super) const CLIENTS_LISTED: i64 = 500;
 
+/// What became of a client to insert.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientInsert {
+    Inserted,
+    /// `max` clients of its kind exist already.
+    Full,
+    /// Its address registered its share within the window; the oldest of those, which leaves
+    /// the window first.
+    AddressLimit {
+        oldest: Timestamp,
+    },
+}
+
+/// The registrations one address may make within a window (counted in the database, so the
+/// limit holds across replicas).
+#[derive(Debug, Clone, Copy)]
+pub struct AddressLimit {
+    pub per_window: i64,
+    /// Registrations created after this count.
+    pub since: Timestamp,
+}
+
 fn json(v: &impl serde::Serialize) -> Result<String> {
     serde_json::to_string(v).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
 impl Store {
-    /// Registers a client unless `max` registered clients exist already (then false).
-    pub async fn insert_oauth_client(&self, c: OAuthClientRecord, max: i64) -> Result<bool> {
+    /// Inserts a client unless `max` clients of its kind exist already, or (with `limit`) its
+    /// `registered_from` address made its share of registrations since `limit.since`. Checked
+    /// and written in one transaction; on PostgreSQL, inserts are serialised by an advisory lock
+    /// so that replicas registering at once cannot each see room for one more.
+    pub async fn insert_oauth_client(
+        &self,
+        c: OAuthClientRecord,
+        max: i64,
+        limit: Option<AddressLimit>,
+    ) -> Result<ClientInsert> {
         let uris = json(&c.redirect_uris)?;
         let metadata = json(&c.metadata)?;
+        let postgres = self.backend() == super::Backend::Postgres;
         self.write(move |tx| {
             Box::pin(async move {
+                if postgres {
+                    query("SELECT pg_advisory_xact_lock(hashtext($1))::text AS locked")
+                        .bind("oauth_clients.insert")
+                        .fetch_one(&mut *tx)
+                        .await?;
+                }
+                if let (Some(limit), Some(from)) = (limit, &c.registered_from) {
+                    let row = query(
+                        "SELECT COUNT(*) AS n, MIN(created_at) AS oldest FROM oauth_clients \
+                         WHERE kind = $1 AND registered_from = $2 AND created_at > $3",
+                    )
+                    .bind(c.kind.clone())
+                    .bind(from.clone())
+                    .bind(limit.since.0)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    let n: i64 = row.try_get("n")?;
+                    if n >= limit.per_window {
+                        let oldest: Option<i64> = row.try_get("oldest")?;
+                        return Ok(ClientInsert::AddressLimit {
+                            oldest: Timestamp(oldest.unwrap_or(limit.since.0)),
+                        });
+                    }
+                }
                 let n: i64 = query(
                     "SELECT COUNT(*) AS n FROM oauth_clients WHERE kind = $1",
                 )
@@ -42,7 +97,7 @@ impl Store {
                 .await?
                 .try_get("n")?;
                 if n >= max {
-                    return Ok(false);
+                    return Ok(ClientInsert::Full);
                 }
                 query(
                     "INSERT INTO oauth_clients (id, kind, name, redirect_uris, metadata, registered_from, \
@@ -58,7 +113,7 @@ impl Store {
                 .bind(c.fetched_at.0)
                 .execute(&mut *tx)
                 .await?;
-                Ok(true)
+                Ok(ClientInsert::Inserted)
             })
         })
         .await
@@ -109,6 +164,35 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(client).collect()
+    }
+
+    /// Per client: its live grants (connections neither revoked nor expired at `now`) and the
+    /// last use of any of its grants.
+    pub async fn oauth_client_usage(
+        &self,
+        now: Timestamp,
+    ) -> Result<std::collections::HashMap<String, (i64, Option<Timestamp>)>> {
+        let rows = query(
+            "SELECT g.client_id, \
+             SUM(CASE WHEN t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > $1) \
+             THEN 1 ELSE 0 END) AS live, MAX(t.last_used_at) AS last_used_at \
+             FROM oauth_grants g JOIN tokens t ON t.id = g.token_id GROUP BY g.client_id",
+        )
+        .bind(now.0)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    row.try_get::<String, _>("client_id")?,
+                    (
+                        row.try_get::<i64, _>("live")?,
+                        row.try_get::<Option<i64>, _>("last_used_at")?
+                            .map(Timestamp),
+                    ),
+                ))
+            })
+            .collect()
     }
 
     /// Removes a client and revokes every grant it holds, at `now`; false when unknown.

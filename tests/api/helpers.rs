@@ -133,6 +133,16 @@ impl TestEnv {
         Self::build(db, bus, settings, None).await
     }
 
+    /// A service over `db` with `bus` and secrets sealed under `master`.
+    pub(crate) async fn on_with_master(
+        db: TestDb,
+        bus: Arc<dyn liaison::bus::WakeBus>,
+        settings: Settings,
+        master: MasterKey,
+    ) -> TestEnv {
+        Self::build(db, bus, settings, Some(master)).await
+    }
+
     async fn build(
         db: TestDb,
         bus: Arc<dyn liaison::bus::WakeBus>,

@@ -30,7 +30,7 @@ async fn served(enabled: bool) -> Oauth {
     let settings = Settings {
         oauth: OAuthSettings {
             enabled,
-            issuer: url.clone(),
+            issuer: liaison::service::issuer_for(&url),
             resource: format!("{url}/mcp"),
             registrations_per_hour: 5,
             ..OAuthSettings::default()
@@ -246,6 +246,8 @@ impl Oauth {
         let back = headers[LOCATION].to_str().unwrap();
         assert!(back.starts_with(REDIRECT), "{back}");
         assert_eq!(param(back, "state").as_deref(), Some("st-1"));
+        // RFC 9207: the response names its issuer, exactly as the metadata does.
+        assert_eq!(param(back, "iss"), Some(format!("{}/", self.url)));
         param(back, "code").expect("a code")
     }
 
@@ -356,12 +358,17 @@ async fn a_client_given_only_the_mcp_url_discovers_registers_consents_and_connec
     );
     let (_, _, prm) = o.get("/.well-known/oauth-protected-resource", None).await;
     let prm: Value = serde_json::from_str(&prm).unwrap();
-    assert_eq!(prm["authorization_servers"], json!([o.url]));
+    // The issuer identifier ends in the root path's `/`, in both documents and in `iss`.
+    assert_eq!(prm["authorization_servers"], json!([format!("{}/", o.url)]));
     assert_eq!(prm["resource"], json!(format!("{}/mcp", o.url)));
     let (status, _, asm) = o.get("/.well-known/oauth-authorization-server", None).await;
     assert_eq!(status, 200);
     let asm: Value = serde_json::from_str(&asm).unwrap();
-    assert_eq!(asm["issuer"], json!(o.url));
+    assert_eq!(asm["issuer"], json!(format!("{}/", o.url)));
+    assert_eq!(
+        asm["authorization_response_iss_parameter_supported"],
+        json!(true)
+    );
     assert_eq!(asm["code_challenge_methods_supported"], json!(["S256"]));
     assert_eq!(asm["client_id_metadata_document_supported"], json!(true));
     assert_eq!(
@@ -509,6 +516,7 @@ async fn bad_authorization_requests_are_refused_and_grant_nothing() {
         assert!(to.starts_with(REDIRECT), "{to}");
         assert_eq!(param(to, "error").as_deref(), Some(error), "{extra:?}");
         assert_eq!(param(to, "state").as_deref(), Some("st-1"));
+        assert_eq!(param(to, "iss"), Some(format!("{}/", o.url)));
         assert_eq!(param(to, "code"), None);
     }
     // Shown, never redirected: an unknown client, a redirect URI one character off, a
@@ -634,6 +642,7 @@ async fn consent_is_bound_to_the_session_and_the_request_it_showed() {
     assert_eq!(status, StatusCode::SEE_OTHER);
     let to = headers[LOCATION].to_str().unwrap();
     assert_eq!(param(to, "error").as_deref(), Some("access_denied"));
+    assert_eq!(param(to, "iss"), Some(format!("{}/", o.url)));
     assert_eq!(param(to, "code"), None);
     let csp = headers["content-security-policy"].to_str().unwrap();
     assert!(
@@ -992,6 +1001,77 @@ async fn registration_is_checked_rate_limited_and_listed_for_admins() {
     assert_eq!(e.code, ErrorCode::TokenRevoked);
     let (status, _, _) = o.get(&o.authorize_query(&first, &[]), None).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+/// The registration limit holds for the deployment: two replicas on one database share one
+/// count per address, refused at exactly the limit with the wait until the oldest leaves the hour.
+#[tokio::test]
+async fn the_registration_limit_is_shared_by_every_replica() {
+    use liaison::service::{ClientMetadata, Deps, Service};
+    use std::sync::Arc;
+    let settings = Settings {
+        oauth: OAuthSettings {
+            issuer: "http://liaison.test/".into(),
+            resource: "http://liaison.test/mcp".into(),
+            registrations_per_hour: 5,
+            ..OAuthSettings::default()
+        },
+        ..Settings::default()
+    };
+    let master = || MasterKey::from_hex(crate::remotes::MASTER_HEX).unwrap();
+    let db = crate::helpers::TestDb::new().await;
+    let url = db.url.clone();
+    let a = TestEnv::on_with_master(
+        db,
+        Arc::new(liaison::bus::LocalBus::default()),
+        settings.clone(),
+        master(),
+    )
+    .await;
+    let b_clock = liaison::clock::ManualClock::starting_at(crate::helpers::t0());
+    let b = Service::new(
+        Deps::new(
+            Arc::new(liaison::store::Store::open(&url).await.unwrap()),
+            Arc::new(liaison::bus::LocalBus::default()),
+            Arc::new(b_clock.clone()),
+            settings,
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .unwrap()
+        .with_master(master()),
+    );
+    let flooder: std::net::IpAddr = "203.0.113.7".parse().unwrap();
+    let other: std::net::IpAddr = "203.0.113.8".parse().unwrap();
+    let meta = || ClientMetadata {
+        redirect_uris: Some(vec![REDIRECT.to_owned()]),
+        ..ClientMetadata::default()
+    };
+    // Three on one replica, a minute apart, two on the other: five, the limit.
+    for _ in 0..3 {
+        a.service.oauth_register(flooder, meta()).await.unwrap();
+        a.clock.advance_secs(60);
+        b_clock.advance_secs(60);
+    }
+    for _ in 0..2 {
+        b.oauth_register(flooder, meta()).await.unwrap();
+    }
+    // The sixth is refused on both, with the wait until the first leaves the hour.
+    for replica in [&a.service, &b] {
+        let e = replica.oauth_register(flooder, meta()).await.unwrap_err();
+        assert_eq!(e.code.as_str(), "temporarily_unavailable", "{e:?}");
+        assert_eq!(e.retry_after_s, Some(3_600 - 180), "{e:?}");
+    }
+    // Nothing was registered by the refusals; another address is not held back.
+    assert_eq!(a.service.oauth_clients(&a.admin).await.unwrap().len(), 5);
+    b.oauth_register(other, meta()).await.unwrap();
+    // A second before the first is an hour old, still refused; then one more fits, only one.
+    a.clock.advance_secs(3_600 - 180 - 1);
+    b_clock.advance_secs(3_600 - 180 - 1);
+    assert!(b.oauth_register(flooder, meta()).await.is_err());
+    a.clock.advance_secs(1);
+    b_clock.advance_secs(1);
+    b.oauth_register(flooder, meta()).await.unwrap();
+    assert!(a.service.oauth_register(flooder, meta()).await.is_err());
 }
 
 #[tokio::test]

@@ -70,7 +70,7 @@ async def test_a_client_given_only_the_url_signs_in_with_consent_and_is_cut_off_
             await page.goto(login_url)
             await page.get_by_role("button", name="Continue as Alice").click()
 
-            codes: list[tuple[str, str | None]] = []
+            codes: list[tuple[str, str | None, str | None]] = []
             opened: list[str] = []
 
             async def redirect_handler(url: str) -> None:
@@ -80,7 +80,9 @@ async def test_a_client_given_only_the_url_signs_in_with_consent_and_is_cut_off_
                 # The client's loopback callback: Chromium lands there after the consent.
                 async def callback(route):
                     q = parse_qs(urlparse(route.request.url).query)
-                    codes.append((q["code"][0], q.get("state", [None])[0]))
+                    # The redirect names its issuer (RFC 9207); the SDK checks it against the
+                    # metadata's, as a real client's callback would hand it over.
+                    codes.append((q["code"][0], q.get("state", [None])[0], q.get("iss", [None])[0]))
                     await route.fulfill(status=200, body="You can close this window.")
 
                 await page.route(f"{CALLBACK}**", callback)
@@ -95,8 +97,9 @@ async def test_a_client_given_only_the_url_signs_in_with_consent_and_is_cut_off_
                 await page.wait_for_url(f"{CALLBACK}**")
 
             async def callback_handler():
-                code, state = codes[-1]
-                return AuthorizationCodeResult(code=code, state=state)
+                code, state, iss = codes[-1]
+                assert iss == f"{srv.url}/", iss
+                return AuthorizationCodeResult(code=code, state=state, iss=iss)
 
             provider = OAuthClientProvider(
                 server_url=srv.mcp_url,
@@ -272,7 +275,8 @@ async def test_a_client_id_metadata_document_client_connects_and_bad_documents_a
             async def redirect_handler(url: str) -> None:
                 async def callback(route):
                     q = parse_qs(urlparse(route.request.url).query)
-                    codes.append(AuthorizationCodeResult(code=q["code"][0], state=q.get("state", [None])[0]))
+                    codes.append(AuthorizationCodeResult(code=q["code"][0], state=q.get("state", [None])[0],
+                                                         iss=q.get("iss", [None])[0]))
                     await route.fulfill(status=200, body="ok")
 
                 await page.route(f"{CALLBACK}**", callback)

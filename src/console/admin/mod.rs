@@ -19,6 +19,7 @@ mod audit;
 mod channels;
 mod deliveries;
 mod keys;
+mod oauth;
 mod parties;
 mod people;
 mod remote;
@@ -47,6 +48,7 @@ pub(super) fn routes() -> Router<Console> {
         .merge(people::routes())
         .merge(channels::routes())
         .merge(parties::routes())
+        .merge(oauth::routes())
         .merge(remotes::routes())
         .merge(remote::routes())
         .merge(webhooks::routes())
