@@ -40,6 +40,7 @@ pub fn router(service: Service) -> Router {
         .merge(oauth::router())
         .merge(outbox::router())
         .merge(remotes::router())
+        .layer(axum::middleware::from_fn(crate::http::storable_address))
         .with_state(service)
 }
 

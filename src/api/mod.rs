@@ -70,6 +70,7 @@ pub fn router(service: Service) -> Router {
             "/api/v1/confirmations/{id}/reject",
             post(tool_checks::reject),
         )
+        .layer(axum::middleware::from_fn(crate::http::storable_address))
         .with_state(service)
 }
 

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use super::session::{Session, frame, session, signed_in};
 use super::upload::{self, Fields};
 use super::{Console, Page};
-use crate::domain::{Attachment, ChannelName, Impact, Kind, PersonId, Right, text};
+use crate::domain::{Attachment, ChannelName, Impact, Kind, MessageId, PersonId, Right, text};
 use crate::service::{ErrorCode, PostRequest, ServiceError};
 
 /// The kinds a human opens a thread with.
@@ -55,6 +55,7 @@ impl FormError {
             "outcome",
             "context_url",
             "context_text",
+            "refers_to",
         ] {
             if let Some(v) = fields.get(name) {
                 values.insert(name.to_owned(), v.to_owned());
@@ -71,8 +72,13 @@ impl FormError {
 
 /// The field a service refusal is about, from the words it starts with.
 fn field_of(e: &ServiceError) -> Option<&'static str> {
-    // The storable check names the field as `post.body`, `post.attachments[0]…`.
-    let m = e.message.strip_prefix("post.").unwrap_or(&e.message);
+    // The storable check names the field as `post.body`, `post.attachments[0]…` (the service's)
+    // or `form.body` (as the form is read).
+    let m = e
+        .message
+        .strip_prefix("post.")
+        .or_else(|| e.message.strip_prefix("form."))
+        .unwrap_or(&e.message);
     let starts = |w: &str| m.starts_with(w);
     Some(match () {
         _ if starts("body") || starts("a body") => "body",
@@ -100,6 +106,8 @@ pub(super) fn new_form_key() -> String {
 pub(super) struct ComposeQuery {
     channel: Option<String>,
     to: Option<String>,
+    /// A message the new thread refers to (a closed thread's "new thread referring to this one").
+    refers_to: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -120,6 +128,11 @@ pub(super) async fn page(
     let q = q.map(|q| q.0).unwrap_or_default();
     let refused = FormError {
         to: q.to.into_iter().collect(),
+        values: q
+            .refers_to
+            .map(|r| ("refers_to".to_owned(), r))
+            .into_iter()
+            .collect(),
         ..FormError::default()
     };
     render(&c, &s, q.channel.as_deref(), refused, false, StatusCode::OK).await
@@ -207,6 +220,28 @@ async fn render(
             }
         }
     }
+    // The message the new thread refers to: one she can read, shown with its thread.
+    let refers = match form.values.get("refers_to").map(|r| r.trim()) {
+        Some(r) if !r.is_empty() => {
+            let id =
+                MessageId::parse(r).map_err(|_| fail(ServiceError::not_found("message", r)))?;
+            let slice = c
+                .service
+                .read_message(&s.caller, &id, None, Some(1))
+                .await
+                .map_err(fail)?;
+            let thread = c
+                .service
+                .thread(&s.caller, &slice.thread, None, Some(1))
+                .await
+                .map_err(fail)?;
+            Some(minijinja::context! {
+                message => id.as_str(), thread => slice.thread.as_str(),
+                subject => super::session::subject(&thread.thread.subject),
+            })
+        }
+        _ => None,
+    };
     let kinds: Vec<_> = KINDS
         .iter()
         .map(|(k, text)| minijinja::context! { value => k.as_str(), text => *text })
@@ -222,7 +257,7 @@ async fn render(
         channels => channels.iter().map(|ch| ch.name.to_string()).collect::<Vec<_>>(),
         channel => channel.map(|ch| ch.name.to_string()),
         recipients => Serde(recipients), kinds => kinds, impacts => impacts,
-        may_request => may_request, form => Serde(&form), refused => refused,
+        may_request => may_request, form => Serde(&form), refused => refused, refers => refers,
         form_key => new_form_key(), ..Serde(frame(s, "compose")) },
     )
     .map(|html| (status, html).into_response())
@@ -238,39 +273,40 @@ pub(super) async fn post(
     let s = session(&c, &headers)
         .await
         .map_err(|e| Page::from(e).with(&c, true).into_response())?;
-    let fields = match upload::read(form).await {
-        Ok(f) => f,
-        Err(e) => {
-            let refused = FormError::from_service(&e, &Fields::default());
-            return render(&c, &s, None, refused, true, StatusCode::BAD_REQUEST).await;
-        }
+    // A form refused as it was read comes back as the same channel's form, with what was read.
+    let (fields, unread) = match upload::read(form).await {
+        Ok(f) => (f, None),
+        Err(u) => (u.fields, Some(u.error)),
     };
+    let sent = fields.sent();
+    let channel = fields.filled("channel").map(str::to_owned);
+    let refuse = async |e: ServiceError, status: StatusCode| {
+        let refused = FormError::from_service(&e, &fields);
+        let mut response = render(&c, &s, channel.as_deref(), refused, true, status)
+            .await
+            .unwrap_or_else(|r| r);
+        response.extensions_mut().insert(sent.clone());
+        Ok(response)
+    };
+    if let Some(e) = unread {
+        // The CSRF token may sit after the file that stopped the reading: nothing is posted,
+        // and the form (with this page's own token) is shown again.
+        return refuse(e, StatusCode::BAD_REQUEST).await;
+    }
     c.service
         .check_console_csrf(&s.secret, fields.get("csrf"))
         .map_err(|e| Page::from(e).with(&c, true).into_response())?;
-    let channel = fields.filled("channel").map(str::to_owned);
-    match request(&fields) {
-        Ok(req) => match c.service.post(&s.caller, req).await {
-            Ok(receipt) => {
-                Ok(Redirect::to(&format!("/console/threads/{}", receipt.thread)).into_response())
-            }
-            Err(e) => {
-                let status = super::status_of(&e);
-                let refused = FormError::from_service(&e, &fields);
-                render(&c, &s, channel.as_deref(), refused, true, status).await
-            }
-        },
+    let posted = match request(&fields) {
+        Ok(req) => c.service.post(&s.caller, req).await,
+        Err(e) => Err(e),
+    };
+    match posted {
+        Ok(receipt) => {
+            Ok(Redirect::to(&format!("/console/threads/{}", receipt.thread)).into_response())
+        }
         Err(e) => {
-            let refused = FormError::from_service(&e, &fields);
-            render(
-                &c,
-                &s,
-                channel.as_deref(),
-                refused,
-                true,
-                StatusCode::BAD_REQUEST,
-            )
-            .await
+            let status = super::status_of(&e);
+            refuse(e, status).await
         }
     }
 }
@@ -319,6 +355,10 @@ fn request(f: &Fields) -> Result<PostRequest, ServiceError> {
         impact,
         attachments,
         idempotency_key: f.filled("form_key").map(str::to_owned),
+        refers_to: f
+            .filled("refers_to")
+            .map(|r| MessageId::parse(r).map_err(|_| ServiceError::not_found("message", r)))
+            .transpose()?,
         ..Default::default()
     })
 }
@@ -358,16 +398,6 @@ fn context(f: &Fields) -> Result<Option<Attachment>, ServiceError> {
     Ok(Some(Attachment::Data {
         data: serde_json::json!({ "context": context }),
     }))
-}
-
-/// `/console/compose` takes no GET with a body and no other method; a GET of the answer routes
-/// is refused (nothing changes on a GET).
-pub(super) async fn no_get(State(c): State<Console>) -> Page {
-    Page::from(ServiceError::invalid(
-        "messages are sent with the form's button (a POST), never by opening an address; \
-         nothing was posted",
-    ))
-    .with(&c, true)
 }
 
 #[cfg(test)]

@@ -14,7 +14,10 @@
 //! - `activity`: a channel's weekly figures as small SVG charts with their numbers.
 //! - `agents`: "connect an agent": a member's own agent tokens, with ready settings.
 //! - `consent`: the OAuth consent page an MCP client's authorization request leads to.
+//! - `errors`: the unknown page, a POST-only address opened with GET, and error pages that
+//!   keep the navigation of a signed-in reader.
 //! - `view`: the approval card both show.
+//! - `refill`: every refused form shown again with everything she sent.
 //! - `admin`: the admin half (people and tokens, channels, parties, remotes, webhooks,
 //!   deliveries, keys, audit), for sessions opened by an admin login link.
 //!
@@ -27,9 +30,11 @@ mod admin;
 mod agents;
 mod compose;
 mod consent;
+mod errors;
 mod links;
 mod pages;
 mod personal;
+mod refill;
 mod session;
 mod thread;
 mod tool_rules;
@@ -76,6 +81,12 @@ pub fn router(service: Service, public_url: &str) -> Router {
         .merge(workspace_routes())
         .merge(admin::routes())
         .layer(axum::extract::DefaultBodyLimit::max(upload::MAX_FORM_BYTES))
+        .layer(axum::middleware::from_fn(refill::keep))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            errors::keep_navigation,
+        ))
+        .layer(axum::middleware::from_fn(errors::storable_address))
         .merge(links::routes())
         .layer(axum::middleware::map_response(security_headers))
         .merge(links::admin_routes())
@@ -91,21 +102,21 @@ fn workspace_routes() -> Router<Console> {
         .route("/console/threads/{id}", get(thread::page))
         .route(
             "/console/threads/{id}/reply",
-            post(thread::reply).get(compose::no_get),
+            post(thread::reply).get(errors::form_address),
         )
         .route(
             "/console/threads/{id}/close",
-            post(thread::close).get(compose::no_get),
+            post(thread::close).get(errors::form_address),
         )
         .route("/console/activity", get(activity::page))
         .route("/console/agents", get(agents::page).post(agents::issue))
         .route(
             "/console/agents/{id}/connection",
-            post(agents::update).get(compose::no_get),
+            post(agents::update).get(errors::form_address),
         )
         .route(
             "/console/agents/{id}/revoke",
-            post(agents::revoke).get(compose::no_get),
+            post(agents::revoke).get(errors::form_address),
         )
         .route("/console/compose", get(compose::page).post(compose::post))
         .route(
@@ -115,27 +126,27 @@ fn workspace_routes() -> Router<Console> {
         .route("/console/sessions/{id}", get(personal::panel))
         .route(
             "/console/sessions/{id}/commands",
-            post(personal::command).get(compose::no_get),
+            post(personal::command).get(errors::form_address),
         )
         .route(
             "/console/sessions/{id}/code",
-            post(personal::code).get(compose::no_get),
+            post(personal::code).get(errors::form_address),
         )
         .route(
             "/console/sessions/{id}/end",
-            post(personal::end).get(compose::no_get),
+            post(personal::end).get(errors::form_address),
         )
         .route(
             "/console/sessions/{id}/answer",
-            post(personal::answer).get(compose::no_get),
+            post(personal::answer).get(errors::form_address),
         )
         .route(
             "/console/sessions/{id}/rights",
-            post(personal::rights).get(compose::no_get),
+            post(personal::rights).get(errors::form_address),
         )
         .route(
             "/console/sessions/{id}/decide",
-            post(personal::decide).get(compose::no_get),
+            post(personal::decide).get(errors::form_address),
         )
         .route(
             "/console/tool-rules",
@@ -143,12 +154,13 @@ fn workspace_routes() -> Router<Console> {
         )
         .route(
             "/console/confirmations/{id}/decide",
-            post(personal::decide_confirmation).get(compose::no_get),
+            post(personal::decide_confirmation).get(errors::form_address),
         )
         .route(
             "/console/messages/{id}/attachments/{n}",
             get(upload::attachment),
         )
+        .route("/console/{*rest}", axum::routing::any(errors::unknown))
 }
 
 fn templates() -> Environment<'static> {
@@ -367,7 +379,7 @@ impl IntoResponse for Page {
     fn into_response(self) -> Response {
         let context = minijinja::context! {
             title => self.title,
-            message => self.error.message,
+            message => self.error.message.clone(),
             code => self.error.code.as_str(),
             tone => "error",
             back => self.back.then_some("/console/approvals"),
@@ -378,6 +390,11 @@ impl IntoResponse for Page {
             .and_then(|t| t.render(context))
             .unwrap_or_else(|_| "liaison: the error page could not be rendered".to_owned());
         let mut response = (self.status, Html(body)).into_response();
+        response.extensions_mut().insert(errors::Shown {
+            title: self.title,
+            message: self.error.message,
+            code: self.error.code.as_str(),
+        });
         if self.status == StatusCode::METHOD_NOT_ALLOWED {
             response
                 .headers_mut()

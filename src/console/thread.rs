@@ -14,10 +14,10 @@ use serde::Serialize;
 
 use super::compose::{FormError, new_form_key};
 use super::session::{Session, frame, session, signed_in, subject};
-use super::upload::{self, Fields};
+use super::upload;
 use super::{Console, LabelPart, Page, label_parts};
 use crate::domain::{Attachment, Kind, Outcome, ThreadId, WrittenBy};
-use crate::service::{PostRequest, RecipientReceipt, ServiceError};
+use crate::service::{ErrorCode, PostRequest, RecipientReceipt, ServiceError};
 
 #[derive(Serialize)]
 struct MessageRow {
@@ -193,6 +193,11 @@ async fn render(
         })
         .collect();
     let closed = matches!(view.thread.state, crate::domain::ThreadState::Closed { .. });
+    // What a new thread continuing this one refers to: its last message.
+    let last = view
+        .messages
+        .last()
+        .map(|m| m.message.message.id.to_string());
     let (form, error) = match refused {
         Some((form, e)) => (Some(form), Some(e)),
         None => (None, None),
@@ -206,7 +211,7 @@ async fn render(
             claim => claim, remote => remote, progress => progress,
             approvals => approvals, messages => Serde(messages),
             outcomes => Outcome::ALL.iter().map(|o| o.as_str()).collect::<Vec<_>>(),
-            form => form, error => Serde(error), form_key => new_form_key(),
+            form => form, error => Serde(error), form_key => new_form_key(), last => last,
             ..Serde(frame(s, "threads")) },
     )
     .map(|html| (status, html).into_response())
@@ -248,13 +253,21 @@ async fn answer(
     } else {
         "reply"
     };
-    let fields = match upload::read(form).await {
-        Ok(f) => f,
-        Err(e) => {
-            let refused = FormError::from_service(&e, &Fields::default());
-            return render(&c, &s, &id, Some((which, refused)), StatusCode::BAD_REQUEST).await;
-        }
+    let (fields, unread) = match upload::read(form).await {
+        Ok(f) => (f, None),
+        Err(u) => (u.fields, Some(u.error)),
     };
+    let refuse = async |e: ServiceError, status: StatusCode| {
+        let refused = FormError::from_service(&e, &fields);
+        let mut response = render(&c, &s, &id, Some((which, refused)), status)
+            .await
+            .unwrap_or_else(|r| r);
+        response.extensions_mut().insert(fields.sent());
+        Ok(response)
+    };
+    if let Some(e) = unread {
+        return refuse(e, StatusCode::BAD_REQUEST).await;
+    }
     c.service
         .check_console_csrf(&s.secret, fields.get("csrf"))
         .map_err(|e| Page::from(e).with(&c, true).into_response())?;
@@ -287,8 +300,16 @@ async fn answer(
             if status == StatusCode::NOT_FOUND {
                 return Err(Page::from(e).with(&c, true).into_response());
             }
-            let refused = FormError::from_service(&e, &fields);
-            render(&c, &s, &id, Some((which, refused)), status).await
+            let e = if e.code == ErrorCode::ThreadClosed {
+                ServiceError::new(
+                    ErrorCode::ThreadClosed,
+                    "This thread was closed before your answer was sent, so nothing was posted. \
+                     Your text is kept below: send it as a new thread that refers to this one.",
+                )
+            } else {
+                e
+            };
+            refuse(e, status).await
         }
     }
 }

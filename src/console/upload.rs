@@ -31,6 +31,8 @@ const MAX_FIELDS: usize = 64;
 pub(super) struct Fields {
     text: HashMap<String, Vec<String>>,
     pub(super) files: Vec<Attachment>,
+    /// The names of every file the form carried, kept or refused.
+    names: Vec<String>,
 }
 
 impl Fields {
@@ -51,13 +53,40 @@ impl Fields {
     pub(super) fn all(&self, name: &str) -> &[String] {
         self.text.get(name).map_or(&[], Vec::as_slice)
     }
+
+    /// What the form sent, for the page that shows it again.
+    pub(super) fn sent(&self) -> super::refill::Sent {
+        super::refill::Sent {
+            text: self.text.clone(),
+            files: self.names.clone(),
+        }
+    }
+}
+
+/// A form refused as it was read, with the fields read so far (shown again).
+pub(super) struct Unread {
+    pub error: ServiceError,
+    pub fields: Fields,
 }
 
 /// Reads a writing form. A form that is not one (another content type, cut, too large, too many
-/// fields or files) is refused with the reason.
-pub(super) async fn read(
+/// fields or files) is refused with the reason, and with every field read: a file too large or
+/// one too many is refused after the rest of the form is read, so nothing she typed is lost
+/// (the writing forms put their files last, so a form cut at the size limit keeps its text).
+pub(super) async fn read(form: Result<Multipart, MultipartRejection>) -> Result<Fields, Unread> {
+    let mut fields = Fields::default();
+    match read_into(form, &mut fields).await {
+        Ok(None) => Ok(fields),
+        Ok(Some(error)) | Err(error) => Err(Unread { error, fields }),
+    }
+}
+
+/// Reads the form into `fields`: the first refused file (reading goes on), or the error that
+/// stopped the reading.
+async fn read_into(
     form: Result<Multipart, MultipartRejection>,
-) -> Result<Fields, ServiceError> {
+    fields: &mut Fields,
+) -> Result<Option<ServiceError>, ServiceError> {
     let not_form = |why: String| {
         ServiceError::invalid(format!(
             "the request is not a form this page sends ({why}); nothing was posted"
@@ -76,7 +105,7 @@ pub(super) async fn read(
         }
     };
     let mut form = form.map_err(|e| not_form(e.body_text()))?;
-    let mut fields = Fields::default();
+    let mut refused = None;
     let mut count = 0;
     loop {
         let Some(field) = form.next_field().await.map_err(cut)? else {
@@ -89,22 +118,29 @@ pub(super) async fn read(
         let name = field.name().unwrap_or_default().to_owned();
         let filename = field.file_name().map(str::to_owned);
         let media_type = field.content_type().map(str::to_owned);
+        if let Some(f) = filename.as_ref().filter(|f| !f.is_empty()) {
+            crate::service::storable("form.filename", f)?;
+            fields.names.push(text::one_line(f));
+        }
         let bytes = field.bytes().await.map_err(cut)?;
         match filename {
             // A file input left empty sends a part with no name and no bytes.
             Some(f) if f.is_empty() && bytes.is_empty() => {}
+            Some(_) if refused.is_some() => {}
             Some(filename) => {
                 if fields.files.len() == MAX_ATTACHMENTS {
-                    return Err(ServiceError::invalid(format!(
+                    refused = Some(ServiceError::invalid(format!(
                         "at most {MAX_ATTACHMENTS} files per message; nothing was posted"
                     )));
+                    continue;
                 }
                 if bytes.len() > MAX_ATTACHMENT_BYTES {
-                    return Err(ServiceError::invalid(format!(
+                    refused = Some(ServiceError::invalid(format!(
                         "attachment {}: {} is larger than {MAX_ATTACHMENT_BYTES} bytes; nothing was posted",
                         fields.files.len(),
                         text::quote(&filename)
                     )));
+                    continue;
                 }
                 fields.files.push(Attachment::Inline {
                     filename: if filename.trim().is_empty() {
@@ -121,11 +157,12 @@ pub(super) async fn read(
             None => {
                 let value = String::from_utf8(bytes.to_vec())
                     .map_err(|_| not_form(format!("field {} is not UTF-8", text::quote(&name))))?;
+                crate::service::storable(&format!("form.{name}"), &value)?;
                 fields.text.entry(name).or_default().push(value);
             }
         }
     }
-    Ok(fields)
+    Ok(refused)
 }
 
 /// `GET /console/messages/{id}/attachments/{n}`: attachment `n` (from 0) of a message the

@@ -177,10 +177,37 @@ impl<T: serde::de::DeserializeOwned, S: Send + Sync> axum::extract::FromRequest<
     type Rejection = ApiError;
 
     async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
+        // Every string of every body obeys the storable rule, whatever the request type.
+        let (parts, body) = req.into_parts();
+        let bytes = <axum::body::Bytes as axum::extract::FromRequest<S>>::from_request(
+            axum::extract::Request::from_parts(parts.clone(), body),
+            state,
+        )
+        .await
+        .map_err(|rejection| ApiError(ServiceError::invalid(rejection.body_text())))?;
+        crate::service::storable_json_text("request", &bytes).map_err(ApiError)?;
+        let req = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
         match <Json<T> as axum::extract::FromRequest<S>>::from_request(req, state).await {
             Ok(Json(v)) => Ok(Body(v)),
             Err(rejection) => Err(ApiError(ServiceError::invalid(rejection.body_text()))),
         }
+    }
+}
+
+/// Refuses a request whose address holds a character no backend can store (`%00`), in the API's
+/// error shape, before any id in it is looked up (the admin and member APIs' layer).
+pub async fn storable_address(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let address = request
+        .uri()
+        .path_and_query()
+        .map_or("", |p| p.as_str())
+        .to_owned();
+    match crate::service::storable_address(&address) {
+        Ok(()) => next.run(request).await,
+        Err(e) => ApiError(e).into_response(),
     }
 }
 

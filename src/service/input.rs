@@ -33,6 +33,35 @@ pub(crate) fn storable_json(what: &str, request: &impl Serialize) -> Result<Vec<
     Ok(json)
 }
 
+/// The rule for a JSON request body as it arrived (every front that decodes JSON, before it
+/// decodes): refused naming the string, whatever the request type will be.
+pub fn storable_json_text(what: &str, json: &[u8]) -> Result<()> {
+    if !escapes_nul(json) {
+        return Ok(());
+    }
+    match serde_json::from_slice::<Value>(json) {
+        Ok(value) => walk(&value, &mut what.to_owned()),
+        // Not JSON: the decoder says why.
+        Err(_) => Ok(()),
+    }
+}
+
+/// The rule for a request's address: a path or query holding U+0000 (only written `%00`) is
+/// refused before any id in it is looked up.
+pub fn storable_address(path_and_query: &str) -> Result<()> {
+    let bytes = path_and_query.as_bytes();
+    let nul = bytes
+        .windows(3)
+        .any(|w| w[0] == b'%' && w[1] == b'0' && w[2] == b'0');
+    if nul {
+        return Err(ServiceError::invalid(
+            "the address holds U+0000 (%00); no text in liaison may contain that character \
+             (it cannot be stored): remove it",
+        ));
+    }
+    Ok(())
+}
+
 /// Whether JSON text holds the escape `\u0000`, the only way serde_json writes U+0000. A
 /// backslash starts an escape and the byte after it belongs to that escape, so an escaped
 /// backslash followed by the text `u0000` is not one.

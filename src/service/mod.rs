@@ -65,6 +65,8 @@ pub use delivery::{DeliveryView, PushParts};
 pub use error::{ErrorCode, Result, ServiceError};
 pub use figures::EXPIRING_SOON_MS;
 pub use inbox::{InboxItem, InboxPage, InboxRequest, ItemContent};
+pub(crate) use input::storable;
+pub use input::{storable_address, storable_json_text};
 pub use keys::{CardSignature, PublishedCard};
 pub use limits::{LimitSettings, Presented, Rate, StreamPermit};
 pub use messages::{

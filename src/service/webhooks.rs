@@ -23,7 +23,7 @@ pub const WEBHOOK_ROTATION_OVERLAP_S: i64 = 86_400;
 pub const WEBHOOK_ROTATION_MAX_OVERLAP_S: i64 = 604_800;
 
 /// An admin webhook as asked for.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct WebhookSpec {
     pub url: String,
     pub events: Vec<String>,
@@ -48,6 +48,7 @@ impl Service {
         spec: WebhookSpec,
     ) -> Result<(WebhookRecord, String)> {
         caller.require(Scope::Admin)?;
+        super::input::storable("webhook", &spec)?;
         self.check_outbound_url(&spec.url)?;
         if spec.events.is_empty() {
             return Err(ServiceError::invalid(format!(

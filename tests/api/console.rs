@@ -920,10 +920,12 @@ async fn writing_from_the_console_refuses_bad_input_by_its_field_and_posts_nothi
     let (status, _, _) = c.get(&href, Some(&carol)).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 
-    // Answering: a GET changes nothing; a closed thread refuses a reply by the form.
+    // Answering: a GET changes nothing (it leads to the thread); a closed thread refuses a
+    // reply by the form, keeping her text for a new thread that refers to it.
     let id = thread.trim_start_matches("/console/threads/");
-    let (status, _, _) = c.get(&format!("{thread}/reply"), Some(&session)).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, headers, _) = c.get(&format!("{thread}/reply"), Some(&session)).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(headers["location"], thread.as_str());
     let close = vec![
         Part::Text("outcome", "done"),
         Part::Text("body", ""),
@@ -946,7 +948,12 @@ async fn writing_from_the_console_refuses_bad_input_by_its_field_and_posts_nothi
         "{}",
         &page[..page.len().min(300)]
     );
-    assert!(page.contains("the thread is closed"));
+    assert!(page.contains("This thread was closed before your answer was sent"));
+    assert!(!page.contains("refers_to it"));
+    assert!(
+        page.contains(">one more thing</textarea>"),
+        "her text is kept"
+    );
     let alice = c.env.caller("alice", Scope::Human, "alice@console:9").await;
     let view = c
         .env
@@ -1160,12 +1167,16 @@ async fn only_an_admin_session_reaches_the_admin_pages_and_nothing_else_changes_
         .len()
     };
     let before = audit_len().await;
-    // What the app's fallback answers a route that does not exist.
-    let unknown = serde_json::json!({"error": {"code": "not_found", "message":
-        "no GET route here: the APIs are under /admin/v1, /api/v1, /a2a, /mcp and /console (see the README)"}})
-        .to_string();
-    // A member's session: every admin page and form answers as an unknown route does.
+    // A member's session: every admin page and form answers as an unknown console page does
+    // (an HTML page keeping her navigation).
     let (member, member_csrf) = c.sign_in("bob").await;
+    let (status, _, unknown) = c.get("/console/no-such-page", Some(&member)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(
+        unknown.contains("Not found") && unknown.contains("Sign out"),
+        "{unknown}"
+    );
+    assert!(!unknown.contains("/console/admin"), "{unknown}");
     // A bearer token (even an admin's) opens no console session, below.
     for page in ADMIN_PAGES {
         let (status, _, body) = c.get(page, Some(&member)).await;
@@ -1190,10 +1201,12 @@ async fn only_an_admin_session_reaches_the_admin_pages_and_nothing_else_changes_
     for (path, fields) in admin_posts() {
         let mut with = fields.clone();
         with.push(("csrf", member_csrf.as_str()));
-        let (status, _, _) = c.post_form(path, Some(&member), &with).await;
+        let (status, _, body) = c.post_form(path, Some(&member), &with).await;
         assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
+        assert_eq!(body, unknown, "{path}");
+        // Signed out: the sign-in page, as for any console page.
         let (status, _, _) = c.post_form(path, None, &with).await;
-        assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}");
     }
     // The admin's own session: without its CSRF token (a stolen cookie), nothing changes.
     let (admin, csrf) = c.sign_in_admin("admin").await;
@@ -1222,14 +1235,15 @@ async fn only_an_admin_session_reaches_the_admin_pages_and_nothing_else_changes_
         wrong.push(("csrf", member_csrf.as_str()));
         let (status, _, _) = c.post_form(path, Some(&admin), &wrong).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{path}");
-        // And a GET on a form's address is the page at that address, or the answer that forms
-        // are sent with their button; it changes nothing (below).
-        let (status, _, body) = c.get(path, Some(&admin)).await;
+        // And a GET on a form's address is the page at that address, or leads to the admin
+        // page holding the form; it changes nothing (below).
+        let (status, headers, _) = c.get(path, Some(&admin)).await;
         if ADMIN_PAGES.contains(&path) {
             assert_eq!(status, StatusCode::OK, "{path}");
         } else {
-            assert_eq!(status, StatusCode::BAD_REQUEST, "{path}");
-            assert!(body.contains("never by opening an address"), "{path}");
+            assert_eq!(status, StatusCode::SEE_OTHER, "{path}");
+            let to = headers["location"].to_str().unwrap();
+            assert!(to.starts_with("/console/admin/"), "{path} -> {to}");
         }
     }
     assert_eq!(audit_len().await, after_sign_in, "nothing changed");

@@ -7,8 +7,9 @@
 //! it (`liaison login-link PERSON --admin`, issued only to a person holding a live `admin` token)
 //! and only while that person still holds one; the pages then act with scope `admin` alone
 //! (`Service::console_admin`), so an admin page can never decide an approval, and no agent or
-//! party credential can open a console session at all. Any other session gets the answer of an
-//! unknown route (404); a browser without a session gets the sign-in page.
+//! party credential can open a console session at all. Any other reader gets the answer of an
+//! unknown console page (`errors::not_found`: the 404 page, or the sign-in page without a
+//! session).
 //!
 //! **Forms.** Every change is a POST carrying the session's CSRF token, refused with the reason
 //! next to its form and nothing changed; a secret (a token, a link, a webhook secret) is shown
@@ -29,7 +30,7 @@ mod webhooks;
 use axum::Router;
 use axum::extract::Form;
 use axum::extract::rejection::FormRejection;
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Serialize;
 
@@ -107,9 +108,9 @@ pub(super) struct Admin {
     pub caller: Caller,
 }
 
-/// The answer to a session that is not an admin's: exactly an unknown route's.
-async fn hidden(method: Method) -> Response {
-    crate::http::unknown_route(method).await.into_response()
+/// The answer to a reader who is not a signed-in admin: exactly an unknown page's.
+async fn hidden(c: &Console, headers: &HeaderMap) -> Response {
+    crate::console::errors::not_found(c, headers).await
 }
 
 /// A page's admin, or the sign-in page (no session), or an unknown route's 404 (any other
@@ -118,7 +119,7 @@ pub(super) async fn admin(c: &Console, headers: &HeaderMap) -> Result<Admin, Res
     let s = signed_in(c, headers).await?;
     match c.service.console_admin(&s.caller, &s.record).await {
         Ok(caller) => Ok(Admin { s, caller }),
-        Err(_) => Err(hidden(Method::GET).await),
+        Err(_) => Err(hidden(c, headers).await),
     }
 }
 
@@ -131,10 +132,10 @@ pub(super) async fn admin_form<T: HasCsrf>(
 ) -> Result<(Admin, T), Response> {
     let s = match session(c, headers).await {
         Ok(s) => s,
-        Err(_) => return Err(hidden(Method::POST).await),
+        Err(_) => return Err(hidden(c, headers).await),
     };
     let Ok(caller) = c.service.console_admin(&s.caller, &s.record).await else {
-        return Err(hidden(Method::POST).await);
+        return Err(hidden(c, headers).await);
     };
     let back = fail(c);
     let f = form(f).map_err(back)?;

@@ -35,13 +35,14 @@ pub(super) fn routes() -> Router<Console> {
         .route("/console/admin/links", post_only(issue_link))
 }
 
-/// A POST route whose GET changes nothing and says so.
+/// A POST route whose GET changes nothing: an admin is led to the page holding the form, anyone
+/// else gets the unknown page's answer.
 pub(super) fn post_only<H, T>(handler: H) -> MethodRouter<Console>
 where
     H: axum::handler::Handler<T, Console>,
     T: 'static,
 {
-    post(handler).get(crate::console::compose::no_get)
+    post(handler).get(crate::console::errors::admin_form_address)
 }
 
 #[derive(Serialize)]
