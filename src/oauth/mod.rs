@@ -130,8 +130,10 @@ async fn metadata(State(service): State<Service>) -> Response {
         "token_endpoint_auth_methods_supported": ["none"],
         "revocation_endpoint_auth_methods_supported": ["none"],
         "client_id_metadata_document_supported": true,
-        // RFC 9207: every redirect back to the client carries `iss`.
-        "authorization_response_iss_parameter_supported": true,
+        // Every redirect back to the client carries `iss` (RFC 9207), but the metadata does not
+        // advertise it: the official Python SDK then demands `iss` and compares it with the
+        // issuer it renders with a `/` added to a root URL, which an RFC 8414 issuer never is,
+        // so advertising it would shut that SDK's clients out (src/oauth/README.md).
         "service_documentation": format!("{base}/console/agents"),
     });
     let mut response = axum::Json(doc).into_response();

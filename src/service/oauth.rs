@@ -63,22 +63,14 @@ impl OAuthSettings {
     }
 }
 
-/// The issuer identifier of a server at `public_url`: the URL itself, ending in the root path's
-/// `/` when it has no path (`https://liaison.example/`). Both spellings name the same issuer in
-/// RFC 8414 (the `/` is dropped before `/.well-known/`), but RFC 9207 has clients compare the
-/// authorization response's `iss` with the metadata's `issuer` as plain strings, and the
-/// official Python SDK renders the metadata's `issuer` through a URL type that adds the `/`: with
-/// it in both, every client sees the same string.
+/// The issuer identifier of a server at `public_url`: the URL itself, without a trailing `/`
+/// (`https://liaison.example`), as RFC 8414 §3.3 wants it identical to the URL the well-known
+/// path was built on and as the MCP conformance suite checks it; the authorization response's
+/// `iss` (RFC 9207) is the same string. (The official Python SDK renders a root issuer through a
+/// URL type that adds a `/`, so its own comparison of `iss` with the metadata's `issuer` fails for
+/// any root issuer: a client using it leaves `iss` out of what its callback hands the SDK.)
 pub fn issuer_for(public_url: &str) -> String {
-    let public_url = public_url.trim_end_matches('/');
-    let has_path = public_url
-        .split_once("://")
-        .is_some_and(|(_, rest)| rest.contains('/'));
-    if has_path {
-        public_url.to_owned()
-    } else {
-        format!("{public_url}/")
-    }
+    public_url.trim_end_matches('/').to_owned()
 }
 
 impl Default for OAuthSettings {

@@ -247,7 +247,7 @@ impl Oauth {
         assert!(back.starts_with(REDIRECT), "{back}");
         assert_eq!(param(back, "state").as_deref(), Some("st-1"));
         // RFC 9207: the response names its issuer, exactly as the metadata does.
-        assert_eq!(param(back, "iss"), Some(format!("{}/", self.url)));
+        assert_eq!(param(back, "iss"), Some(self.url.clone()));
         param(back, "code").expect("a code")
     }
 
@@ -358,16 +358,17 @@ async fn a_client_given_only_the_mcp_url_discovers_registers_consents_and_connec
     );
     let (_, _, prm) = o.get("/.well-known/oauth-protected-resource", None).await;
     let prm: Value = serde_json::from_str(&prm).unwrap();
-    // The issuer identifier ends in the root path's `/`, in both documents and in `iss`.
-    assert_eq!(prm["authorization_servers"], json!([format!("{}/", o.url)]));
+    // The issuer identifier is the URL itself (RFC 8414), in both documents and in `iss`.
+    assert_eq!(prm["authorization_servers"], json!([o.url.clone()]));
     assert_eq!(prm["resource"], json!(format!("{}/mcp", o.url)));
     let (status, _, asm) = o.get("/.well-known/oauth-authorization-server", None).await;
     assert_eq!(status, 200);
     let asm: Value = serde_json::from_str(&asm).unwrap();
-    assert_eq!(asm["issuer"], json!(format!("{}/", o.url)));
-    assert_eq!(
-        asm["authorization_response_iss_parameter_supported"],
-        json!(true)
+    assert_eq!(asm["issuer"], json!(o.url.clone()));
+    // `iss` is sent but not advertised (src/oauth/README.md).
+    assert!(
+        asm.get("authorization_response_iss_parameter_supported")
+            .is_none()
     );
     assert_eq!(asm["code_challenge_methods_supported"], json!(["S256"]));
     assert_eq!(asm["client_id_metadata_document_supported"], json!(true));
@@ -516,7 +517,7 @@ async fn bad_authorization_requests_are_refused_and_grant_nothing() {
         assert!(to.starts_with(REDIRECT), "{to}");
         assert_eq!(param(to, "error").as_deref(), Some(error), "{extra:?}");
         assert_eq!(param(to, "state").as_deref(), Some("st-1"));
-        assert_eq!(param(to, "iss"), Some(format!("{}/", o.url)));
+        assert_eq!(param(to, "iss"), Some(o.url.clone()));
         assert_eq!(param(to, "code"), None);
     }
     // Shown, never redirected: an unknown client, a redirect URI one character off, a
@@ -642,7 +643,7 @@ async fn consent_is_bound_to_the_session_and_the_request_it_showed() {
     assert_eq!(status, StatusCode::SEE_OTHER);
     let to = headers[LOCATION].to_str().unwrap();
     assert_eq!(param(to, "error").as_deref(), Some("access_denied"));
-    assert_eq!(param(to, "iss"), Some(format!("{}/", o.url)));
+    assert_eq!(param(to, "iss"), Some(o.url.clone()));
     assert_eq!(param(to, "code"), None);
     let csp = headers["content-security-policy"].to_str().unwrap();
     assert!(
@@ -1011,7 +1012,7 @@ async fn the_registration_limit_is_shared_by_every_replica() {
     use std::sync::Arc;
     let settings = Settings {
         oauth: OAuthSettings {
-            issuer: "http://liaison.test/".into(),
+            issuer: "http://liaison.test".into(),
             resource: "http://liaison.test/mcp".into(),
             registrations_per_hour: 5,
             ..OAuthSettings::default()
