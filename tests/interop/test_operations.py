@@ -237,7 +237,7 @@ def test_the_access_log_names_routes_and_callers_never_tokens(ops_server):
 
 
 UNKNOWN = ["/nope", "/admin/v1/typo", "/admin/v1/persons/x/y", "/api/v1/typo", "/api/nope",
-           "/a2a/jsonrpc/x", "/mcp/x", "/mcp/sse", "/console/nope", "/.well-known/nope", "/metricsx"]
+           "/a2a/jsonrpc/x", "/mcp/x", "/mcp/sse", "/.well-known/nope", "/metricsx"]
 
 
 @pytest.mark.parametrize("method", ["GET", "POST"])
@@ -249,6 +249,12 @@ def test_unknown_routes_answer_404_on_every_prefix_whatever_the_token(ops_server
             status, _, body = http(ops_server, method, path, token, {} if method == "POST" else None)
             assert status == 404, (path, token, body)
             assert json.loads(body)["error"]["code"] == "not_found", (path, body)
+    # The console is for people: an unknown page there is an HTML page, never JSON. Without a
+    # console session (a bearer token is not one) it is the sign-in page, the same answer as for
+    # a page that exists, so it tells nobody which console addresses exist.
+    for token in (None, "not-a-token", agent, human, ops_server.admin_token):
+        status, _, body = http(ops_server, method, "/console/nope", token, {} if method == "POST" else None)
+        assert status == 401 and "<!doctype html>" in body and "login-link" in body, (token, status, body[:200])
     # The A2A HTTP+JSON binding answers in its own shape.
     status, _, body = http(ops_server, method, "/a2a/rest/nope", agent)
     assert status == 404 and "NOT_FOUND" in body, body
