@@ -345,12 +345,15 @@ pub(in crate::store) async fn on_confirmation_pending(
             "body": c.summary.line(&c.tool),
         })
     };
-    let audience = Audience {
-        channel: None,
-        persons: vec![&c.person],
-        thread: c.thread.as_ref(),
-    };
-    webhook_event(tx, cache, "approval.pending", audience, data, c.created_at).await
+    webhook_event(
+        tx,
+        cache,
+        "approval.pending",
+        confirmation_audience(c),
+        data,
+        c.created_at,
+    )
+    .await
 }
 
 /// Hook of a settled tool confirmation (decided or expired): `approval.decided` webhooks of her.
@@ -373,12 +376,24 @@ pub(in crate::store) async fn on_confirmation_decided(
             "reason": c.reason,
         })
     };
-    let audience = Audience {
+    webhook_event(
+        tx,
+        cache,
+        "approval.decided",
+        confirmation_audience(c),
+        data,
+        now,
+    )
+    .await
+}
+
+/// Who hears of a tool confirmation: its person (never a channel's webhook).
+fn confirmation_audience(c: &ConfirmationRecord) -> Audience<'_> {
+    Audience {
         channel: None,
         persons: vec![&c.person],
         thread: c.thread.as_ref(),
-    };
-    webhook_event(tx, cache, "approval.decided", audience, data, now).await
+    }
 }
 
 /// Push deliveries of every event a task has logged so far, for a config just created (so that
