@@ -17,9 +17,13 @@ use super::{Console, Page};
 use crate::domain::ChannelName;
 use crate::service::{ActivityFigures, ActivityRequest, ActivityScope, ServiceError, WeekActivity};
 
-/// Width of one week's group of bars, and the chart's height, in SVG units.
+/// Width of one week's group of bars, and the plot's height, in SVG units; room on the left for
+/// the value axis's labels and below for the weeks'.
 const GROUP: f64 = 36.0;
 const HEIGHT: f64 = 80.0;
+const LEFT: f64 = 40.0;
+const BOTTOM: f64 = 16.0;
+const TOP: f64 = 6.0;
 
 #[derive(Deserialize, Default)]
 pub(super) struct ActivityQuery {
@@ -40,6 +44,20 @@ struct Bar {
     title: String,
 }
 
+/// A line across the plot at a value, labelled on the value axis.
+#[derive(Serialize)]
+struct Tick {
+    y: f64,
+    label: String,
+}
+
+/// A week's label under its group of bars.
+#[derive(Serialize)]
+struct WeekLabel {
+    x: f64,
+    label: String,
+}
+
 #[derive(Serialize)]
 struct Chart {
     id: &'static str,
@@ -47,8 +65,15 @@ struct Chart {
     /// (name, css class) of each series, in the legend's order.
     series: Vec<(&'static str, &'static str)>,
     bars: Vec<Bar>,
+    ticks: Vec<Tick>,
+    week_labels: Vec<WeekLabel>,
+    /// The plot's left edge and baseline (the axes).
+    left: f64,
+    base: f64,
     width: f64,
     height: f64,
+    /// Nothing to draw in these weeks: the chart says so instead of an empty frame.
+    empty: bool,
     /// The table: one row per week, a cell per series.
     rows: Vec<(String, Vec<String>)>,
     /// The table's last line: the totals since a date.
@@ -63,6 +88,15 @@ type Series = (
     fn(i64) -> String,
 );
 
+/// The values the value axis marks: 0, the top, and the middle when it is a whole step apart.
+fn ticks(max: i64) -> Vec<i64> {
+    match max {
+        m if m >= 2 && m % 2 == 0 => vec![0, m / 2, m],
+        m if m >= 3 => vec![0, m / 2, m],
+        m => vec![0, m],
+    }
+}
+
 /// A chart of `series` over `weeks`, with `totals` (since `since`) under its table.
 fn chart(
     id: &'static str,
@@ -71,18 +105,28 @@ fn chart(
     (since, totals): (&str, &ActivityFigures),
     series: &[Series],
 ) -> Chart {
-    let max = weeks
+    let top = weeks
         .iter()
         .flat_map(|w| series.iter().filter_map(|s| (s.2)(&w.figures)))
         .max()
-        .unwrap_or(0)
-        .max(1) as f64;
+        .unwrap_or(0);
+    let max = top.max(1) as f64;
+    let base = TOP + HEIGHT;
     let width = GROUP / (series.len() as f64 + 1.0);
+    // Every week labelled when they fit, else every second one (then every fourth…).
+    let every = (weeks.len() / 12).max(1);
     let mut bars = Vec::new();
     let mut rows = Vec::new();
+    let mut week_labels = Vec::new();
     for (i, w) in weeks.iter().enumerate() {
         let day = w.start.to_string();
         let week = day.get(..10).unwrap_or(&day).to_owned();
+        if i % every == 0 {
+            week_labels.push(WeekLabel {
+                x: LEFT + i as f64 * GROUP + GROUP / 2.0,
+                label: week.get(5..).unwrap_or(&week).to_owned(),
+            });
+        }
         let mut cells = Vec::new();
         for (k, (name, class, value, text)) in series.iter().enumerate() {
             let v = value(&w.figures);
@@ -90,8 +134,8 @@ fn chart(
             if let Some(v) = v.filter(|v| *v > 0) {
                 let h = (v as f64 / max * HEIGHT).max(1.0);
                 bars.push(Bar {
-                    x: i as f64 * GROUP + width * (k as f64 + 0.5),
-                    y: HEIGHT - h,
+                    x: LEFT + i as f64 * GROUP + width * (k as f64 + 0.5),
+                    y: base - h,
                     width,
                     height: h,
                     class,
@@ -101,13 +145,25 @@ fn chart(
         }
         rows.push((week, cells));
     }
+    let label = series.first().map_or(count as fn(i64) -> String, |s| s.3);
     Chart {
         id,
         title,
         series: series.iter().map(|s| (s.0, s.1)).collect(),
+        empty: bars.is_empty(),
         bars,
-        width: weeks.len() as f64 * GROUP,
-        height: HEIGHT,
+        ticks: ticks(top.max(1))
+            .into_iter()
+            .map(|v| Tick {
+                y: base - v as f64 / max * HEIGHT,
+                label: label(v),
+            })
+            .collect(),
+        week_labels,
+        left: LEFT,
+        base,
+        width: LEFT + weeks.len() as f64 * GROUP,
+        height: base + BOTTOM,
         rows,
         total: (
             format!("since {since}"),
@@ -243,6 +299,14 @@ pub(super) async fn page(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_value_axis_marks_zero_the_top_and_a_whole_middle() {
+        assert_eq!(ticks(1), vec![0, 1]);
+        assert_eq!(ticks(2), vec![0, 1, 2]);
+        assert_eq!(ticks(7), vec![0, 3, 7]);
+        assert_eq!(ticks(40), vec![0, 20, 40]);
+    }
 
     #[test]
     fn durations_read_as_people_say_them() {

@@ -179,7 +179,7 @@ async fn login(
         )
         .await
         .map_err(page)?;
-    let mut response = Redirect::to("/console/approvals").into_response();
+    let mut response = Redirect::to("/console").into_response();
     let h = response.headers_mut();
     h.append(
         header::SET_COOKIE,

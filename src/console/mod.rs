@@ -40,6 +40,7 @@ mod thread;
 mod tool_rules;
 mod upload;
 mod view;
+mod when;
 
 use std::sync::Arc;
 
@@ -246,6 +247,7 @@ fn templates() -> Environment<'static> {
         env.add_template(name, source)
             .expect("the console's templates are valid");
     }
+    env.add_filter("when", when::when);
     env
 }
 
@@ -382,7 +384,7 @@ impl IntoResponse for Page {
             message => self.error.message.clone(),
             code => self.error.code.as_str(),
             tone => "error",
-            back => self.back.then_some("/console/approvals"),
+            back => self.back.then_some("/console"),
         };
         let env = self.templates.unwrap_or_else(|| Arc::new(templates()));
         let body = env

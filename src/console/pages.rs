@@ -25,14 +25,8 @@ use crate::service::{ServiceError, ThreadFilter};
 
 pub(super) fn routes() -> Router<Console> {
     Router::new()
-        .route(
-            "/console",
-            get(|| async { Redirect::to("/console/approvals") }),
-        )
-        .route(
-            "/console/",
-            get(|| async { Redirect::to("/console/approvals") }),
-        )
+        .route("/console", get(landing))
+        .route("/console/", get(landing))
         .route("/console/approvals", get(approvals))
         .route("/console/approvals/{id}", get(approval_page))
         .route(
@@ -89,6 +83,35 @@ pub(super) async fn approval_page(
         },
         None => single(c, id, headers).await,
     }
+}
+
+/// `GET /console`, where signing in and the brand link lead: where her work is. Something waiting
+/// for her decision (an approval, or one of her agents' tool calls) comes first; then her open
+/// sessions with her own agents; otherwise the threads she reads.
+async fn landing(State(c): State<Console>, headers: HeaderMap) -> Result<Response, Response> {
+    let s = signed_in(&c, &headers).await?;
+    let deciding = c
+        .service
+        .approvals(&s.caller, true, None, Some(1))
+        .await
+        .is_ok_and(|page| !page.approvals.is_empty())
+        || c.service
+            .pending_tool_confirmations(&s.caller)
+            .await
+            .is_ok_and(|list| !list.is_empty());
+    let to = if deciding {
+        "/console/approvals"
+    } else if c
+        .service
+        .sessions(&s.caller)
+        .await
+        .is_ok_and(|list| list.iter().any(|x| x.state == "open"))
+    {
+        "/console/sessions"
+    } else {
+        "/console/threads"
+    };
+    Ok(Redirect::to(to).into_response())
 }
 
 async fn approvals(

@@ -86,7 +86,9 @@ async def test_a_human_decides_in_the_console_and_the_waiting_agents_proceed():
             # Sign in with the single-use link: a confirmation, then the approvals page.
             await page.goto(login_url)
             await page.get_by_role("button", name="Continue as Alice").click()
-            await expect(page).to_have_url(f"{srv.url}/console/approvals")
+            # Nothing waits for her yet: signing in lands where her work is, her threads.
+            await expect(page).to_have_url(f"{srv.url}/console/threads")
+            await page.goto(f"{srv.url}/console/approvals")
             await expect(page.locator("h1")).to_contain_text("Pending approvals")
             await expect(page.locator("#live-status")).to_have_text("live", timeout=10_000)
             await page.evaluate("window.__sameDocument = true")
@@ -109,6 +111,11 @@ async def test_a_human_decides_in_the_console_and_the_waiting_agents_proceed():
             card_el = page.locator(f"#{approval['id']}")
             await expect(card_el).to_be_visible(timeout=10_000)
             assert await page.evaluate("window.__sameDocument === true"), "the page was reloaded"
+            # With a decision waiting for her, the console's front door is Approvals.
+            landing = await laptop.new_page()
+            await landing.goto(f"{srv.url}/console")
+            await expect(landing).to_have_url(f"{srv.url}/console/approvals")
+            await landing.close()
             await expect(card_el).to_contain_text(approval["fingerprint"])
             await expect(card_el).to_contain_text("Please bump the TLS library")
             await expect(card_el).to_contain_text("impact: code")

@@ -152,6 +152,106 @@ async def test_a_reply_refused_on_a_closed_thread_keeps_her_text_and_continues_i
         await browser.close()
 
 
+async def test_a_live_update_arriving_while_she_types_never_takes_her_text(demo):
+    """The live swap's race, made certain: the page's refresh is already on its way (its answer
+    held back) when she starts typing a reason in a card of the live part; the answer lands while
+    her text is in the field. Her text stays; the swap waits until she is done (the field empty and
+    left), then shows what changed."""
+    import asyncio
+    srv, d = demo
+    bob = srv.token("bob")["secret"]
+
+    def request(body: str) -> None:
+        srv.admin("POST", "/api/v1/messages", {"kind": "request", "channel": "ops", "impact": "code",
+                                               "to": ["alice"], "body": body}, token=bob)
+
+    request("Deploy the release branch")
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                           args=["--no-sandbox", "--disable-dev-shm-usage"])
+        ctx, page = await signed_in(browser, srv, "alice", "Alice")
+        url = f"{srv.url}/console/approvals"
+        await page.goto(url)
+        await expect(page.locator("#live-status")).to_have_text("live", timeout=10_000)
+        await expect(page.locator("#live")).to_contain_text("Deploy the release branch")
+        await page.evaluate("window.__sameDocument = true")
+        held, release = asyncio.Event(), asyncio.Event()
+
+        async def hold(route):
+            if route.request.resource_type == "fetch":
+                held.set()
+                await release.wait()
+            await route.continue_()
+
+        await page.route(url, hold)
+        # A second request: the stream says "change", the refresh leaves and is held.
+        request("Rotate the database password")
+        await asyncio.wait_for(held.wait(), 10)
+        reason = page.locator("#live textarea").first
+        await reason.fill("Not before the freeze ends")
+        await page.locator("h1").click()  # she looks away: the field is left, not empty
+        release.set()
+        await page.wait_for_timeout(500)
+        await expect(reason).to_have_value("Not before the freeze ends")
+        await expect(page.locator("#live")).not_to_contain_text("Rotate the database password")
+        # Done with it (emptied and left): the swap that waited now shows the second request.
+        await page.unroute(url)
+        await reason.fill("")
+        await page.locator("h1").click()
+        await expect(page.locator("#live")).to_contain_text("Rotate the database password")
+        assert await page.evaluate("window.__sameDocument === true"), "the page was reloaded"
+        await browser.close()
+
+
+async def test_times_read_as_people_read_them_relative_local_and_exact_on_hover(demo):
+    """Every time a page prints is a <time>: without script "YYYY-MM-DD HH:MM UTC"; in a browser
+    in Tokyo, relative to now with the exact local time (and the UTC instant) on hover, on member
+    and admin pages, the deliveries list included."""
+    srv, d = demo
+    posted = srv.admin("POST", "/api/v1/messages", {"kind": "announce", "channel": "ops",
+                                                    "body": "Release at noon"},
+                       token=d["alice"]["human_token"])
+    srv.admin("POST", "/admin/v1/webhooks", {"url": "https://hooks.invalid/liaison",
+                                             "events": ["message.created"]})
+    srv.admin("POST", "/api/v1/messages", {"kind": "announce", "channel": "ops", "body": "Again"},
+              token=d["alice"]["human_token"])
+    url = f"{srv.url}/console/threads/{posted['thread']}"
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                           args=["--no-sandbox", "--disable-dev-shm-usage"])
+        async def in_tokyo(body: dict, name: str):
+            ctx = await browser.new_context(viewport=LAPTOP, timezone_id="Asia/Tokyo", locale="en-US")
+            page = await ctx.new_page()
+            await page.goto(srv.admin("POST", "/admin/v1/login-links", body)["url"])
+            await page.get_by_role("button", name=f"Continue as {name}").click()
+            await expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+            return page
+
+        page = await in_tokyo({"person": "alice"}, "Alice")
+        # What the server wrote, before any script ran.
+        served = await (await page.request.get(url)).text()
+        assert re.search(r'<time datetime="[0-9T:.\-]+Z" title="[^"]+">20\d\d-\d\d-\d\d \d\d:\d\d UTC</time>',
+                         served), served[:2000]
+        assert not re.search(r">20\d\d-\d\d-\d\dT\d\d:\d\d:\d\d", served), "a raw timestamp is printed"
+        await page.goto(url)
+        first = page.locator("main time").first
+        await expect(first).to_have_text(re.compile(r"^(now|\d+ seconds? ago|1 minute ago)$"))
+        hover = await first.get_attribute("title")
+        assert "Japan Standard Time" in hover or "GMT+9" in hover, hover
+        assert hover.endswith("Z)"), hover
+        # Admin pages too, and the deliveries list has a time per delivery.
+        page = await in_tokyo({"person": "admin", "admin": True}, "Administrator")
+        await page.goto(f"{srv.url}/console/admin/deliveries")
+        when = page.locator("td[data-label=When]").first
+        await expect(when).to_contain_text("queued")
+        await expect(when.locator("time").first).to_have_text(re.compile(r"now|ago|in "))
+        await page.goto(f"{srv.url}/console/admin/people")
+        await expect(page.locator("main time").first).to_have_attribute(
+            "title", re.compile(r"(Japan Standard Time|GMT\+9)"))
+        await page.screenshot(path=str(ARTIFACTS / "times-admin-people-laptop.png"), full_page=True)
+        await browser.close()
+
+
 async def test_form_addresses_and_unknown_pages_tell_nothing_and_keep_the_navigation(demo):
     srv, _ = demo
     async with async_playwright() as pw:

@@ -2,7 +2,8 @@
 docs/**/*.md resolves (GitHub's heading slugs), and the commands of docs/getting-started.md marked
 `<!-- checked: getting-started -->` run exactly as written, in order, in a fresh directory laid out
 like a fresh clone (the server on a free port through LIAISON_LISTEN, `liaison` on PATH being
-LIAISON_BIN)."""
+LIAISON_BIN); and every `liaison …` command in the guides' shell blocks names a subcommand and
+flags the binary's `--help` lists."""
 
 from __future__ import annotations
 
@@ -194,3 +195,100 @@ def test_the_getting_started_commands_run_as_written():
                 os.killpg(server.pid, signal.SIGKILL)
                 server.wait()
         shutil.rmtree(work, ignore_errors=True)
+
+
+SHELL_FENCE = re.compile(r"^\s*```(sh|bash|shell|console)\s*$")
+
+
+def shell_commands(path: Path) -> list[tuple[int, list[str]]]:
+    """Each `liaison …` command of the page's shell blocks (continuation lines joined, comments
+    dropped, `[…]`/`|` of a synopsis dropped), with its line number, as words after `liaison`;
+    also one run by another program (`… -- liaison mcp --stdio`)."""
+    import shlex
+    out, fenced, pending, start = [], False, "", 0
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not fenced:
+            fenced = bool(SHELL_FENCE.match(line))
+            continue
+        if FENCE.match(line):
+            fenced = False
+            continue
+        if not pending:
+            start = number
+        if line.rstrip().endswith("\\"):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        text, pending = re.sub(r"(^|\s)#.*$", "", pending + line), ""
+        text = text.replace("[", " ").replace("]", " ").replace("|", " ")
+        try:
+            words = shlex.split(text)
+        except ValueError:
+            words = text.split()
+        for i, word in enumerate(words):
+            if word == "liaison" and (i == 0 or words[i - 1] in {"--", "&&", ";", "$"}):
+                rest = words[i + 1:]
+                for stop, w in enumerate(rest):
+                    if w in {"&&", ";", "||"}:
+                        rest = rest[:stop]
+                        break
+                out.append((start, rest))
+    return out
+
+
+def wrong_commands(files: list[Path], root: Path = ROOT) -> tuple[int, list[str]]:
+    """How many `liaison …` commands the pages' shell blocks hold, and each that names a
+    subcommand that does not exist or a flag its `--help` does not list."""
+    helps: dict[tuple[str, ...], str | None] = {}
+
+    def help_of(path: tuple[str, ...]) -> str | None:
+        if path not in helps:
+            run = subprocess.run([str(binary()), *path, "--help"], capture_output=True, text=True,
+                                 timeout=30, env={"PATH": os.environ["PATH"]})
+            helps[path] = run.stdout if run.returncode == 0 else None
+        return helps[path]
+
+    wrong, seen = [], 0
+    for page in files:
+        for number, words in shell_commands(page):
+            seen += 1
+            where = f"{page.relative_to(root)}:{number}: liaison {' '.join(words)}"
+            path: tuple[str, ...] = ()
+            for w in words:
+                if not re.fullmatch(r"[a-z][a-z0-9-]*", w) or help_of((*path, w)) is None:
+                    break
+                path = (*path, w)
+            text = help_of(path)
+            if text is None:
+                wrong.append(f"{where} (`liaison {' '.join(path)} --help` fails)")
+                continue
+            if not path and words and not words[0].startswith("-"):
+                wrong.append(f"{where} (no subcommand `{words[0]}`)")
+                continue
+            for w in words[len(path):]:
+                flag = w.split("=", 1)[0]
+                if re.fullmatch(r"--[a-z][a-z0-9-]*", flag) and not re.search(
+                        rf"(^|[\s,]){re.escape(flag)}([\s=,<\[]|$)", text, re.M):
+                    wrong.append(f"{where} ({flag} is not an option of `liaison {' '.join(path)}`)")
+    return seen, wrong
+
+
+def test_every_liaison_command_in_the_docs_names_real_subcommands_and_flags():
+    """Every `liaison …` command in a shell block of README.md and the guides (the generated
+    reference aside) names a subcommand that exists and only flags its `--help` lists: the docs and
+    the binary say the same thing. A documented command that changed is named with its line."""
+    guides = [p for p in pages() if "reference" not in p.relative_to(ROOT).parts]
+    seen, wrong = wrong_commands(guides)
+    assert seen > 30, f"only {seen} documented commands found: the parser lost them"
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_command_check_finds_a_wrong_subcommand_and_a_wrong_flag(tmp_path):
+    page = tmp_path / "guide.md"
+    page.write_text("```sh\nliaison inbox --wait 30s   # fine\nliaison inboxes\n"
+                    "liaison post --kind announce \\\n  --colour red \"Hi\"\n"
+                    "claude mcp add x -- liaison mcp --stdio\n```\n")
+    seen, wrong = wrong_commands([page], tmp_path)
+    assert seen == 4, seen
+    assert len(wrong) == 2, wrong
+    assert "guide.md:3" in wrong[0] and "inboxes" in wrong[0], wrong
+    assert "guide.md:4" in wrong[1] and "--colour" in wrong[1], wrong

@@ -83,6 +83,11 @@ async def test_she_directs_her_agent_live_from_a_session(tmp_path):
             await page.get_by_role("button", name="Open a session").click()
             await expect(page.locator("h1")).to_have_text("Pricing page")
             panel = page.url
+            # With a session open (and nothing to decide), the console's front door is Sessions.
+            landing = await laptop.new_page()
+            await landing.goto(f"{srv.url}/console")
+            await expect(landing).to_have_url(f"{srv.url}/console/sessions")
+            await landing.close()
             await page.get_by_role("button", name="Give a join code").click()
             prompt = (await page.locator("#start-prompt").text_content()).strip()
             code = re.search(r"\blj-[0-9a-z]{4}-[0-9a-z]{4}-[0-9a-z]{4}\b", prompt).group(0)

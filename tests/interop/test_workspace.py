@@ -48,7 +48,8 @@ async def test_alice_connects_an_agent_writes_to_bob_watches_the_answer_and_revo
             page = await laptop.new_page()
             await page.goto(login_url)
             await page.get_by_role("button", name="Continue as Alice").click()
-            await expect(page).to_have_url(f"{srv.url}/console/approvals")
+            # Nothing to decide and no session yet: signing in lands on her threads.
+            await expect(page).to_have_url(f"{srv.url}/console/threads")
 
             # Connect an agent: the token and the settings are shown once.
             await page.get_by_role("link", name="Connect").click()

@@ -1,6 +1,7 @@
-// Live updates for the liaison console: when the server's event stream says something changed,
-// fetch this page again and swap its #live part in place. No reload; a form being filled in is
-// never clobbered (the swap waits until the field loses focus and is empty, or the form is sent).
+// The liaison console's one script (the CSP allows no inline script), on every page.
+// Live updates: when the server's event stream says something changed, fetch this page again and
+// swap its #live part in place. No reload; a form being filled in is never clobbered (the swap
+// waits until the field loses focus and is empty, or the form is sent).
 "use strict";
 // Copy buttons: <button data-copy="ID"> copies the text of the element with that id.
 document.addEventListener("click", (event) => {
@@ -18,6 +19,39 @@ document.addEventListener("submit", (event) => {
   const message = event.target.dataset && event.target.dataset.confirm;
   if (message && !window.confirm(message)) event.preventDefault();
 });
+// Times as people read them: the server writes each as <time datetime="…">… UTC</time>; here it
+// says it relative to now ("3 min ago", "in 2 hours", "yesterday"), older ones as a local date, with
+// the exact local time and the UTC instant on hover. Kept current every 30 s and after each swap.
+const localise = (function () {
+  if (!window.Intl || !Intl.RelativeTimeFormat) return () => {};
+  const relative = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
+  const exact = new Intl.DateTimeFormat(undefined, { dateStyle: "full", timeStyle: "long" });
+  const thisYear = new Intl.DateTimeFormat(undefined, {
+    month: "short", day: "numeric", hour: "numeric", minute: "2-digit",
+  });
+  const otherYear = new Intl.DateTimeFormat(undefined, { dateStyle: "medium" });
+  function say(at, now) {
+    const s = Math.round((at - now) / 1000);
+    const abs = Math.abs(s);
+    if (abs < 45) return relative.format(0, "second");
+    if (abs < 45 * 60) return relative.format(Math.round(s / 60), "minute");
+    if (abs < 22 * 3600) return relative.format(Math.round(s / 3600), "hour");
+    if (abs < 6 * 86400) return relative.format(Math.round(s / 86400), "day");
+    return new Date(at).getFullYear() === new Date(now).getFullYear()
+      ? thisYear.format(at) : otherYear.format(at);
+  }
+  return function (root) {
+    const now = Date.now();
+    root.querySelectorAll("time[datetime]").forEach((el) => {
+      const at = Date.parse(el.dateTime);
+      if (Number.isNaN(at)) return;
+      el.textContent = say(at, now);
+      el.title = `${exact.format(at)} (${el.dateTime})`;
+    });
+  };
+})();
+localise(document);
+setInterval(() => localise(document), 30000);
 (function () {
   const source = document.body.dataset.live;
   const status = document.getElementById("live-status");
@@ -48,8 +82,15 @@ document.addEventListener("submit", (event) => {
       const fresh = new DOMParser()
         .parseFromString(await response.text(), "text/html")
         .getElementById("live");
+      // She may have started typing while the page was on its way: her text wins, and the swap
+      // happens once she is done (the field loses focus empty, or the form is sent).
+      if (editing()) { again = true; return; }
       const live = document.getElementById("live");
-      if (fresh && live) live.replaceWith(document.importNode(fresh, true));
+      if (fresh && live) {
+        const swapped = document.importNode(fresh, true);
+        localise(swapped);
+        live.replaceWith(swapped);
+      }
     } catch (_) {
       // The server is unreachable for now; the stream's reconnection refreshes again.
     } finally {
