@@ -33,7 +33,7 @@ const localise = (function () {
   function say(at, now) {
     const s = Math.round((at - now) / 1000);
     const abs = Math.abs(s);
-    if (abs < 45) return relative.format(0, "second");
+    if (abs < 45) return s <= 0 ? "just now" : "in a moment";
     if (abs < 45 * 60) return relative.format(Math.round(s / 60), "minute");
     if (abs < 22 * 3600) return relative.format(Math.round(s / 3600), "hour");
     if (abs < 6 * 86400) return relative.format(Math.round(s / 86400), "day");
