@@ -442,11 +442,11 @@ impl Service {
             for person in &outcome.message.recipients {
                 self.inner.bus.publish(&Topic::inbox(person));
             }
-            if outcome.thread.task.is_some() {
-                self.inner
-                    .bus
-                    .publish(&Topic::task(outcome.thread.id.as_str()));
-            }
+            self.thread_changed(
+                &outcome.thread.channel,
+                &outcome.thread.id,
+                outcome.thread.task.is_some(),
+            );
             tracing::debug!(message = %outcome.message.id, thread = %outcome.thread.id, kind = %kind, "Message posted.");
         }
         let receipt = PostReceipt {
