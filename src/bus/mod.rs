@@ -30,6 +30,13 @@ impl Topic {
         Topic(format!("seen:{person}"))
     }
 
+    /// Something every reader of a channel's threads sees changed in one of them (a message, a
+    /// claim or its release, a progress note, an approval decided, the task's or the remote
+    /// task's state): the consoles of the channel's members read again.
+    pub fn channel(name: &crate::domain::ChannelName) -> Self {
+        Topic(format!("channel:{name}"))
+    }
+
     /// Tokens, persons, channels, members or policies changed: cached copies are stale.
     pub fn directory() -> Self {
         Topic("directory".to_owned())

@@ -9,8 +9,9 @@
 //! - `pages`: the signed-in pages (approvals, threads, fleet, leases), decisions, logout and the
 //!   event stream; `GET /console/approvals/{id}` dispatches to a link's page or the signed-in one.
 //! - `compose`: writing a new thread as the person herself; `thread`: one thread, live, with its
-//!   receipts, and the reply and close forms; `upload`: the writing forms' fields and files, and
-//!   attachments served back as downloads.
+//!   reply and close forms; `timeline`: its messages, approvals, claim and progress notes in
+//!   order; `markdown`: message bodies rendered safely; `upload`: the writing forms' fields and
+//!   files, and attachments served back as downloads.
 //! - `activity`: a channel's weekly figures as small SVG charts with their numbers.
 //! - `agents`: "connect an agent": a member's own agent tokens, with ready settings.
 //! - `consent`: the OAuth consent page an MCP client's authorization request leads to.
@@ -32,11 +33,13 @@ mod compose;
 mod consent;
 mod errors;
 mod links;
+mod markdown;
 mod pages;
 mod personal;
 mod refill;
 mod session;
 mod thread;
+mod timeline;
 mod tool_rules;
 mod upload;
 mod view;

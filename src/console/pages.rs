@@ -392,8 +392,9 @@ async fn leases(State(c): State<Console>, headers: HeaderMap) -> Result<Response
 /// expire by time, and no event marks that.
 const TICK: Duration = Duration::from_secs(30);
 
-/// Server-sent events: `change` whenever the person's inbox topic fires (a request reached them,
-/// an approval they are told of was decided, a thread they are in moved), and every [`TICK`].
+/// Server-sent events: `change` whenever something she may read changed (her inbox, her receipts,
+/// any thread of a channel she reads, her channels themselves: see `service::live`), and every
+/// [`TICK`].
 /// Ends at shutdown, and as soon as the session ends (sign-out, expiry, its person removed).
 async fn events(
     State(c): State<Console>,
@@ -407,21 +408,23 @@ async fn events(
         .hold_credential(&s.caller)
         .await
         .map_err(|e| Page::from(e).with(&c, false))?;
-    let changes = c.service.console_changes(&s.caller);
-    let seen = c.service.console_receipts(&s.caller);
+    let changes = c
+        .service
+        .console_changes(&s.caller)
+        .await
+        .map_err(|e| Page::from(e).with(&c, false))?;
     let stream = futures::stream::unfold(
-        (c, s.secret, changes, seen),
-        |(c, secret, mut changes, mut seen)| async move {
+        (c, s.secret, changes),
+        |(c, secret, mut changes)| async move {
             tokio::select! {
                 () = changes.woken() => {}
-                () = seen.woken() => {}
                 () = tokio::time::sleep(TICK) => {}
                 () = c.service.stopping() => return None,
             }
             // A session that ended (logout, expiry) stops receiving.
             c.service.console_caller(&secret).await.ok()?;
             let event = Event::default().event("change").data("changed");
-            Some((Ok(event), (c, secret, changes, seen)))
+            Some((Ok(event), (c, secret, changes)))
         },
     );
     Ok(Sse::new(hold.bound(stream, |_| None))

@@ -636,7 +636,8 @@ impl Service {
             }
             bus.publish(&Topic::inbox(&a.requested_by));
         }
-        bus.publish(&Topic::task(a.thread.as_str()));
+        // Every reader of the thread sees the decision (the requester's "pending" included).
+        self.thread_changed(&a.channel, &a.thread, true);
         Ok(())
     }
 }

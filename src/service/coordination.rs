@@ -174,7 +174,7 @@ impl Service {
             }
         };
         if action == ClaimAction::Release {
-            self.visible_thread(caller, &thread).await?;
+            let (record, _) = self.visible_thread(caller, &thread).await?;
             if !self
                 .inner
                 .store
@@ -185,6 +185,7 @@ impl Service {
                     "your session holds no claim on thread {thread}"
                 )));
             }
+            self.thread_changed(&record.channel, &thread, false);
             return Ok(None);
         }
         self.claim_thread(caller, &session, thread, lease_s, fencing_token)
@@ -248,11 +249,8 @@ impl Service {
             ClaimAttempt::Claimed { claim, outbox_due } => {
                 // A claim of a task logs a task event, which pushes and webhooks may deliver.
                 self.outbox_due(outbox_due);
-                if record.task.is_some() {
-                    self.inner.bus.publish(&Topic::task(thread.as_str()));
-                }
-                // The opener's console shows who holds the claim.
-                self.inner.bus.publish(&Topic::seen(&record.opened_by));
+                // Every reader's console shows who holds the claim.
+                self.thread_changed(&record.channel, &thread, record.task.is_some());
                 tracing::debug!(thread = %thread, session = %claim.session, fencing_token = claim.fencing_token, "Thread claimed.");
                 Ok(Some(claim))
             }

@@ -334,20 +334,24 @@ impl Service {
     }
 
     /// Tells the authors of the messages on this page that they were read (their consoles show
-    /// receipts live).
+    /// receipts live), and every reader of their threads (the thread page shows each message's
+    /// receipts to all of them).
     fn receipts_changed(&self, page: &InboxPage) {
-        let mut authors: Vec<&PersonId> = page
-            .entries
-            .iter()
-            .filter_map(|e| match &e.content {
-                ItemContent::Message { message, .. } => Some(&message.message.author),
-                _ => None,
-            })
-            .collect();
+        let messages = page.entries.iter().filter_map(|e| match &e.content {
+            ItemContent::Message { message, .. } => Some(&message.message),
+            _ => None,
+        });
+        let mut authors: Vec<&PersonId> = messages.clone().map(|m| &m.author).collect();
         authors.sort();
         authors.dedup();
         for a in authors {
             self.inner.bus.publish(&Topic::seen(a));
+        }
+        let mut channels: Vec<_> = messages.map(|m| &m.channel).collect();
+        channels.sort();
+        channels.dedup();
+        for c in channels {
+            self.inner.bus.publish(&Topic::channel(c));
         }
     }
 

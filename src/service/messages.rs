@@ -133,6 +133,9 @@ pub struct ThreadView {
     pub thread: ThreadRecord,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub claim: Option<ClaimRecord>,
+    /// The name of the connection holding the claim, when one does (the console shows it).
+    #[serde(skip)]
+    pub claim_connection: Option<crate::domain::ConnectionSlug>,
     /// The thread's approvals, oldest first; the newest request approval governs claims.
     pub approvals: Vec<crate::store::ApprovalRecord>,
     /// When the thread is delegated to a remote agent: its task there, as liaison follows it.
@@ -439,11 +442,11 @@ impl Service {
             for person in &outcome.message.recipients {
                 self.inner.bus.publish(&Topic::inbox(person));
             }
-            if outcome.thread.task.is_some() {
-                self.inner
-                    .bus
-                    .publish(&Topic::task(outcome.thread.id.as_str()));
-            }
+            self.thread_changed(
+                &outcome.thread.channel,
+                &outcome.thread.id,
+                outcome.thread.task.is_some(),
+            );
             tracing::debug!(message = %outcome.message.id, thread = %outcome.thread.id, kind = %kind, "Message posted.");
         }
         let receipt = PostReceipt {
@@ -518,8 +521,13 @@ impl Service {
                 receipts,
             });
         }
+        let claim_connection = match claim.as_ref().and_then(|c| c.connection.as_deref()) {
+            Some(token) => self.connection_name(token).await?,
+            None => None,
+        };
         Ok(ThreadView {
             approvals: self.thread_approvals(id).await?,
+            claim_connection,
             remote,
             progress: self.inner.store.progress_notes(id, 50).await?,
             thread,

@@ -25,6 +25,7 @@ mod inbox;
 mod input;
 mod keys;
 mod limits;
+mod live;
 mod messages;
 mod oauth;
 mod oauth_grants;
@@ -69,6 +70,7 @@ pub(crate) use input::storable;
 pub use input::{storable_address, storable_json_text};
 pub use keys::{CardSignature, PublishedCard};
 pub use limits::{LimitSettings, Presented, Rate, StreamPermit};
+pub use live::ConsoleChanges;
 pub use messages::{
     BodyExtent, BodyRest, DeliveredMessage, MAX_SLICE_CHARS, MessageSlice, PostReceipt,
     PostRequest, ThreadMessage, ThreadView,

@@ -588,6 +588,7 @@ impl Service {
                     expired += 1;
                     tracing::info!(thread = %thread, "Command expired unclaimed; withdrawn.");
                     self.inner.bus.publish(&crate::bus::Topic::inbox(person));
+                    self.thread_id_changed(thread).await?;
                 }
             }
             if (due.len() as i64) < EXPIRY_BATCH {

@@ -17,7 +17,6 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Caller, ErrorCode, Result, Service, ServiceError};
-use crate::bus::Topic;
 use crate::domain::{Scope, ThreadId, text};
 use crate::store::{NewProgress, ProgressAdded, ProgressRecord};
 
@@ -187,9 +186,10 @@ impl Service {
             }
         };
         if let Some(t) = self.inner.store.thread(&claim.thread).await? {
-            self.inner.bus.publish(&Topic::seen(&t.opened_by));
-            if t.task.is_some() && recorded == "added" {
-                self.inner.bus.publish(&Topic::task(claim.thread.as_str()));
+            // Every reader's console shows the note; a task's followers see a new one.
+            let task = t.task.is_some() && recorded == "added";
+            self.thread_changed(&t.channel, &t.id, task);
+            if task {
                 // The task event is pushed and sent to webhooks, when there are any.
                 self.outbox_due(outbox_due);
             }

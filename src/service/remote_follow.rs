@@ -153,7 +153,7 @@ impl Service {
                 now: self.now(),
             })
             .await?;
-        Ok(())
+        self.thread_id_changed(thread).await
     }
 
     /// The server closes a delegated thread `failed` with `reason` (unless it is closed).
@@ -188,6 +188,11 @@ impl Service {
                 for p in &posted.message.recipients {
                     self.inner.bus.publish(&crate::bus::Topic::inbox(p));
                 }
+                self.thread_changed(
+                    &posted.thread.channel,
+                    &posted.thread.id,
+                    posted.thread.task.is_some(),
+                );
                 Ok(())
             }
             // Closed meanwhile (by the remote's own close, or an internal one).
@@ -361,8 +366,10 @@ impl Service {
                 Err(e) => return Err(e),
             }
         }
+        let thread = observation.thread.clone();
         self.inner.store.record_remote_task(observation).await?;
-        Ok(())
+        // The thread's remote state (and any answer recorded above) shows on every reader's page.
+        self.thread_id_changed(&thread).await
     }
 
     /// The remote agent as the author of what it returns (never a token holder).

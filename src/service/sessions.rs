@@ -538,27 +538,11 @@ impl Service {
             .await?)
     }
 
-    /// Wakes when something reaches the caller's inbox or an approval they are told of is
-    /// decided: what the console's event stream listens to.
-    pub fn console_changes(&self, caller: &Caller) -> crate::bus::Subscription {
-        self.inner
-            .bus
-            .subscribe(&crate::bus::Topic::inbox(caller.id()))
-    }
-
     /// Wakes when outbox deliveries fall due (an admin page of the outbox listens to it, with a
     /// tick for attempts that finish).
     pub fn outbox_changes(&self, admin: &Caller) -> Result<crate::bus::Subscription> {
         admin.require(Scope::Admin)?;
         Ok(self.inner.bus.subscribe(&crate::bus::Topic::outbox()))
-    }
-
-    /// Wakes when a recipient's agent reads a message the caller wrote (her receipts changed) or
-    /// claims a thread she opened.
-    pub fn console_receipts(&self, caller: &Caller) -> crate::bus::Subscription {
-        self.inner
-            .bus
-            .subscribe(&crate::bus::Topic::seen(caller.id()))
     }
 
     async fn human_caller(&self, person: &PersonId, token_id: String) -> Result<Caller> {

@@ -119,7 +119,11 @@ async def test_alice_connects_an_agent_writes_to_bob_watches_the_answer_and_revo
                     assert entry["label"]["text"].startswith("Data written by **Alice** in person")
                     await expect(first.locator(".receipts")).to_contain_text("read", timeout=10_000)
                     await call(bob, "claim", thread=thread)
-                    await expect(page.locator(".claim")).to_contain_text("claude@bob-desk:1", timeout=10_000)
+                    # Her page names bob's agent by its connection; what it declared shows on hover.
+                    claim = page.locator(".timeline .event.claim")
+                    await expect(claim).to_contain_text("Bob's agent", timeout=10_000)
+                    await expect(claim.locator(".connection")).to_have_attribute(
+                        "title", re.compile("claude@bob-desk:1"))
                     # bob's Claude Code hook reports two tool uses; alice sees them live.
                     hook(srv, demo["bob"]["agent_token"], "claude@bob-desk:1", {
                         "hook_event_name": "PostToolUse", "cwd": "/work/site", "tool_name": "Edit",
@@ -128,7 +132,7 @@ async def test_alice_connects_an_agent_writes_to_bob_watches_the_answer_and_revo
                     hook(srv, demo["bob"]["agent_token"], "claude@bob-desk:1", {
                         "hook_event_name": "PostToolUse", "cwd": "/work/site", "tool_name": "Bash",
                         "tool_input": {"command": "npm run build -- --token=SECRET"}, "tool_response": {}})
-                    notes = page.locator(".progress .notes li")
+                    notes = page.locator(".timeline .event.note")
                     await expect(notes).to_have_count(2, timeout=10_000)
                     await expect(notes.nth(0)).to_contain_text("Edit pricing.md: ok")
                     await expect(notes.nth(1)).to_contain_text("Bash npm: ok")
