@@ -439,6 +439,15 @@ impl Service {
             for person in &outcome.message.recipients {
                 self.inner.bus.publish(&Topic::inbox(person));
             }
+            // A new request, handoff or task no approval holds back: one claimer waiting for
+            // work (per recipient) takes it.
+            let opened = outcome.message.position == 1
+                && (outcome.thread.opener_kind.claimable() || outcome.thread.task.is_some());
+            if opened && approval_id.is_none() {
+                for person in &outcome.message.recipients {
+                    self.claimable_for(person);
+                }
+            }
             if outcome.thread.task.is_some() {
                 self.inner
                     .bus
