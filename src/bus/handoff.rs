@@ -409,4 +409,34 @@ mod tests {
         assert_eq!(h.hand(&topic(), false), Handed::ToNobody);
         assert!(bob.handed().now_or_never().is_none());
     }
+
+    #[tokio::test]
+    async fn a_permit_nobody_here_can_use_goes_to_the_other_replicas_once_and_never_back() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let sent = Arc::new(AtomicUsize::new(0));
+        let counter = sent.clone();
+        let h = Handoffs::with_overflow(Arc::new(move |_: &Topic| {
+            counter.fetch_add(1, Ordering::SeqCst);
+        }));
+        // No waiter here: this replica's permit goes to the others.
+        assert_eq!(h.hand(&topic(), false), Handed::ToNobody);
+        assert_eq!(sent.load(Ordering::SeqCst), 1);
+        // One received from another replica ends here.
+        assert_eq!(h.hand(&topic(), true), Handed::ToNobody);
+        assert_eq!(sent.load(Ordering::SeqCst), 1);
+        // A waiter here that cannot use it passes it on; with nobody left, it goes out once.
+        let mut a = h.waiter(&topic());
+        a.reading();
+        assert_eq!(h.hand(&topic(), false), Handed::ToBusy);
+        assert!(a.handed().now_or_never().is_some());
+        a.reading();
+        a.pass_on();
+        assert_eq!(sent.load(Ordering::SeqCst), 2);
+        // Received from elsewhere and unusable here: it ends without going back.
+        h.hand(&topic(), true);
+        assert!(a.handed().now_or_never().is_some());
+        a.reading();
+        a.pass_on();
+        assert_eq!(sent.load(Ordering::SeqCst), 2);
+    }
 }
