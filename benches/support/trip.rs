@@ -17,6 +17,30 @@ use super::agent::{Agent, CALL_TIMEOUT, CallError, clip, mcp_http};
 use super::server::{Server, print_row};
 use super::{Outcome, measure};
 
+/// How a claimer waits for work.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum ClaimStyle {
+    /// A long-poll of `inbox`, then `claim` of `next` until none is left (every build): each new
+    /// task wakes every waiting claimer of its person.
+    Inbox,
+    /// `claim` of `next` with `wait_s` (issue 49): each new task is handed to one waiting
+    /// claimer.
+    ClaimWait,
+}
+
+impl ClaimStyle {
+    /// `LIAISON_BENCH_CLAIM_WAIT=1` chooses [`ClaimStyle::ClaimWait`].
+    pub(crate) fn from_env() -> Self {
+        match std::env::var("LIAISON_BENCH_CLAIM_WAIT").as_deref() {
+            Ok("1") => ClaimStyle::ClaimWait,
+            _ => ClaimStyle::Inbox,
+        }
+    }
+}
+
+/// When each task was claimed (by thread id), for the wake-up latency.
+pub(crate) type ClaimTimes = Arc<Mutex<std::collections::HashMap<String, Instant>>>;
+
 /// What the claimers did, shared by them: per kind of call, how many and their total time.
 #[derive(Default)]
 pub(crate) struct ClaimerLog {
@@ -25,7 +49,7 @@ pub(crate) struct ClaimerLog {
 }
 
 impl ClaimerLog {
-    fn count(&self, what: &'static str, took: Duration) {
+    pub(crate) fn count(&self, what: &'static str, took: Duration) {
         let mut calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
         let entry = calls.entry(what).or_default();
         entry.0 += 1;
@@ -33,11 +57,11 @@ impl ClaimerLog {
     }
 
     /// Forgets the calls counted so far (the warm-up's).
-    fn forget_calls(&self) {
+    pub(crate) fn forget_calls(&self) {
         self.calls.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
 
-    fn fail(&self, message: String) {
+    pub(crate) fn fail(&self, message: String) {
         self.errors
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -45,7 +69,7 @@ impl ClaimerLog {
     }
 
     /// One line per kind of call, then the errors; forgets them.
-    fn report(&self) {
+    pub(crate) fn report(&self) {
         let calls = std::mem::take(&mut *self.calls.lock().unwrap_or_else(|e| e.into_inner()));
         let line: Vec<String> = calls
             .iter()
@@ -111,6 +135,8 @@ pub(crate) async fn round_trip(server: &Server, backend: &str, cells: &[TripCell
             claimers.push(tokio::spawn(claim_and_answer(
                 agent,
                 format!("claimer-{i}"),
+                ClaimStyle::from_env(),
+                None,
                 stop.clone(),
                 log.clone(),
             )));
@@ -138,14 +164,20 @@ pub(crate) async fn round_trip(server: &Server, backend: &str, cells: &[TripCell
     }
 }
 
-/// One claimer: waits in its inbox; when woken, claims the oldest waiting task until none is
-/// left, answering each at once. Returns its session when `stop` fires.
-async fn claim_and_answer(
+/// One claimer: waits for work (`style`); when woken, claims the oldest waiting task until none
+/// is left, answering each at once (noting when it claimed each in `times`). Returns its session
+/// when `stop` fires.
+pub(crate) async fn claim_and_answer(
     agent: Agent,
     consumer: String,
+    style: ClaimStyle,
+    times: Option<ClaimTimes>,
     stop: CancellationToken,
     log: Arc<ClaimerLog>,
 ) -> Agent {
+    if style == ClaimStyle::ClaimWait {
+        return claim_waiting(agent, times, stop, log).await;
+    }
     // Start after what alice's inbox already holds (section 1's posts from bob); a task that
     // arrives meanwhile is taken by the first round of claims below.
     let mut cursor = match agent
@@ -194,6 +226,12 @@ async fn claim_and_answer(
                 log.fail(format!("a claim without a thread: {}", clip(&claim)));
                 break;
             };
+            if let Some(times) = &times {
+                times
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(thread.to_owned(), Instant::now());
+            }
             let started = Instant::now();
             let reply = agent
                 .call(
@@ -232,8 +270,78 @@ async fn claim_and_answer(
     }
 }
 
+/// A claimer of [`ClaimStyle::ClaimWait`]: `claim` of `next` waiting up to 20 s, answering each
+/// task at once.
+async fn claim_waiting(
+    agent: Agent,
+    times: Option<ClaimTimes>,
+    stop: CancellationToken,
+    log: Arc<ClaimerLog>,
+) -> Agent {
+    loop {
+        let started = Instant::now();
+        let call = agent.call(
+            "claim",
+            json!({"thread": "next", "wait_s": 20}),
+            CALL_TIMEOUT + Duration::from_secs(20),
+        );
+        let claim = tokio::select! {
+            () = stop.cancelled() => return agent,
+            claim = call => claim,
+        };
+        let claim = match claim {
+            Ok(claim) => {
+                log.count("claims taken (waiting)", started.elapsed());
+                claim
+            }
+            Err(CallError::Tool { code, .. }) if code == "not_found" => {
+                log.count("claim waits ending empty", started.elapsed());
+                continue;
+            }
+            Err(e) => {
+                log.count("claims failed", started.elapsed());
+                log.fail(format!("claim: {e}"));
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Some(thread) = claim["claim"]["thread"].as_str() else {
+            log.fail(format!("a claim without a thread: {}", clip(&claim)));
+            continue;
+        };
+        if let Some(times) = &times {
+            times
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(thread.to_owned(), Instant::now());
+        }
+        let started = Instant::now();
+        let reply = agent
+            .call(
+                "post",
+                json!({"kind": "reply", "thread": thread, "body": format!("answer to {thread}")}),
+                CALL_TIMEOUT,
+            )
+            .await;
+        log.count("replies", started.elapsed());
+        if let Err(e) = reply {
+            log.fail(format!("reply: {e}"));
+        }
+    }
+}
+
 /// The partner's blocking `SendMessage`; checks the task came back COMPLETED with its answer.
 async fn delegate(http: &reqwest::Client, url: &str, token: &str, n: usize) -> Result<(), String> {
+    delegate_task(http, url, token, n).await.map(|_| ())
+}
+
+/// [`delegate`], answering the task's id.
+pub(crate) async fn delegate_task(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    n: usize,
+) -> Result<String, String> {
     let body = json!({
         "jsonrpc": "2.0",
         "id": n,
@@ -281,5 +389,5 @@ async fn delegate(http: &reqwest::Client, url: &str, token: &str, n: usize) -> R
             clip(task)
         ));
     }
-    Ok(())
+    Ok(id.to_owned())
 }

@@ -6,6 +6,7 @@
 //! [`LocalBus`] serves one process; [`PgBus`] adds PostgreSQL `LISTEN/NOTIFY` so that a post on one
 //! replica wakes long-polls on every replica.
 
+mod handoff;
 mod postgres;
 
 use std::collections::HashMap;
@@ -13,6 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
+pub use handoff::{Handed, HandoffWaiter, Handoffs, Overflow};
 pub use postgres::PgBus;
 
 /// What a waiter waits on, e.g. a person's inbox.
@@ -35,6 +37,12 @@ impl Topic {
     /// task's state): the consoles of the channel's members read again.
     pub fn channel(name: &crate::domain::ChannelName) -> Self {
         Topic(format!("channel:{name}"))
+    }
+
+    /// A task `person`'s agents may claim became claimable: handed to ONE of the claimers waiting
+    /// for work ([`WakeBus::hand`]), never published to all.
+    pub fn claimable(person: &crate::domain::PersonId) -> Self {
+        Topic(format!("claimable:{person}"))
     }
 
     /// Tokens, persons, channels, members or policies changed: cached copies are stale.
@@ -89,6 +97,11 @@ pub trait WakeBus: Send + Sync + 'static {
     fn publish(&self, topic: &Topic);
     /// A subscription that sees every publish made after this call returns.
     fn subscribe(&self, topic: &Topic) -> Subscription;
+    /// Hands one permit on `topic` to ONE waiter ([`handoff`]): on this replica if one can use
+    /// it, else on each other replica once.
+    fn hand(&self, topic: &Topic);
+    /// A waiter for the permits handed on `topic`.
+    fn handoff(&self, topic: &Topic) -> HandoffWaiter;
 }
 
 /// Senders by topic, shared by a bus and its subscriptions.
@@ -138,9 +151,24 @@ impl Drop for Subscription {
 pub struct LocalBus {
     /// Senders by topic. A std mutex: held only for map operations, never across an await.
     topics: Topics,
+    /// Waiters for hand-offs, by topic.
+    handoffs: Handoffs,
 }
 
 impl LocalBus {
+    /// A bus whose hand-offs that no waiter here could use go to `overflow`.
+    pub(crate) fn with_handoffs(handoffs: Handoffs) -> Self {
+        LocalBus {
+            topics: Topics::default(),
+            handoffs,
+        }
+    }
+
+    /// The hand-offs of this bus.
+    pub fn handoffs(&self) -> &Handoffs {
+        &self.handoffs
+    }
+
     /// Wakes every subscriber of every topic: after a gap in cross-replica notifications, waiters
     /// re-read the store rather than risk sleeping through an entry.
     pub fn publish_all(&self) {
@@ -148,6 +176,8 @@ impl LocalBus {
         for tx in topics.values() {
             tx.send_modify(|n| *n = n.wrapping_add(1));
         }
+        drop(topics);
+        self.handoffs.hand_all();
     }
 
     /// Topics with at least one live subscription.
@@ -174,6 +204,14 @@ impl WakeBus for LocalBus {
             topic: topic.clone(),
             topics: Arc::downgrade(&self.topics),
         }
+    }
+
+    fn hand(&self, topic: &Topic) {
+        self.handoffs.hand(topic, false);
+    }
+
+    fn handoff(&self, topic: &Topic) -> HandoffWaiter {
+        self.handoffs.waiter(topic)
     }
 }
 

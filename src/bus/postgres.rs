@@ -13,7 +13,7 @@ use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{LocalBus, Subscription, Topic, WakeBus};
+use super::{HandoffWaiter, Handoffs, LocalBus, Subscription, Topic, WakeBus};
 
 /// The PostgreSQL notification channel shared by all replicas.
 pub(super) const CHANNEL: &str = "liaison_wake";
@@ -29,12 +29,25 @@ impl PgBus {
     /// Connects, starts the listener and notifier tasks (which stop with `shutdown`), and returns
     /// once the listener is subscribed.
     pub async fn start(url: &str, shutdown: CancellationToken) -> Result<Arc<PgBus>, sqlx::Error> {
-        let local = LocalBus::default();
         let pool = PgPoolOptions::new().max_connections(2).connect(url).await?;
         let mut listener = PgListener::connect_with(&pool).await?;
         listener.listen(CHANNEL).await?;
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(listen(listener, local.clone(), shutdown.clone()));
+        // A hand-off no waiter here could use goes to the other replicas, once, as a line
+        // naming this replica (which ignores its own) and numbered (so that two permits are not
+        // merged into one by the notifier's deduplication).
+        let origin: Arc<str> = uuid::Uuid::now_v7().simple().to_string().into();
+        let overflow = {
+            let (tx, origin) = (tx.clone(), origin.clone());
+            let n = std::sync::atomic::AtomicU64::new(0);
+            Arc::new(move |topic: &Topic| {
+                let n = n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let line = format!("{HAND}{origin}|{n}|{}", topic.as_str());
+                let _ = tx.send(Topic::from_wire(line));
+            })
+        };
+        let local = LocalBus::with_handoffs(Handoffs::with_overflow(overflow));
+        tokio::spawn(listen(listener, local.clone(), origin, shutdown.clone()));
         tokio::spawn(notify(pool, rx, shutdown));
         Ok(Arc::new(PgBus {
             local,
@@ -59,17 +72,52 @@ impl WakeBus for PgBus {
     fn subscribe(&self, topic: &Topic) -> Subscription {
         self.local.subscribe(topic)
     }
+
+    fn hand(&self, topic: &Topic) {
+        // Here first; the other replicas only when no waiter here could use it (the overflow).
+        self.local.handoffs().hand(topic, false);
+    }
+
+    fn handoff(&self, topic: &Topic) -> HandoffWaiter {
+        self.local.handoffs().waiter(topic)
+    }
 }
 
-async fn listen(mut listener: PgListener, local: LocalBus, shutdown: CancellationToken) {
+/// The prefix of a notification line that hands a permit: `hand|<origin>|<n>|<topic>`.
+const HAND: &str = "hand|";
+
+/// A line of a notification received: a hand-off from another replica goes to one waiter here
+/// (and no further); any other line wakes the topic's subscribers.
+fn received(local: &LocalBus, origin: &str, line: &str) {
+    let Some(rest) = line.strip_prefix(HAND) else {
+        local.publish(&Topic::from_wire(line.to_owned()));
+        return;
+    };
+    let mut parts = rest.splitn(3, '|');
+    let (Some(from), Some(_n), Some(topic)) = (parts.next(), parts.next(), parts.next()) else {
+        return;
+    };
+    if from != origin {
+        local
+            .handoffs()
+            .hand(&Topic::from_wire(topic.to_owned()), true);
+    }
+}
+
+async fn listen(
+    mut listener: PgListener,
+    local: LocalBus,
+    origin: Arc<str>,
+    shutdown: CancellationToken,
+) {
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
             next = listener.try_recv() => match next {
                 Ok(Some(n)) => {
                     // One notification may carry several topics, one per line.
-                    for topic in n.payload().split('\n') {
-                        local.publish(&Topic::from_wire(topic.to_owned()));
+                    for line in n.payload().split('\n') {
+                        received(&local, &origin, line);
                     }
                 }
                 // The connection dropped; sqlx reconnects on the next call. Anything sent in the

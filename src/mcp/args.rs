@@ -242,6 +242,10 @@ pub(crate) struct ClaimArgs {
     /// expired and another session claimed the thread since, the renewal is refused with
     /// `stale_claim` (naming the holder). Not for `next` or release.
     pub fencing_token: Option<i64>,
+    /// With `next`: when nothing is waiting, wait up to this many seconds (like `inbox`'s
+    /// `wait_s`) for a task to be handed to you. Each new task wakes one waiting session, not
+    /// all of them.
+    pub wait_s: Option<u64>,
     /// Your agent identity `agent_id@host:session` (self-declared, shown as such, never trusted).
     pub agent: Option<String>,
 }

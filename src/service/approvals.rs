@@ -635,6 +635,11 @@ impl Service {
                 bus.publish(&Topic::inbox(&p));
             }
             bus.publish(&Topic::inbox(&a.requested_by));
+        } else if a.kind == ApprovalKind::Request {
+            // The request may be claimed now: one claimer waiting for work takes it.
+            for p in self.request_recipients(a).await? {
+                self.claimable_for(&p);
+            }
         }
         // Every reader of the thread sees the decision (the requester's "pending" included).
         self.thread_changed(&a.channel, &a.thread, true);

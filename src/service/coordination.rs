@@ -126,51 +126,16 @@ impl Service {
         }
         let session = caller.session()?.clone();
         let lease_s = ttl(lease_s, self.inner.settings.claim_lease_s, "lease_s")?;
-        let now = self.now();
         let thread = match target {
             ClaimTarget::Thread(id) => id,
             ClaimTarget::Next if action == ClaimAction::Release => {
                 return Err(ServiceError::invalid("give the thread to release"));
             }
             ClaimTarget::Next => {
-                // Try the candidates in order; another session may win any one of them. Every
-                // waiting claimer is woken by the same new entry, so the ones another `next` of
-                // this replica is claiming now go last: each of those would cost a write that
-                // finds the thread held (a miss is only a cost: the claim's transaction decides).
-                let mut candidates = self
-                    .inner
-                    .store
-                    .claimable_threads(caller.id(), caller.reader().key(), now, 20)
-                    .await?;
-                {
-                    let busy = lock(&self.inner.claims_in_flight);
-                    candidates.sort_by_key(|id| busy.contains(id));
-                }
-                for id in candidates {
-                    let _claiming = InFlight::enter(&self.inner.claims_in_flight, &id);
-                    match self.claim_thread(caller, &session, id, lease_s, None).await {
-                        Ok(claim) => return Ok(claim),
-                        Err(e)
-                            if matches!(
-                                e.code,
-                                ErrorCode::AlreadyClaimed
-                                    | ErrorCode::NotClaimable
-                                    | ErrorCode::ApprovalPending
-                                    // Answered or closed since the candidates were read.
-                                    | ErrorCode::TaskTerminal
-                                    | ErrorCode::ThreadClosed
-                            ) =>
-                        {
-                            continue;
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
-                return Err(ServiceError::new(
-                    ErrorCode::NotFound,
-                    "no open request, handoff or external task is waiting to be claimed \
-                     (requests awaiting a human's approval are skipped)",
-                ));
+                return match self.claim_next_once(caller, &session, lease_s).await? {
+                    Some(claim) => Ok(Some(claim)),
+                    None => Err(nothing_to_claim()),
+                };
             }
         };
         if action == ClaimAction::Release {
@@ -186,10 +151,58 @@ impl Service {
                 )));
             }
             self.thread_changed(&record.channel, &thread, false);
+            // Free again: one claimer waiting for work takes it.
+            self.claimable_for(caller.id());
             return Ok(None);
         }
         self.claim_thread(caller, &session, thread, lease_s, fencing_token)
             .await
+    }
+
+    /// One `next`: the oldest claimable thread addressed to the caller that it wins, or `None`
+    /// when there is none.
+    pub(super) async fn claim_next_once(
+        &self,
+        caller: &Caller,
+        session: &crate::domain::AgentIdentity,
+        lease_s: u64,
+    ) -> Result<Option<ClaimRecord>> {
+        // Try the candidates in order; another session may win any one of them. Claimers of
+        // this replica woken together (a `next` without a wait follows the inbox's wake-ups,
+        // which reach them all) put the ones another `next` here is claiming now last: each
+        // would cost a write that finds the thread held (a miss is only a cost: the claim's
+        // transaction decides).
+        let now = self.now();
+        let mut candidates = self
+            .inner
+            .store
+            .claimable_threads(caller.id(), caller.reader().key(), now, 20)
+            .await?;
+        {
+            let busy = lock(&self.inner.claims_in_flight);
+            candidates.sort_by_key(|id| busy.contains(id));
+        }
+        for id in candidates {
+            let _claiming = InFlight::enter(&self.inner.claims_in_flight, &id);
+            match self.claim_thread(caller, session, id, lease_s, None).await {
+                Ok(claim) => return Ok(claim),
+                Err(e)
+                    if matches!(
+                        e.code,
+                        ErrorCode::AlreadyClaimed
+                            | ErrorCode::NotClaimable
+                            | ErrorCode::ApprovalPending
+                            // Answered or closed since the candidates were read.
+                            | ErrorCode::TaskTerminal
+                            | ErrorCode::ThreadClosed
+                    ) =>
+                {
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(None)
     }
 
     async fn claim_thread(
@@ -400,6 +413,20 @@ impl Service {
 }
 
 /// The std mutex's guard, through a poisoning (the sets it guards stay consistent).
+/// The lease of a claim: `lease_s`, or the configured default.
+pub(super) fn lease_ttl(service: &Service, lease_s: Option<u64>) -> Result<u64> {
+    ttl(lease_s, service.inner.settings.claim_lease_s, "lease_s")
+}
+
+/// What a `next` finding nothing answers.
+pub(super) fn nothing_to_claim() -> ServiceError {
+    ServiceError::new(
+        ErrorCode::NotFound,
+        "no open request, handoff or external task is waiting to be claimed \
+         (requests awaiting a human's approval are skipped)",
+    )
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }

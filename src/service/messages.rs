@@ -447,6 +447,15 @@ impl Service {
                 &outcome.thread.id,
                 outcome.thread.task.is_some(),
             );
+            // A new request, handoff or task no approval holds back: one claimer waiting for
+            // work (per recipient) takes it.
+            let opened = outcome.message.position == 1
+                && (outcome.thread.opener_kind.claimable() || outcome.thread.task.is_some());
+            if opened && approval_id.is_none() {
+                for person in &outcome.message.recipients {
+                    self.claimable_for(person);
+                }
+            }
             tracing::debug!(message = %outcome.message.id, thread = %outcome.thread.id, kind = %kind, "Message posted.");
         }
         let receipt = PostReceipt {

@@ -12,6 +12,7 @@ mod approvals;
 mod audit;
 mod auth;
 mod channels;
+mod claim_wait;
 mod confirmation_links;
 mod connections;
 mod coordination;

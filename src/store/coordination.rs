@@ -11,6 +11,8 @@ use super::model::records::coordination::{
     PresenceRecord, ProgressAdded, ProgressRecord, claim, lease, presence, progress,
 };
 use super::model::records::inbox::EntryContent;
+use super::tx::claim_call::{self, ClaimInput};
+use super::tx::enqueue::WebhookCache;
 use super::tx::inbox::append_entry;
 use super::tx::{approvals, commands, fence, task_events};
 use super::{Backend, Store};
@@ -41,99 +43,25 @@ impl Store {
         fence: Option<i64>,
     ) -> Result<ClaimAttempt> {
         let lock = self.for_update();
+        let one_call = self.backend() == Backend::Postgres;
         let cache = self.webhooks.clone();
+        let input = ClaimInput {
+            thread,
+            person,
+            connection,
+            session,
+            now,
+            expires_at,
+            fence,
+        };
         self.write(move |tx| {
             Box::pin(async move {
-                let sql = format!("SELECT state FROM threads WHERE id = $1{lock}");
-                let state: Option<String> = query(sql)
-                    .bind(thread.as_str().to_owned())
-                    .fetch_optional(&mut *tx)
-                    .await?
-                    .map(|r| r.try_get("state"))
-                    .transpose()?;
-                if state.as_deref().is_none_or(|s| s == "closed") {
-                    return Ok(ClaimAttempt::Closed);
+                // PostgreSQL: one round trip for the common claim; the steps below only for what
+                // the function leaves to them (it wrote nothing then).
+                if one_call && let Some(attempt) = claim_call::run(tx, &cache, &input).await? {
+                    return Ok(attempt);
                 }
-                // A command of a personal session is claimed before its deadline or never.
-                if commands::pickup(tx, &thread, now).await? == commands::Pickup::Expired {
-                    return Ok(ClaimAttempt::Expired);
-                }
-                if let Some(token) = fence {
-                    fence::check(tx, &thread, &person, &session, token, now).await?;
-                }
-                let gate = approvals::latest_in(tx, &thread, lock).await?;
-                if let Some(a) = &gate
-                    && !a.state.allows_work()
-                {
-                    return Ok(ClaimAttempt::AwaitingApproval(Box::new(a.clone())));
-                }
-                // The thread's row is locked (PostgreSQL) or the writer is alone (SQLite): the
-                // claim read here is the one the write below replaces.
-                let sql = format!("SELECT {CLAIM_COLUMNS} FROM claims WHERE thread_id = $1");
-                let current = query(sql)
-                    .bind(thread.as_str().to_owned())
-                    .fetch_optional(&mut *tx)
-                    .await?
-                    .as_ref()
-                    .map(claim)
-                    .transpose()?;
-                let renewal = current.as_ref().is_some_and(|c| {
-                    c.person == person && c.session == session && c.connection == connection
-                });
-                if let Some(c) = current.as_ref().filter(|c| !renewal && c.expires_at > now) {
-                    return Ok(ClaimAttempt::Held(c.clone()));
-                }
-                let (claimed_at, fencing_token) = match &current {
-                    Some(c) if renewal => {
-                        let live = c.expires_at > now;
-                        (if live { c.claimed_at } else { now }, c.fencing_token)
-                    }
-                    _ => {
-                        let token: i64 = query(
-                            "UPDATE threads SET claim_fence = claim_fence + 1 WHERE id = $1 \
-                             RETURNING claim_fence",
-                        )
-                        .bind(thread.as_str().to_owned())
-                        .fetch_one(&mut *tx)
-                        .await?
-                        .try_get("claim_fence")?;
-                        (now, token)
-                    }
-                };
-                query(
-                    "INSERT INTO claims (thread_id, person_id, session, claimed_at, expires_at, fencing_token, \
-                     connection) VALUES ($1, $2, $3, $4, $5, $6, $7) \
-                     ON CONFLICT (thread_id) DO UPDATE SET person_id = excluded.person_id, \
-                     session = excluded.session, claimed_at = excluded.claimed_at, \
-                     expires_at = excluded.expires_at, fencing_token = excluded.fencing_token, \
-                     connection = excluded.connection",
-                )
-                .bind(thread.as_str().to_owned())
-                .bind(person.as_str().to_owned())
-                .bind(session.as_str().to_owned())
-                .bind(claimed_at.0)
-                .bind(expires_at.0)
-                .bind(fencing_token)
-                .bind(connection.clone())
-                .execute(&mut *tx)
-                .await?;
-                if let Some(a) = gate.filter(|a| a.state == ApprovalState::Approved) {
-                    approvals::consume(tx, &a, &person, &session, now).await?;
-                }
-                commands::claimed(tx, &thread, now, connection.as_deref()).await?;
-                let outbox_due = task_events::on_claim(tx, &cache, &thread, now).await?;
-                Ok(ClaimAttempt::Claimed {
-                    claim: ClaimRecord {
-                        thread,
-                        person,
-                        session,
-                        claimed_at,
-                        expires_at,
-                        fencing_token,
-                        connection,
-                    },
-                    outbox_due,
-                })
+                claim_steps(tx, &cache, lock, input).await
             })
         })
         .await
@@ -294,6 +222,115 @@ impl Store {
             .await?;
         rows.iter().map(lease).collect()
     }
+}
+
+/// The claim one statement at a time (SQLite; on PostgreSQL what `liaison_claim` leaves to it):
+/// see [`Store::claim`].
+async fn claim_steps(
+    tx: &mut Conn,
+    cache: &WebhookCache,
+    lock: &str,
+    input: ClaimInput,
+) -> Result<ClaimAttempt> {
+    let ClaimInput {
+        thread,
+        person,
+        connection,
+        session,
+        now,
+        expires_at,
+        fence,
+    } = input;
+    let sql = format!("SELECT state FROM threads WHERE id = $1{lock}");
+    let state: Option<String> = query(sql)
+        .bind(thread.as_str().to_owned())
+        .fetch_optional(&mut *tx)
+        .await?
+        .map(|r| r.try_get("state"))
+        .transpose()?;
+    if state.as_deref().is_none_or(|s| s == "closed") {
+        return Ok(ClaimAttempt::Closed);
+    }
+    // A command of a personal session is claimed before its deadline or never.
+    if commands::pickup(tx, &thread, now).await? == commands::Pickup::Expired {
+        return Ok(ClaimAttempt::Expired);
+    }
+    if let Some(token) = fence {
+        fence::check(tx, &thread, &person, &session, token, now).await?;
+    }
+    let gate = approvals::latest_in(tx, &thread, lock).await?;
+    if let Some(a) = &gate
+        && !a.state.allows_work()
+    {
+        return Ok(ClaimAttempt::AwaitingApproval(Box::new(a.clone())));
+    }
+    // The thread's row is locked (PostgreSQL) or the writer is alone (SQLite): the
+    // claim read here is the one the write below replaces.
+    let sql = format!("SELECT {CLAIM_COLUMNS} FROM claims WHERE thread_id = $1");
+    let current = query(sql)
+        .bind(thread.as_str().to_owned())
+        .fetch_optional(&mut *tx)
+        .await?
+        .as_ref()
+        .map(claim)
+        .transpose()?;
+    let renewal = current
+        .as_ref()
+        .is_some_and(|c| c.person == person && c.session == session && c.connection == connection);
+    if let Some(c) = current.as_ref().filter(|c| !renewal && c.expires_at > now) {
+        return Ok(ClaimAttempt::Held(c.clone()));
+    }
+    let (claimed_at, fencing_token) = match &current {
+        Some(c) if renewal => {
+            let live = c.expires_at > now;
+            (if live { c.claimed_at } else { now }, c.fencing_token)
+        }
+        _ => {
+            let token: i64 = query(
+                "UPDATE threads SET claim_fence = claim_fence + 1 WHERE id = $1 \
+                     RETURNING claim_fence",
+            )
+            .bind(thread.as_str().to_owned())
+            .fetch_one(&mut *tx)
+            .await?
+            .try_get("claim_fence")?;
+            (now, token)
+        }
+    };
+    query(
+        "INSERT INTO claims (thread_id, person_id, session, claimed_at, expires_at, fencing_token, \
+             connection) VALUES ($1, $2, $3, $4, $5, $6, $7) \
+             ON CONFLICT (thread_id) DO UPDATE SET person_id = excluded.person_id, \
+             session = excluded.session, claimed_at = excluded.claimed_at, \
+             expires_at = excluded.expires_at, fencing_token = excluded.fencing_token, \
+             connection = excluded.connection",
+    )
+    .bind(thread.as_str().to_owned())
+    .bind(person.as_str().to_owned())
+    .bind(session.as_str().to_owned())
+    .bind(claimed_at.0)
+    .bind(expires_at.0)
+    .bind(fencing_token)
+    .bind(connection.clone())
+    .execute(&mut *tx)
+    .await?;
+    if let Some(a) = gate.filter(|a| a.state == ApprovalState::Approved) {
+        approvals::consume(tx, &a, &person, &session, now).await?;
+    }
+    commands::claimed(tx, &thread, now, connection.as_deref()).await?;
+    let outbox_due = task_events::on_claim(tx, cache, &thread, now).await?;
+    Ok(ClaimAttempt::Claimed {
+        claim: ClaimRecord {
+            thread,
+            person,
+            session,
+            claimed_at,
+            expires_at,
+            fencing_token,
+            connection,
+        },
+        outbox_due,
+    })
 }
 
 async fn acquire_in(

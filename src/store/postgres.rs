@@ -137,6 +137,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "tool rules and confirmation links",
         include_str!("migrations/postgres/0025_tool_rules_and_links.sql"),
     ),
+    (
+        26,
+        "claim function",
+        include_str!("migrations/postgres/0026_claim_function.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str, deadlines: Deadlines) -> Result<(Pool, BatchWriter)> {

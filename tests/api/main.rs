@@ -10,6 +10,7 @@ mod admin_http;
 mod approvals;
 mod audit;
 mod bearer;
+mod claim_wait;
 mod claims;
 mod cli_docs;
 mod connections;

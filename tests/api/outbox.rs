@@ -551,6 +551,14 @@ impl WakeBus for CountingBus {
     fn subscribe(&self, topic: &Topic) -> Subscription {
         self.inner.subscribe(topic)
     }
+
+    fn hand(&self, topic: &Topic) {
+        self.inner.hand(topic);
+    }
+
+    fn handoff(&self, topic: &Topic) -> liaison::bus::HandoffWaiter {
+        self.inner.handoff(topic)
+    }
 }
 
 /// A finished attempt wakes the outbox's workers only when it made something claimable: the

@@ -21,7 +21,8 @@ use crate::service::{ClaimAction, ClaimTarget, ErrorCode, LeaseSpec, PresenceSpe
 impl Tools {
     #[tool(
         description = "Claim a request or handoff thread addressed to you, so that exactly one agent session works \
-                       on it (thread=\"next\" takes the oldest waiting one). Renew before the lease ends; a reply \
+                       on it (thread=\"next\" takes the oldest waiting one; with wait_s it waits for one to be handed \
+                       to you, one waiting session per new task). Renew before the lease ends; a reply \
                        or close releases it. Another session holding it gets already_claimed with the holder.",
         annotations(
             read_only_hint = false,
@@ -60,6 +61,22 @@ impl Tools {
                 ClaimActionArg::Claim | ClaimActionArg::Renew => ClaimAction::Claim,
                 ClaimActionArg::Release => ClaimAction::Release,
             };
+            if let Some(wait_s) = a.wait_s {
+                if !matches!(target, ClaimTarget::Next) || a.fencing_token.is_some() {
+                    return Err(ServiceError::invalid(
+                        "wait_s waits for work: give it with thread=\"next\" only",
+                    ));
+                }
+                let claim = self
+                    .service
+                    .claim_next_waiting(&c, a.lease_s, wait_s)
+                    .await?;
+                let text = render::claimed(&serde_json::to_value(&claim).unwrap_or_default());
+                return Ok(CallToolResponse::Complete(render::ok(
+                    json!({ "claim": claim }),
+                    vec![text],
+                )));
+            }
             let claim = match self
                 .service
                 .claim_fenced(&c, target.clone(), action, a.lease_s, a.fencing_token)

@@ -205,6 +205,16 @@ pub(super) async fn on_task_event(
     // A task created in this transaction has no push config: configs are stored by later
     // writes, which replay the events logged before them (`replay_push`).
     let pushed = !e.new_task && push_event(tx, e.thread, e.seq, None, e.now).await?;
+    Ok(task_webhooks(tx, cache, e).await? || pushed)
+}
+
+/// The `task.updated` webhooks of one task event (its pushes are queued apart: [`on_task_event`],
+/// or PostgreSQL's claim function, `tx::claim_call`). Says whether it enqueued any.
+pub(super) async fn task_webhooks(
+    tx: &mut Conn,
+    cache: &WebhookCache,
+    e: &LoggedEvent<'_>,
+) -> Result<bool> {
     let data = || {
         json!({
             "task_id": e.thread,
@@ -221,7 +231,7 @@ pub(super) async fn on_task_event(
         persons: vec![e.party],
         thread: Some(e.thread),
     };
-    Ok(webhook_event(tx, cache, "task.updated", audience, data, e.now).await? || pushed)
+    webhook_event(tx, cache, "task.updated", audience, data, e.now).await
 }
 
 /// Hook of the posting transaction: `message.created` webhooks.

@@ -5,12 +5,13 @@
 //!
 //! They only call downward, and never an operation nor `Store` itself: what they need of it (the
 //! lock clause, the webhook cache) is handed in. From the bottom up: `inbox`, `approvals`, `audit`,
-//! `members`, `enqueue`, `fence` and `post_rows` call no other block; `commands` calls `approvals`; `task_events` and `remote_hops` call `enqueue`;
+//! `members`, `enqueue`, `fence` and `post_rows` call no other block; `commands` calls `approvals`; `task_events`, `remote_hops` and `claim_call` call `enqueue`;
 //! `post` calls `post_rows`, `approvals`, `commands`, `enqueue`, `fence` and `remote_hops`; `post_group` and `finish`
 //! call `post` (and `finish` `enqueue`). They depend on `db`, `error`, `model` and `cache` only.
 
 pub(in crate::store) mod approvals;
 pub(in crate::store) mod audit;
+pub(in crate::store) mod claim_call;
 pub(in crate::store) mod commands;
 pub(in crate::store) mod enqueue;
 pub(in crate::store) mod fence;
