@@ -229,6 +229,10 @@ fn templates() -> Environment<'static> {
             "admin/remote.html",
             include_str!("templates/admin/remote.html"),
         ),
+        (
+            "admin/remote_offers.html",
+            include_str!("templates/admin/remote_offers.html"),
+        ),
         ("admin/keys.html", include_str!("templates/admin/keys.html")),
         (
             "admin/audit.html",

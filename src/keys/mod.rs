@@ -96,6 +96,20 @@ pub struct KeyInfo {
     pub signing: bool,
 }
 
+/// A key no longer in the key set, listed for a while after (`keys list`'s retired part).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RetiredKeyInfo {
+    pub kid: String,
+    pub alg: String,
+    pub created_at: String,
+    /// When it left the key set and stopped co-signing.
+    pub retired_at: String,
+    /// True when an admin retired it before its overlap ended; false when the overlap ended.
+    pub early: bool,
+    /// When it stops being listed (and its record is dropped).
+    pub listed_until: String,
+}
+
 /// The ring as the audit log shows it: each key's id and when it retires (never key material).
 fn ring_shown(records: &[SealedKey]) -> serde_json::Value {
     serde_json::json!({
@@ -226,6 +240,23 @@ impl KeyManager {
             .collect())
     }
 
+    /// The keys retired lately, newest first, each until [`ring::RETIRED_LISTED`] after it
+    /// retired.
+    pub async fn retired(&self) -> anyhow::Result<Vec<RetiredKeyInfo>> {
+        let records = self.records().await?;
+        Ok(ring::retired(&records, chrono::Utc::now())
+            .into_iter()
+            .map(|r| RetiredKeyInfo {
+                listed_until: ring::listed_until(&r).unwrap_or_default(),
+                retired_at: r.retire_after.clone().unwrap_or_default(),
+                early: r.retired_at.is_some(),
+                kid: r.kid,
+                alg: r.alg,
+                created_at: r.created_at,
+            })
+            .collect())
+    }
+
     /// A new signing key; the keys signing until now co-sign for `overlap`.
     pub async fn rotate(
         &self,
@@ -240,10 +271,11 @@ impl KeyManager {
         }
         let mut created = None;
         self.change(audit, |records, now| {
-            let mut kept = ring::live(records, now);
+            let mut kept = ring::kept(records, now);
             let record = ring::rotate(&mut kept, &self.master, now, overlap)
                 .map_err(|e| KeysError::Other(e.into()))?;
-            *records = kept;
+            // With no overlap the keys replaced retire at once: no private part kept for them.
+            *records = ring::kept(&kept, now);
             created = Some(record);
             Ok(())
         })
@@ -265,8 +297,8 @@ impl KeyManager {
         audit: crate::store::AdminChange,
     ) -> Result<(), KeysError> {
         self.change(audit, |records, now| {
-            let mut kept = ring::live(records, now);
-            ring::retire(&mut kept, kid)?;
+            let mut kept = ring::kept(records, now);
+            ring::retire(&mut kept, kid, now)?;
             *records = kept;
             Ok(())
         })
@@ -301,7 +333,8 @@ impl KeyManager {
             let now = chrono::Utc::now();
             audit.before = Some(ring_shown(&ring::live(&records, now)));
             f(&mut records, now)?;
-            audit.after = Some(ring_shown(&records));
+            // The key set in use before and after (a retired key, still listed, is in neither).
+            audit.after = Some(ring_shown(&ring::live(&records, now)));
             let after = serde_json::to_string(&records).map_err(|e| KeysError::Other(e.into()))?;
             let swapped = self
                 .store

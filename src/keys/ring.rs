@@ -168,6 +168,10 @@ pub struct SealedKey {
     /// JWKS) until then, and is dropped after.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retire_after: Option<String>,
+    /// RFC 3339; set when an admin retired this key before its overlap ended (its
+    /// `retire_after` is then that same moment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retired_at: Option<String>,
 }
 
 /// One usable signing key.
@@ -215,6 +219,7 @@ impl SigningKey {
             public_key: URL_SAFE_NO_PAD.encode(&public),
             sealed_private_key: STANDARD.encode(sealed),
             retire_after: None,
+            retired_at: None,
         };
         let jwt = jsonwebtoken::EncodingKey::from_ec_der(pkcs8.as_ref());
         Ok((SigningKey { kid, pair, jwt }, record))
@@ -445,13 +450,63 @@ pub fn rotate(
     Ok(record)
 }
 
-/// `keys retire KID`: removes a key before its overlap ends. The newest key cannot be retired
-/// (rotate first), so a ring never ends up empty.
-pub fn retire(records: &mut Vec<SealedKey>, kid: &str) -> Result<(), RetireError> {
+/// How long a retired key stays listed (its id, dates and state, never its private part) after
+/// it left the key set; then it is gone from the store too.
+pub const RETIRED_LISTED: chrono::TimeDelta = chrono::TimeDelta::days(30);
+
+/// When a retired record stops being listed: [`RETIRED_LISTED`] after it retired.
+pub fn listed_until(record: &SealedKey) -> Option<String> {
+    let retired = chrono::DateTime::parse_from_rfc3339(record.retire_after.as_deref()?).ok()?;
+    Some(rfc3339(
+        retired.with_timezone(&chrono::Utc) + RETIRED_LISTED,
+    ))
+}
+
+/// The records a change keeps at `now`: the live ones as they are, and the ones retired less
+/// than [`RETIRED_LISTED`] ago without their private part (nothing can sign with them again).
+pub fn kept(records: &[SealedKey], now: chrono::DateTime<chrono::Utc>) -> Vec<SealedKey> {
+    let live = live(records, now);
+    let shown_from = rfc3339(now);
+    let mut kept = Vec::with_capacity(records.len());
+    for record in records {
+        if live.iter().any(|l| l.kid == record.kid) {
+            kept.push(record.clone());
+        } else if listed_until(record).is_some_and(|until| until > shown_from) {
+            kept.push(SealedKey {
+                sealed_private_key: String::new(),
+                ..record.clone()
+            });
+        }
+    }
+    kept
+}
+
+/// The records retired at `now` and still listed, newest first.
+pub fn retired(records: &[SealedKey], now: chrono::DateTime<chrono::Utc>) -> Vec<SealedKey> {
+    let live = live(records, now);
+    let mut retired: Vec<SealedKey> = kept(records, now)
+        .into_iter()
+        .filter(|r| !live.iter().any(|l| l.kid == r.kid))
+        .collect();
+    retired.sort_by(|a, b| b.retire_after.cmp(&a.retire_after));
+    retired
+}
+
+/// `keys retire KID`: takes a key out of the key set at `now`, before its overlap ends. The
+/// newest key cannot be retired (rotate first), so a ring never ends up empty; the record stays
+/// listed as retired (see [`kept`]).
+pub fn retire(
+    records: &mut [SealedKey],
+    kid: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(), RetireError> {
     let index = records
         .iter()
         .position(|record| record.kid == kid)
         .ok_or(RetireError::Unknown)?;
+    if !live(records, now).iter().any(|r| r.kid == kid) {
+        return Err(RetireError::Retired);
+    }
     let newest = records
         .iter()
         .enumerate()
@@ -460,7 +515,11 @@ pub fn retire(records: &mut Vec<SealedKey>, kid: &str) -> Result<(), RetireError
     if newest == Some(index) {
         return Err(RetireError::Signing);
     }
-    records.remove(index);
+    let at = rfc3339(now);
+    let record = &mut records[index];
+    record.retire_after = Some(at.clone());
+    record.retired_at = Some(at);
+    record.sealed_private_key = String::new();
     Ok(())
 }
 
@@ -470,6 +529,8 @@ pub enum RetireError {
     Unknown,
     #[error("This key signs now; rotate to a new key before retiring it")]
     Signing,
+    #[error("This key is retired already")]
+    Retired,
 }
 
 /// Reads `<data_dir>/signing-keys.json`, where versions before the shared ring kept the keys (no
@@ -636,7 +697,11 @@ mod tests {
     fn retire_removes_an_old_key_but_never_the_signing_one() {
         let (_, first) = SigningKey::generate_at(&master(), at("2026-01-01T00:00:00Z")).unwrap();
         let mut records = vec![first.clone()];
-        assert_eq!(retire(&mut records, &first.kid), Err(RetireError::Signing));
+        let now = at("2026-02-02T00:00:00Z");
+        assert_eq!(
+            retire(&mut records, &first.kid, now),
+            Err(RetireError::Signing)
+        );
         let new = rotate(
             &mut records,
             &master(),
@@ -644,10 +709,51 @@ mod tests {
             ROTATION_OVERLAP,
         )
         .unwrap();
-        assert_eq!(retire(&mut records, "nope"), Err(RetireError::Unknown));
-        assert_eq!(retire(&mut records, &first.kid), Ok(()));
-        assert_eq!(records.len(), 1);
-        assert_eq!(records[0].kid, new.kid);
+        assert_eq!(retire(&mut records, "nope", now), Err(RetireError::Unknown));
+        assert_eq!(retire(&mut records, &first.kid, now), Ok(()));
+        assert_eq!(
+            retire(&mut records, &first.kid, now),
+            Err(RetireError::Retired)
+        );
+        let ring = live(&records, now);
+        assert_eq!(ring.len(), 1);
+        assert_eq!(ring[0].kid, new.kid);
+        // Listed as retired, without its private part, for RETIRED_LISTED; then gone.
+        let shown = retired(&records, now);
+        assert_eq!(shown.len(), 1);
+        assert_eq!(shown[0].kid, first.kid);
+        assert_eq!(shown[0].retired_at.as_deref(), Some("2026-02-02T00:00:00Z"));
+        assert!(kept(&records, now)[0].sealed_private_key.is_empty());
+        assert_eq!(
+            listed_until(&shown[0]).as_deref(),
+            Some("2026-03-04T00:00:00Z")
+        );
+        assert_eq!(kept(&records, at("2026-03-04T00:00:00Z")).len(), 1);
+        assert!(retired(&records, at("2026-03-04T00:00:00Z")).is_empty());
+    }
+
+    #[test]
+    fn a_key_whose_overlap_ended_is_listed_as_retired_without_its_private_part() {
+        let (_, first) = SigningKey::generate_at(&master(), at("2026-01-01T00:00:00Z")).unwrap();
+        let mut records = vec![first.clone()];
+        rotate(
+            &mut records,
+            &master(),
+            at("2026-02-01T00:00:00Z"),
+            ROTATION_OVERLAP,
+        )
+        .unwrap();
+        let later = at("2026-02-09T00:00:00Z");
+        let shown = retired(&records, later);
+        assert_eq!(shown.len(), 1);
+        assert_eq!(
+            shown[0].retired_at, None,
+            "its overlap ended; nobody retired it"
+        );
+        let kept = kept(&records, later);
+        assert_eq!(kept.len(), 2);
+        assert!(kept.iter().any(|r| r.sealed_private_key.is_empty()));
+        assert!(KeyRing::open(&live(&kept, later), &master()).is_ok());
     }
 
     #[test]

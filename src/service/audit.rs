@@ -124,6 +124,36 @@ impl Service {
     }
 }
 
+impl Service {
+    /// A page of the audit log, newest first (the console's), older than the entry `before`
+    /// when given: `next_after` is then where the next, older page starts (pass it as
+    /// `before`), none at the oldest entry the filter selects.
+    pub async fn audit_newest(
+        &self,
+        caller: &Caller,
+        q: &AuditQuery,
+        before: Option<i64>,
+    ) -> Result<AuditPage> {
+        caller.require(Scope::Admin)?;
+        let mut filter = audit_filter(q)?;
+        filter.newest_first = true;
+        filter.before = before;
+        let limit = usize::try_from(filter.limit).unwrap_or(0);
+        filter.limit += 1;
+        let mut entries = self.inner.store.audit_log(filter).await?;
+        let next_after = if entries.len() > limit {
+            entries.truncate(limit);
+            entries.last().map(|e| e.seq)
+        } else {
+            None
+        };
+        Ok(AuditPage {
+            entries,
+            next_after,
+        })
+    }
+}
+
 /// The store's filter of a query, or why the query is refused.
 fn audit_filter(q: &AuditQuery) -> Result<AuditFilter> {
     let limit = match q.limit {
@@ -164,5 +194,7 @@ fn audit_filter(q: &AuditQuery) -> Result<AuditFilter> {
         actor,
         subject: filter_text("subject", q.subject.as_deref())?,
         limit,
+        before: None,
+        newest_first: false,
     })
 }

@@ -308,9 +308,43 @@ impl Service {
         })
     }
 
+    /// Why nothing sent to `endpoint` can arrive any more (its webhook was removed, its push
+    /// config deleted), or none while it can.
+    async fn endpoint_gone(&self, endpoint: &str) -> Result<Option<String>> {
+        let store = &self.inner.store;
+        if let Some(id) = endpoint.strip_prefix("webhook:") {
+            if store.webhook(id).await?.is_none() {
+                return Ok(Some(format!("webhook {id} was removed")));
+            }
+        } else if let Some((thread, config)) = endpoint
+            .strip_prefix("push:")
+            .and_then(|rest| rest.split_once('/'))
+            && let Ok(thread) = crate::domain::ThreadId::parse(thread.to_owned())
+            && store.push_config(&thread, config).await?.is_none()
+        {
+            return Ok(Some(format!(
+                "the push config {config} of task {thread} no longer exists"
+            )));
+        }
+        Ok(None)
+    }
+
+    /// Refuses a retry to an endpoint nothing can reach any more: it would only die again.
+    async fn check_retryable(&self, endpoint: &str) -> Result<()> {
+        match self.endpoint_gone(endpoint).await? {
+            None => Ok(()),
+            Some(why) => Err(ServiceError::invalid(format!(
+                "{why}: its deliveries are not sent again (they would die again); nothing was changed"
+            ))),
+        }
+    }
+
     /// Sends a dead delivery again (and re-enables its endpoint).
     pub async fn retry_delivery(&self, caller: &Caller, id: i64) -> Result<DeliveryView> {
         caller.require(Scope::Admin)?;
+        if let Some((d, _)) = self.inner.store.delivery(id).await? {
+            self.check_retryable(&d.endpoint).await?;
+        }
         let audit = self.change(
             caller,
             "delivery.retried",
@@ -339,6 +373,17 @@ impl Service {
     /// (as a single retry does). Answers how many; refused when it has none.
     pub async fn retry_endpoint(&self, caller: &Caller, endpoint: &str) -> Result<i64> {
         caller.require(Scope::Admin)?;
+        let dead = crate::store::DeliveryFilter {
+            state: Some(crate::store::DeliveryState::Dead),
+            failed: false,
+            endpoint: Some(endpoint.to_owned()),
+            before: None,
+            limit: 1,
+        };
+        // Only an endpoint with dead deliveries is told why they cannot go again.
+        if !self.inner.store.deliveries(&dead).await?.is_empty() {
+            self.check_retryable(endpoint).await?;
+        }
         let retried = self
             .inner
             .store

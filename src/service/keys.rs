@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::{Caller, ErrorCode, Result, Service, ServiceError};
 use crate::domain::Scope;
 use crate::keys::ring::{ROTATION_OVERLAP, RetireError};
-use crate::keys::{KeyInfo, KeyManager, KeysError};
+use crate::keys::{KeyInfo, KeyManager, KeysError, RetiredKeyInfo};
 
 /// The public Agent Card's signatures and the key set, as this process serves them to clients.
 #[derive(Debug, Clone, Serialize)]
@@ -44,6 +44,13 @@ impl Service {
     pub async fn keys(&self, caller: &Caller) -> Result<Vec<KeyInfo>> {
         let manager = self.key_manager(caller)?;
         manager.list().await.map_err(|e| key_error(e.into()))
+    }
+
+    /// The keys retired lately (no longer in the key set), newest first, each listed until
+    /// its `listed_until`.
+    pub async fn retired_keys(&self, caller: &Caller) -> Result<Vec<RetiredKeyInfo>> {
+        let manager = self.key_manager(caller)?;
+        manager.retired().await.map_err(|e| key_error(e.into()))
     }
 
     /// Rotates to a new signing key; the previous keys keep co-signing for `overlap_s` seconds

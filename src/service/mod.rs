@@ -8,6 +8,7 @@
 mod activity;
 mod addressing;
 mod admin;
+mod admin_lists;
 mod approvals;
 mod audit;
 mod auth;
@@ -35,6 +36,7 @@ mod personal;
 mod progress;
 mod receipts;
 mod remote_follow;
+mod remote_review;
 mod remote_send;
 mod remotes;
 mod retention;
@@ -56,6 +58,7 @@ pub use activity::{
     MAX_ACTIVITY_WEEKS, MAX_SINCE_DAYS, WeekActivity, week_start,
 };
 pub use admin::{AddedParty, IssuedToken, PartySpec, TokenSpec};
+pub use admin_lists::{ListQuery, Listed, MAX_LIST_PAGE, MAX_LIST_PAGES};
 pub use approvals::{ApprovalPage, ApprovalView, CONFIRM_CHARS};
 pub use audit::{AuditPage, AuditQuery, MAX_AUDIT_PAGE};
 pub use channels::{ChannelSpec, MemberChange, MembersPlan};
@@ -90,6 +93,7 @@ pub use personal::{
 };
 pub use progress::{COALESCE_S, PER_MINUTE, PER_THREAD, ProgressOutcome, ProgressReport};
 pub use receipts::{ConsumerReceipt, RecipientReceipt};
+pub use remote_review::ReviewedCard;
 pub use remote_send::OutboundSend;
 pub use remotes::{
     REMOTE_TASKS_SHOWN, RefreshReport, RefreshSpec, RemoteAgent, RemoteSpec, RemoteView,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::{Caller, ErrorCode, Result, Service, ServiceError, input};
-use crate::domain::{ChannelName, PersonId, PersonKind, Right, Rights, Scope, Timestamp};
+use crate::domain::{ChannelName, PersonId, PersonKind, Scope, Timestamp};
 use crate::keys::ring::Jwks;
 use crate::remote::card::{self, CardError, Changes, Interface, Skill};
 use crate::remote::{A2aClient, Binding, Credentials, RemoteAuth, RemoteTarget};
@@ -123,7 +123,7 @@ fn card_error(e: CardError) -> ServiceError {
     }
 }
 
-fn internal(cause: impl std::fmt::Display) -> ServiceError {
+pub(super) fn internal(cause: impl std::fmt::Display) -> ServiceError {
     tracing::error!(error = %cause, "A remote agent operation failed.");
     ServiceError::new(ErrorCode::Internal, "internal error")
 }
@@ -211,7 +211,7 @@ fn parse_binding(b: Option<&str>) -> Result<Option<Binding>> {
     .transpose()
 }
 
-fn aad(name: &PersonId) -> String {
+pub(super) fn aad(name: &PersonId) -> String {
     format!("remote-credentials:{name}")
 }
 
@@ -254,8 +254,17 @@ impl Service {
 
     /// Registers a remote agent from its card.
     pub async fn add_remote(&self, caller: &Caller, spec: RemoteSpec) -> Result<RemoteView> {
+        self.add_remote_reviewed(caller, spec, None).await
+    }
+
+    /// Everything `add_remote` checks, and the record it would store with the binding chosen.
+    pub(super) async fn prepare_remote(
+        &self,
+        caller: &Caller,
+        spec: &RemoteSpec,
+    ) -> Result<(RemoteRecord, String)> {
         caller.require(Scope::Admin)?;
-        input::storable("remote", &spec)?;
+        input::storable("remote", spec)?;
         let policy = &self.inner.settings.outbox.allow;
         super::delivery::check_url(&spec.card_url, policy)?;
         check_credentials(&spec.credentials, policy)?;
@@ -268,17 +277,8 @@ impl Service {
                 return Err(ServiceError::not_found("channel", channel));
             }
         }
-        let taken = || {
-            ServiceError::new(
-                ErrorCode::AlreadyExists,
-                format!(
-                    "a person named {} already exists (ids are never reused, even after removal)",
-                    spec.name
-                ),
-            )
-        };
         if self.inner.store.person(&spec.name).await?.is_some() {
-            return Err(taken());
+            return Err(taken_name(&spec.name));
         }
         let client = &self.inner.outbound;
         let fetched = card::fetch(client, &spec.card_url, spec.allow_unsigned)
@@ -337,32 +337,7 @@ impl Service {
             created_at: now,
             refreshed_at: now,
         };
-        let rights = Rights::default().with(Right::Read).with(Right::Post);
-        let mut shown = self.remote_view(record.clone()).await?;
-        shown.channels = spec.channels.clone();
-        let audit = self.change(
-            caller,
-            "remote.added",
-            &spec.name,
-            None,
-            super::audit::shown(&shown),
-        );
-        self.inner
-            .store
-            .insert_remote(record, spec.channels.clone(), rights, audit)
-            .await
-            .map_err(|e| match e {
-                crate::store::StoreError::Conflict(_) => taken(),
-                other => other.into(),
-            })?;
-        self.directory_changed();
-        tracing::info!(
-            remote = %spec.name,
-            binding = %interface.binding,
-            signed = fetched.verified_by.is_some(),
-            "Remote agent added."
-        );
-        self.remote_view_of(&spec.name).await
+        Ok((record, interface.binding.to_string()))
     }
 
     pub async fn list_remotes(&self, caller: &Caller) -> Result<Vec<RemoteView>> {
@@ -379,7 +354,7 @@ impl Service {
         self.remote_view_of(name).await
     }
 
-    async fn remote_view_of(&self, name: &PersonId) -> Result<RemoteView> {
+    pub(super) async fn remote_view_of(&self, name: &PersonId) -> Result<RemoteView> {
         let r = self
             .inner
             .store
@@ -389,7 +364,7 @@ impl Service {
         self.remote_view(r).await
     }
 
-    async fn remote_view(&self, r: RemoteRecord) -> Result<RemoteView> {
+    pub(super) async fn remote_view(&self, r: RemoteRecord) -> Result<RemoteView> {
         let parsed = card::parse(&r.card, &r.card_url).map_err(internal)?;
         let keys: Jwks = serde_json::from_str(&r.jwks).map_err(internal)?;
         let channels = self
@@ -634,4 +609,12 @@ impl Service {
         }
         Ok(out)
     }
+}
+
+/// The refusal of a name already taken.
+pub(super) fn taken_name(name: &PersonId) -> ServiceError {
+    ServiceError::new(
+        ErrorCode::AlreadyExists,
+        format!("a person named {name} already exists (ids are never reused, even after removal)"),
+    )
 }

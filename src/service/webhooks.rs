@@ -40,6 +40,29 @@ fn new_secret() -> Result<String> {
     ))
 }
 
+/// The events asked for, each known, once each, in the order asked; or why not.
+fn webhook_events(asked: &[String]) -> Result<Vec<String>> {
+    if asked.is_empty() {
+        return Err(ServiceError::invalid(format!(
+            "name at least one event: {}",
+            WEBHOOK_EVENTS.join(", ")
+        )));
+    }
+    let mut events = Vec::new();
+    for e in asked {
+        if !WEBHOOK_EVENTS.contains(&e.as_str()) {
+            return Err(ServiceError::invalid(format!(
+                "unknown event {e:?}; events are {}",
+                WEBHOOK_EVENTS.join(", ")
+            )));
+        }
+        if !events.contains(e) {
+            events.push(e.clone());
+        }
+    }
+    Ok(events)
+}
+
 impl Service {
     /// Registers a webhook; returns it and its secret, which is shown this once.
     pub async fn add_webhook(
@@ -50,24 +73,7 @@ impl Service {
         caller.require(Scope::Admin)?;
         super::input::storable("webhook", &spec)?;
         self.check_outbound_url(&spec.url)?;
-        if spec.events.is_empty() {
-            return Err(ServiceError::invalid(format!(
-                "name at least one event: {}",
-                WEBHOOK_EVENTS.join(", ")
-            )));
-        }
-        let mut events = Vec::new();
-        for e in &spec.events {
-            if !WEBHOOK_EVENTS.contains(&e.as_str()) {
-                return Err(ServiceError::invalid(format!(
-                    "unknown event {e:?}; events are {}",
-                    WEBHOOK_EVENTS.join(", ")
-                )));
-            }
-            if !events.contains(e) {
-                events.push(e.clone());
-            }
-        }
+        let events = webhook_events(&spec.events)?;
         if let Some(p) = &spec.person
             && self.inner.store.person(p).await?.is_none()
         {
@@ -110,6 +116,41 @@ impl Service {
     pub async fn webhooks(&self, caller: &Caller) -> Result<Vec<WebhookRecord>> {
         caller.require(Scope::Admin)?;
         Ok(self.inner.store.webhooks().await?)
+    }
+
+    /// The events a webhook is sent from now on; its secret, address and filters stay.
+    /// Answers the webhook.
+    pub async fn set_webhook_events(
+        &self,
+        caller: &Caller,
+        id: &str,
+        events: &[String],
+    ) -> Result<WebhookRecord> {
+        caller.require(Scope::Admin)?;
+        super::input::storable("webhook", &events)?;
+        let events = webhook_events(events)?;
+        let before = self
+            .inner
+            .store
+            .webhook(id)
+            .await?
+            .ok_or_else(|| ServiceError::not_found("webhook", id))?;
+        let audit = self.change(
+            caller,
+            "webhook.events_changed",
+            id,
+            Some(serde_json::json!({ "events": before.events })),
+            Some(serde_json::json!({ "events": events })),
+        );
+        if !self
+            .inner
+            .store
+            .set_webhook_events(id.to_owned(), events.clone(), audit)
+            .await?
+        {
+            return Err(ServiceError::not_found("webhook", id));
+        }
+        Ok(WebhookRecord { events, ..before })
     }
 
     pub async fn remove_webhook(&self, caller: &Caller, id: &str) -> Result<()> {

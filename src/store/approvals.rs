@@ -207,19 +207,21 @@ impl Store {
 
     /// The audit entries `filter` selects, oldest first.
     pub async fn audit_log(&self, filter: AuditFilter) -> Result<Vec<AuditRecord>> {
-        let rows = query(
+        let order = if filter.newest_first { "DESC" } else { "ASC" };
+        let rows = query(format!(
             "SELECT seq, at, event, approval_id, thread_id, fingerprint, actor, via, decision, session, \
-             detail, subject, before_json, after_json FROM audit_log WHERE seq > $1 AND at >= $2 \
+             detail, subject, before_json, after_json FROM audit_log WHERE seq > $1 AND seq < $7 AND at >= $2 \
              AND ($3 IS NULL OR substr(event, 1, length($3)) = $3) AND ($4 IS NULL OR actor = $4) \
              AND ($5 IS NULL OR subject = $5 OR approval_id = $5 OR thread_id = $5) \
-             ORDER BY seq LIMIT $6",
-        )
+             ORDER BY seq {order} LIMIT $6",
+        ))
         .bind(filter.after)
         .bind(filter.since.map_or(i64::MIN, |t| t.0))
         .bind(filter.event)
         .bind(filter.actor.map(|p| p.as_str().to_owned()))
         .bind(filter.subject)
         .bind(filter.limit)
+        .bind(filter.before.unwrap_or(i64::MAX))
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(audit).collect()

@@ -23,7 +23,8 @@
 //! - The operation files, `impl Store` only, each operation a read or a transaction of `tx`
 //!   blocks: [`messages`] (the post, message and thread reads), [`inbox`], [`approvals`],
 //!   [`outbox`] (the lease queue), [`webhooks`], [`remote_tasks`], [`parties`] (the task event
-//!   log, parties, push configs), [`links`] (the console's links and sessions), [`people`],
+//!   log, parties, push configs), [`links`] (the console's links and sessions), [`people`], [`directory_search`] (people and
+//!   tokens a page at a time),
 //!   [`remotes`], [`oauth`] (OAuth clients, grants, codes, refresh tokens), [`coordination`], [`signing_keys`], [`retention`] (the retention sweep's
 //!   bounded purges), [`backup`] (SQLite's online backup), [`activity`] and [`figures`] (what the
 //!   console's activity page and `/metrics` count). Nothing imports them, and they do not
@@ -36,6 +37,7 @@ mod cache;
 mod coordination;
 mod db;
 mod deadlines;
+mod directory_search;
 mod error;
 mod figures;
 mod inbox;
@@ -69,6 +71,7 @@ pub use activity::{ActivityFilter, OpenedThread, WEEK_MS, WeekCount, Window};
 pub use backup::sqlite_file;
 pub use cache::TTL as DIRECTORY_TTL;
 pub use deadlines::Deadlines;
+pub use directory_search::{PersonSearch, TokenSearch, TokenState};
 pub use error::{ClaimHolder, Result, StoreError};
 pub use figures::{ApprovalFigures, InboxFigures, OutboxFigures};
 pub use model::input::{

@@ -220,10 +220,11 @@ impl Store {
              SUM(CASE WHEN d.state = 'pending' AND d.last_error IS NOT NULL THEN 1 ELSE 0 END) AS failed, \
              SUM(CASE WHEN d.state = 'dead' THEN 1 ELSE 0 END) AS dead, \
              SUM(CASE WHEN d.state = 'delivered' THEN 1 ELSE 0 END) AS delivered, \
-             e.disabled_at, e.disabled_reason, w.id AS webhook_id, w.url AS webhook_url \
+             e.disabled_at, e.disabled_reason, w.id AS webhook_id, w.url AS webhook_url, \
+             w.removed_at AS webhook_removed_at \
              FROM deliveries d LEFT JOIN outbox_endpoints e ON e.endpoint = d.endpoint \
              LEFT JOIN webhooks w ON d.endpoint = 'webhook:' || w.id \
-             GROUP BY d.endpoint, e.disabled_at, e.disabled_reason, w.id, w.url \
+             GROUP BY d.endpoint, e.disabled_at, e.disabled_reason, w.id, w.url, w.removed_at \
              ORDER BY MAX(d.id) DESC LIMIT 500",
         )
         .fetch_all(&self.pool)

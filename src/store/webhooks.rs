@@ -48,6 +48,40 @@ impl Store {
         done
     }
 
+    /// The events a webhook is sent (its secret and everything else unchanged). False when
+    /// there is no such webhook (or it was removed).
+    pub async fn set_webhook_events(
+        &self,
+        id: String,
+        events: Vec<String>,
+        audit: AdminChange,
+    ) -> Result<bool> {
+        let cache = self.webhooks.clone();
+        let done = self
+            .write(move |tx| {
+                Box::pin(async move {
+                    let events = serde_json::to_string(&events)
+                        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                    let done = query(
+                        "UPDATE webhooks SET events = $1 WHERE id = $2 AND removed_at IS NULL",
+                    )
+                    .bind(events)
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+                    if done.rows_affected() == 0 {
+                        return Ok(false);
+                    }
+                    append_change(tx, &audit).await?;
+                    cache.forget();
+                    Ok(true)
+                })
+            })
+            .await;
+        self.webhooks.forget();
+        done
+    }
+
     /// Webhooks not removed, oldest first.
     pub async fn webhooks(&self) -> Result<Vec<WebhookRecord>> {
         let sql = format!(

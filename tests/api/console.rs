@@ -1100,7 +1100,8 @@ fn admin_posts() -> Vec<(&'static str, Vec<(&'static str, &'static str)>)> {
             vec![
                 ("step", "apply"),
                 ("code", "auto"),
-                ("approval_ttl_s", "600"),
+                ("approval_ttl", "10"),
+                ("approval_ttl_unit", "minutes"),
             ],
         ),
         (
@@ -1403,7 +1404,8 @@ async fn an_admin_works_from_the_console_and_every_change_is_audited_via_console
                 ("database", "approve"),
                 ("production", "deny"),
                 ("outbound", "approve"),
-                ("approval_ttl_s", "600"),
+                ("approval_ttl", "10"),
+                ("approval_ttl_unit", "minutes"),
             ],
         )
         .await;
@@ -1424,7 +1426,8 @@ async fn an_admin_works_from_the_console_and_every_change_is_audited_via_console
                 ("database", "approve"),
                 ("production", "deny"),
                 ("outbound", "approve"),
-                ("approval_ttl_s", "600"),
+                ("approval_ttl", "10"),
+                ("approval_ttl_unit", "minutes"),
             ],
         )
         .await;
@@ -1840,7 +1843,14 @@ async fn an_admin_rotates_and_retires_keys_from_the_console_and_sees_what_client
         .await;
     assert_eq!(status, StatusCode::SEE_OTHER);
     let (_, _, page) = c.get("/console/admin/keys", Some(&admin)).await;
-    assert!(!page.contains(&first) && page.contains(&second), "{page}");
+    // The old key is listed as retired, no longer in the ring.
+    let (ring, rest) = page.split_at(page.find("aria-label=\"Retired keys\"").expect(&page));
+    assert!(!ring.contains(&first) && ring.contains(&second), "{page}");
+    let retired = &rest[..rest.find("</table>").unwrap()];
+    assert!(
+        retired.contains(&first) && retired.contains("retired by an admin"),
+        "{page}"
+    );
     assert_eq!(
         signed_by(&public("/.well-known/agent-card.json").await),
         [second.as_str()]
@@ -1938,8 +1948,61 @@ async fn an_admin_adds_a_remote_from_its_card_and_accepts_new_keys_only_explicit
             ],
         )
         .await;
+    // Reviewed first: the card as it would be stored, nothing stored, the token sealed.
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Review the card of"), "{page}");
+    for offered in ["request-change", "Ask the team", "JSONRPC", "signed"] {
+        assert!(page.contains(offered), "{offered}: {page}");
+    }
+    assert!(s.list_remotes(&c.env.admin).await.unwrap().is_empty());
+    assert!(!page.contains(&remote.party_token), "{page}");
+    let hidden = |name: &str| {
+        let at = format!("name=\"{name}\" value=\"");
+        let from = page.find(&at).map(|i| i + at.len()).expect(name);
+        page[from..from + page[from..].find('"').unwrap()]
+            .replace("&#x2f;", "/")
+            .replace("&amp;", "&")
+    };
+    let (reviewed, sealed) = (hidden("reviewed"), hidden("sealed_credentials"));
+    // Sealed for this name only: under another, the review's credentials do not open.
+    let (status, _, refused) = c
+        .post_form(
+            "/console/admin/remotes",
+            Some(&admin),
+            &[
+                ("csrf", &csrf),
+                ("step", "add"),
+                ("name", "other"),
+                ("card_url", &card_url),
+                ("reviewed", &reviewed),
+                ("sealed_credentials", &sealed),
+            ],
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert!(refused.contains("review the card again"), "{refused}");
+    let (status, _, page) = c
+        .post_form(
+            "/console/admin/remotes",
+            Some(&admin),
+            &[
+                ("csrf", &csrf),
+                ("step", "add"),
+                ("name", "helper"),
+                ("card_url", &card_url),
+                ("channel-demo", "on"),
+                ("binding", ""),
+                ("reviewed", &reviewed),
+                ("sealed_credentials", &sealed),
+            ],
+        )
+        .await;
     assert_eq!(status, 200, "{page}");
     assert!(page.contains("Added helper"), "{page}");
+    assert!(
+        page.contains("bearer"),
+        "the credentials of the review: {page}"
+    );
     for offered in [
         "request-change",
         "Ask the team",

@@ -180,6 +180,7 @@ async def test_an_admin_runs_liaison_from_the_browser_and_every_change_is_audite
             assert len(kids(during)) == 2
             verify(srv.url, during, jwks)
             await shots(browser, laptop, f"{base}/keys", "admin-keys")
+            page.once("dialog", lambda d: d.accept())  # retiring asks first
             await page.get_by_role("button", name=f"Retire {old_kid}").click()
             await expect(page.get_by_role("table", name="Signing keys").locator("tbody tr")).to_have_count(1)
             after, jwks = await card_and_keys(http, srv.url)
@@ -190,8 +191,11 @@ async def test_an_admin_runs_liaison_from_the_browser_and_every_change_is_audite
             await page.get_by_role("link", name="Remote agents", exact=True).click()
             await page.get_by_label("Card URL").fill(f"{remote.url}/.well-known/agent-card.json")
             await page.get_by_label("Name (the id agents address it by)").fill("helper")
-            await page.get_by_role("button", name="Fetch the card and add").click()
-            await expect(page.get_by_role("main")).to_contain_text("Ask the team")
+            await page.get_by_role("button", name="Fetch and review the card").click()
+            await expect(page.get_by_role("region", name="Card review")).to_contain_text("Ask the team")
+            assert srv.admin("GET", "/admin/v1/remotes")["remotes"] == [], "reviewed, not stored yet"
+            await page.get_by_role("button", name="Add helper").click()
+            await expect(page.get_by_role("main")).to_contain_text("Added helper")
             [added] = srv.admin("GET", "/admin/v1/remotes")["remotes"]
             assert added["signed"] is True
             await page.goto(f"{base}/remotes/helper")

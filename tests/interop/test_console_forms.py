@@ -341,12 +341,12 @@ async def test_refused_admin_forms_keep_her_values(demo):
         await page.goto(f"{base}/channels/ops")
         policy = page.get_by_role("form", name="Approval policy")
         await policy.get_by_label("code", exact=True).select_option("auto")
-        await policy.get_by_label("Approval deadline (seconds)").fill("tomorrow")
+        await policy.get_by_label("Approval deadline", exact=True).fill("tomorrow")
         await policy.get_by_role("button", name="Preview").click()
         policy = page.get_by_role("form", name="Approval policy")
-        await expect(page.get_by_role("region", name="Preview")).to_contain_text("number of seconds")
+        await expect(page.get_by_role("region", name="Preview")).to_contain_text("whole number of")
         await expect(policy.get_by_label("code", exact=True)).to_have_value("auto")
-        await expect(policy.get_by_label("Approval deadline (seconds)")).to_have_value("tomorrow")
+        await expect(policy.get_by_label("Approval deadline", exact=True)).to_have_value("tomorrow")
         await page.screenshot(path=str(ARTIFACTS / "admin-policy-refused-laptop.png"), full_page=True)
         assert [c for c in srv.admin("GET", "/admin/v1/channels")["channels"]
                 if c["name"] == "ops"][0]["policy"]["code"] == "approve"

@@ -1,6 +1,7 @@
-//! The audit log: every approval step and every admin change, filtered by event, actor,
-//! subject and time, a page at a time, with each change's subject before and after; exported as
-//! JSON lines with the same filter (`Service::audit`, as `/admin/v1/audit` and `liaison audit`).
+//! The audit log: every approval step and every admin change, newest first, filtered by event,
+//! actor, subject and time, a page at a time (the filter and the page kept in the address), with
+//! each change's subject before and after; exported as JSON lines, oldest first, with the same
+//! filter (`Service::audit_newest`; the export as `/admin/v1/audit` and `liaison audit`).
 
 use axum::Router;
 use axum::extract::rejection::QueryRejection;
@@ -9,7 +10,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::get;
 use minijinja::value::Serde;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{admin, admin_frame, fail, pretty, rendered};
 use crate::console::{Console, status_of};
@@ -35,6 +36,42 @@ struct EntryRow {
     before: Option<String>,
     after: Option<String>,
     detail: Option<String>,
+}
+
+/// The page's address: the export's filter, and `before`, the entry the page starts before.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct PageQuery {
+    event: Option<String>,
+    actor: Option<String>,
+    subject: Option<String>,
+    since: Option<String>,
+    before: Option<String>,
+}
+
+impl PageQuery {
+    fn filter(&self) -> AuditQuery {
+        AuditQuery {
+            event: self.event.clone(),
+            actor: self.actor.clone(),
+            subject: self.subject.clone(),
+            since: self.since.clone(),
+            limit: Some(PAGE),
+            ..AuditQuery::default()
+        }
+    }
+
+    fn before(&self) -> Result<Option<i64>, ServiceError> {
+        match super::field(&self.before) {
+            None => Ok(None),
+            Some(b) => b.parse().map(Some).map_err(|_| {
+                ServiceError::invalid(format!(
+                    "before must be an entry number, not {}",
+                    crate::domain::text::quote(&b)
+                ))
+            }),
+        }
+    }
 }
 
 fn query(q: Result<Query<AuditQuery>, QueryRejection>) -> Result<AuditQuery, ServiceError> {
@@ -76,26 +113,27 @@ fn urlencoding(v: &str) -> String {
 async fn page(
     State(c): State<Console>,
     headers: HeaderMap,
-    q: Result<Query<AuditQuery>, QueryRejection>,
+    q: Result<Query<PageQuery>, QueryRejection>,
 ) -> Result<Response, Response> {
     let a = admin(&c, &headers).await?;
-    let (q, entries, error, status) = match query(q) {
-        Ok(q) => {
-            let mut asked = q.clone();
-            asked.limit = Some(PAGE);
-            match c.service.audit(&a.caller, &asked).await {
-                Ok(entries) => (q, entries, None, StatusCode::OK),
-                Err(e) => (q, Vec::new(), Some(e.message.clone()), status_of(&e)),
-            }
-        }
-        Err(e) => (
-            AuditQuery::default(),
-            Vec::new(),
-            Some(e.message.clone()),
-            status_of(&e),
-        ),
+    let asked = q.map(|Query(q)| q).map_err(|e| {
+        ServiceError::invalid(format!(
+            "this filter is not one the page sends ({})",
+            e.body_text()
+        ))
+    });
+    let read = match &asked {
+        Ok(q) => match q.before() {
+            Ok(before) => c.service.audit_newest(&a.caller, &q.filter(), before).await,
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(e.clone()),
     };
-    let next = (entries.len() as i64 == PAGE).then(|| entries.last().map(|e| e.seq));
+    let q = asked.unwrap_or_default();
+    let (entries, next, error, status) = match read {
+        Ok(p) => (p.entries, p.next_after, None, StatusCode::OK),
+        Err(e) => (Vec::new(), None, Some(e.message.clone()), status_of(&e)),
+    };
     let rows: Vec<EntryRow> = entries
         .into_iter()
         .map(|e| EntryRow {
@@ -117,13 +155,14 @@ async fn page(
                 .or_else(|| e.session.map(|s| s.to_string())),
         })
         .collect();
-    let filter = encoded(&q);
+    let filter = encoded(&q.filter());
+    let searched = !filter.is_empty();
     rendered(
         &c,
         "admin/audit.html",
         minijinja::context! {
             entries => Serde(&rows), q => Serde(&q), error => error, filter => filter,
-            next => next.flatten(),
+            next => next, searched => searched, first => q.before.is_some(),
             ..Serde(admin_frame(&a, "audit"))
         },
         status,

@@ -272,10 +272,12 @@ async fn render_channel(
         })
         .map(|p| (p.id.to_string(), format!("{} ({})", p.display_name, p.kind)))
         .collect();
+    let (ttl, ttl_unit) = ttl_shown(channel.policy.approval_ttl_s);
     rendered(
         c,
         "admin/channel.html",
         minijinja::context! {
+            ttl => ttl, ttl_unit => ttl_unit, ttl_units => TTL_UNITS.map(|(u, _)| u).to_vec(),
             channel => Serde(&channel), removed => channel.removed_at.is_some(),
             members => Serde(&members), others => Serde(&others), preview => Serde(&preview),
             decisions => ["auto", "approve", "deny"],
@@ -389,8 +391,46 @@ struct PolicyForm {
     database: Option<String>,
     production: Option<String>,
     outbound: Option<String>,
-    approval_ttl_s: Option<String>,
+    /// The approval deadline, in `approval_ttl_unit`s.
+    approval_ttl: Option<String>,
+    approval_ttl_unit: Option<String>,
     approval_via_elicitation: Option<String>,
+}
+
+/// The units the approval deadline is entered in, with their seconds.
+const TTL_UNITS: [(&str, u64); 3] = [("minutes", 60), ("hours", 3_600), ("days", 86_400)];
+
+/// A deadline in seconds as the form shows it: in the largest unit it is a whole number of
+/// (minutes when none: a policy set in seconds elsewhere shows them rounded up).
+fn ttl_shown(seconds: u64) -> (u64, &'static str) {
+    TTL_UNITS
+        .iter()
+        .rev()
+        .find(|(_, s)| seconds >= *s && seconds.is_multiple_of(*s))
+        .map_or((seconds.div_ceil(60), "minutes"), |(u, s)| {
+            (seconds / s, *u)
+        })
+}
+
+/// The deadline the form sent, in seconds: a whole number of minutes, hours or days.
+fn ttl_sent(f: &PolicyForm) -> Result<Option<u64>, ServiceError> {
+    let Some(n) = field(&f.approval_ttl) else {
+        return Ok(None);
+    };
+    let unit = field(&f.approval_ttl_unit).unwrap_or_else(|| "minutes".into());
+    let Some((_, seconds)) = TTL_UNITS.iter().find(|(u, _)| *u == unit) else {
+        return Err(ServiceError::invalid(format!(
+            "the approval deadline's unit must be minutes, hours or days (got {})",
+            crate::domain::text::quote(&unit)
+        )));
+    };
+    let n: u64 = n.parse().map_err(|_| {
+        ServiceError::invalid(format!(
+            "the approval deadline must be a whole number of {unit} (got {})",
+            crate::domain::text::quote(&n)
+        ))
+    })?;
+    Ok(Some(n.saturating_mul(*seconds)))
 }
 
 fn policy_change(f: &PolicyForm) -> Result<PolicyChange, ServiceError> {
@@ -407,12 +447,7 @@ fn policy_change(f: &PolicyForm) -> Result<PolicyChange, ServiceError> {
                 })
                 .transpose()
         };
-    let ttl = field(&f.approval_ttl_s)
-        .map(|s| {
-            s.parse::<u64>()
-                .map_err(|_| ServiceError::invalid("approval_ttl_s must be a number of seconds"))
-        })
-        .transpose()?;
+    let ttl = ttl_sent(f)?;
     Ok(PolicyChange {
         none: decision("none", &f.none)?,
         code: decision("code", &f.code)?,
@@ -439,7 +474,8 @@ async fn policy(
         ("database", &f.database),
         ("production", &f.production),
         ("outbound", &f.outbound),
-        ("approval_ttl_s", &f.approval_ttl_s),
+        ("approval_ttl", &f.approval_ttl),
+        ("approval_ttl_unit", &f.approval_ttl_unit),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), field(v).unwrap_or_default()))
@@ -516,3 +552,32 @@ async fn remove(
 }
 
 super::csrf_field!(AddForm, MembersForm, PolicyForm, RemoveForm);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_approval_deadline_is_read_and_shown_in_human_units() {
+        assert_eq!(ttl_shown(86_400), (1, "days"));
+        assert_eq!(ttl_shown(7_200), (2, "hours"));
+        assert_eq!(ttl_shown(5_400), (90, "minutes"));
+        assert_eq!(ttl_shown(90), (2, "minutes"));
+        let form = |n: &str, unit: &str| PolicyForm {
+            csrf: None,
+            step: None,
+            none: None,
+            code: None,
+            database: None,
+            production: None,
+            outbound: None,
+            approval_ttl: Some(n.into()),
+            approval_ttl_unit: Some(unit.into()),
+            approval_via_elicitation: None,
+        };
+        assert_eq!(ttl_sent(&form("3", "hours")).unwrap(), Some(10_800));
+        assert_eq!(ttl_sent(&form("", "hours")).unwrap(), None);
+        assert!(ttl_sent(&form("1.5", "hours")).is_err());
+        assert!(ttl_sent(&form("2", "weeks")).is_err());
+    }
+}

@@ -95,6 +95,12 @@ async fn render(
             e,
         })
         .collect();
+    // Endpoints nothing is sent to any more: their deliveries offer no retry.
+    let removed: Vec<String> = endpoints
+        .iter()
+        .filter(|e| e.e.webhook_removed_at.is_some())
+        .map(|e| e.e.endpoint.clone())
+        .collect();
     let (deliveries, error, status) = match filter(q) {
         Ok(f) => match c.service.deliveries(&a.caller, f).await {
             Ok(d) => (d, error, status),
@@ -108,6 +114,7 @@ async fn render(
         minijinja::context! {
             endpoints => Serde(&endpoints), deliveries => Serde(&deliveries), q => Serde(q),
             error => error, states => ["pending", "failed", "dead", "delivered"],
+            removed => removed,
             ..Serde(admin_frame(a, "deliveries").live_from("/console/admin/events"))
         },
         status,

@@ -1,7 +1,7 @@
 //! The signing keys: the ring (each key's id, algorithm, creation, when it retires, which one
-//! signs), a rotation with the overlap during which the previous keys keep co-signing, retiring a
+//! signs), the keys retired lately (when, how, and until when they are listed), a rotation with the overlap during which the previous keys keep co-signing, retiring a
 //! key that no longer signs; and the card's signatures and the key set exactly as clients get them
-//! (`Service::keys`, `rotate_keys`, `retire_key`, `published_card`).
+//! (`Service::keys`, `retired_keys`, `rotate_keys`, `retire_key`, `published_card`).
 
 use axum::Router;
 use axum::extract::rejection::FormRejection;
@@ -63,6 +63,11 @@ async fn render(
         Err(e) if e.code == ErrorCode::Unavailable => (Vec::new(), Some(e.message)),
         Err(e) => return Err(fail(c)(e)),
     };
+    let retired = if missing.is_none() {
+        c.service.retired_keys(&a.caller).await.map_err(fail(c))?
+    } else {
+        Vec::new()
+    };
     let published = if missing.is_none() {
         c.service.published_card(&a.caller).map_err(fail(c))?
     } else {
@@ -86,7 +91,8 @@ async fn render(
         c,
         "admin/keys.html",
         minijinja::context! {
-            keys => Serde(&keys), missing => missing, published => Serde(&published),
+            keys => Serde(&keys), retired => Serde(&retired), missing => missing,
+            published => Serde(&published), listed_days => crate::keys::ring::RETIRED_LISTED.num_days(),
             signatures => Serde(&signatures), jwks => jwks,
             overlaps => OVERLAPS.to_vec(), default_overlap => DEFAULT_OVERLAP,
             outcome => Serde(&outcome),

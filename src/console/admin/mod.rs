@@ -275,3 +275,36 @@ pub(super) fn field(v: &Option<String>) -> Option<String> {
 pub(super) fn pretty(v: &serde_json::Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    /// Every admin form whose button is a danger (removes, revokes, retires) asks first: its
+    /// `<form>` carries `data-confirm`, or its button ends with "…" because a preview comes
+    /// before anything changes.
+    #[test]
+    fn every_destructive_admin_form_asks_first() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/console/templates/admin");
+        let mut forms = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let html = std::fs::read_to_string(&path).unwrap();
+            for (i, _) in html.match_indices("<form") {
+                let end = html[i..].find("</form>").map_or(html.len(), |e| i + e);
+                let form = &html[i..end];
+                let Some(danger) = form.find("class=\"danger\"") else {
+                    continue;
+                };
+                forms += 1;
+                let tag = &form[..form.find('>').unwrap()];
+                let label = &form[danger..];
+                let label = &label[label.find('>').unwrap() + 1..label.find("</button>").unwrap()];
+                assert!(
+                    tag.contains("data-confirm=\"") || label.ends_with('…'),
+                    "{}: a destructive form that does not ask first: {tag}",
+                    path.display()
+                );
+            }
+        }
+        assert!(forms >= 7, "only {forms} destructive forms found");
+    }
+}

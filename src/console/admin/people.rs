@@ -1,11 +1,13 @@
 //! People and tokens: list, add and remove people; issue a token with scopes and an expiry
 //! (its secret shown once, with a copy button); list every token with its last use; revoke one
 //! (its MCP sessions and long-polls end at once, as the member's own page does); issue a login
-//! link, plain or admin. The rules are `Service::add_person`, `issue_token`, `revoke_token`,
-//! `remove_person`, `issue_login_link` and `issue_admin_login_link`.
+//! link, plain or admin; rename a person. Both lists search, filter and page on the server
+//! (people by id, tokens newest first), the query kept in the page's address. The rules are
+//! `Service::add_person`, `search_persons`, `search_tokens`, `rename_person`, `issue_token`,
+//! `revoke_token`, `remove_person`, `issue_login_link` and `issue_admin_login_link`.
 
-use axum::extract::rejection::FormRejection;
-use axum::extract::{Form, Path, State};
+use axum::extract::rejection::{FormRejection, QueryRejection};
+use axum::extract::{Form, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -18,10 +20,12 @@ use super::{
 };
 use crate::console::{Console, Page, status_of};
 use crate::domain::{PersonId, PersonKind, Scope, Scopes};
-use crate::service::{ServiceError, TokenSpec};
+use crate::service::{ListQuery, ServiceError, TokenSpec};
 
 /// The expiries the token form offers, in days (0: never).
 const EXPIRIES: [u64; 6] = [1, 7, 30, 90, 365, 0];
+/// Rows per page of each list.
+const PAGE: i64 = 50;
 
 pub(super) fn routes() -> Router<Console> {
     Router::new()
@@ -30,6 +34,7 @@ pub(super) fn routes() -> Router<Console> {
             "/console/admin/people/{id}/remove",
             post_only(remove_person),
         )
+        .route("/console/admin/people/{id}/name", post_only(rename_person))
         .route("/console/admin/tokens", post_only(issue_token))
         .route("/console/admin/tokens/{id}/revoke", post_only(revoke_token))
         .route("/console/admin/links", post_only(issue_link))
@@ -66,9 +71,83 @@ struct TokenRow {
     live: bool,
 }
 
-async fn page(State(c): State<Console>, headers: HeaderMap) -> Result<Response, Response> {
+/// The lists' search, as the page's address carries it: people by `q`, `kind` and `page`;
+/// tokens by `tq`, `state` and `tpage`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+struct Lists {
+    q: Option<String>,
+    kind: Option<String>,
+    page: Option<String>,
+    tq: Option<String>,
+    state: Option<String>,
+    tpage: Option<String>,
+}
+
+impl Lists {
+    /// The address of this search with `key` set to `value` (a page of one list).
+    fn href(&self, key: &str, value: i64) -> String {
+        let mut parts = Vec::new();
+        for (k, v) in [
+            ("q", &self.q),
+            ("kind", &self.kind),
+            ("page", &self.page),
+            ("tq", &self.tq),
+            ("state", &self.state),
+            ("tpage", &self.tpage),
+        ] {
+            if k == key {
+                continue;
+            }
+            if let Some(v) = v.as_deref().filter(|v| !v.is_empty()) {
+                parts.push(format!("{k}={}", crate::domain::text::percent_encode(v)));
+            }
+        }
+        if value > 1 {
+            parts.push(format!("{key}={value}"));
+        }
+        if parts.is_empty() {
+            "/console/admin/people".to_owned()
+        } else {
+            format!("/console/admin/people?{}", parts.join("&"))
+        }
+    }
+}
+
+/// A list's page number as sent (1 when absent), or why it is refused.
+fn page_number(raw: &Option<String>, what: &str) -> Result<i64, ServiceError> {
+    match field(raw) {
+        None => Ok(1),
+        Some(p) => p.parse().map_err(|_| {
+            ServiceError::invalid(format!(
+                "{what} must be a page number, not {}",
+                crate::domain::text::quote(&p)
+            ))
+        }),
+    }
+}
+
+/// One list as the page shows it: its rows, the refusal of its search, and its pages' addresses.
+#[derive(Serialize)]
+struct Shown<T> {
+    rows: Vec<T>,
+    error: Option<String>,
+    searched: bool,
+    page: i64,
+    previous: Option<String>,
+    next: Option<String>,
+}
+
+async fn page(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    q: Result<Query<Lists>, QueryRejection>,
+) -> Result<Response, Response> {
     let a = admin(&c, &headers).await?;
-    render(&c, &a, Outcome::default(), StatusCode::OK).await
+    let (lists, status) = match q {
+        Ok(Query(q)) => (q, StatusCode::OK),
+        Err(_) => (Lists::default(), StatusCode::BAD_REQUEST),
+    };
+    render_with(&c, &a, Outcome::default(), status, &lists).await
 }
 
 async fn render(
@@ -77,54 +156,119 @@ async fn render(
     outcome: Outcome,
     status: StatusCode,
 ) -> Result<Response, Response> {
+    render_with(c, a, outcome, status, &Lists::default()).await
+}
+
+/// One list's page for `lists`: its rows mapped by `row`, or its search's refusal.
+fn shown<R, T>(
+    found: Result<crate::service::Listed<R>, ServiceError>,
+    lists: &Lists,
+    key: &str,
+    page: i64,
+    searched: bool,
+    row: impl Fn(R) -> T,
+) -> Shown<T> {
+    match found {
+        Ok(l) => Shown {
+            rows: l.items.into_iter().map(row).collect(),
+            error: None,
+            searched,
+            page,
+            previous: (page > 1).then(|| lists.href(key, page - 1)),
+            next: l.more.then(|| lists.href(key, page + 1)),
+        },
+        Err(e) => Shown {
+            rows: Vec::new(),
+            error: Some(e.message),
+            searched,
+            page: 1,
+            previous: None,
+            next: None,
+        },
+    }
+}
+
+async fn render_with(
+    c: &Console,
+    a: &Admin,
+    outcome: Outcome,
+    mut status: StatusCode,
+    lists: &Lists,
+) -> Result<Response, Response> {
     let fail = fail(c);
     let now = c.service.clock_now();
-    let persons: Vec<PersonRow> = c
+    // Everyone a token or a link can be for (the forms' choices).
+    let choices: Vec<PersonRow> = c
         .service
         .list_persons(&a.caller)
         .await
         .map_err(fail)?
         .into_iter()
-        .filter(|p| p.id.as_str() != crate::domain::SERVER_PERSON)
-        .map(|p| PersonRow {
-            id: p.id.to_string(),
-            name: p.display_name,
-            kind: p.kind.to_string(),
-            created_at: p.created_at.to_string(),
-        })
+        .map(person_row)
         .collect();
-    let mut tokens: Vec<TokenRow> = c
-        .service
-        .list_tokens(&a.caller, None)
-        .await
-        .map_err(fail)?
-        .into_iter()
-        .map(|t| TokenRow {
-            live: t.revoked_at.is_none() && t.expires_at.is_none_or(|e| e > now),
-            id: t.id,
-            person: t.person.to_string(),
-            scopes: t.scopes.to_string(),
-            description: t.description,
-            created_at: t.created_at.to_string(),
-            expires_at: t.expires_at.map(|e| e.to_string()),
-            last_used_at: t.last_used_at.map(|e| e.to_string()),
-            revoked_at: t.revoked_at.map(|e| e.to_string()),
-        })
-        .collect();
-    // Live tokens first, newest first within each.
-    tokens.sort_by(|x, y| y.live.cmp(&x.live).then(y.created_at.cmp(&x.created_at)));
-    let members: Vec<&PersonRow> = persons.iter().filter(|p| p.kind == "member").collect();
+    let person_page = page_number(&lists.page, "page");
+    let asked = ListQuery {
+        text: lists.q.clone(),
+        filter: lists.kind.clone(),
+        page: *person_page.as_ref().unwrap_or(&1),
+        per_page: PAGE,
+    };
+    let found = match person_page {
+        Ok(_) => c.service.search_persons(&a.caller, &asked).await,
+        Err(e) => Err(e),
+    };
+    let searched = field(&lists.q).is_some() || field(&lists.kind).is_some();
+    let persons = shown(found, lists, "page", asked.page, searched, person_row);
+    let token_page = page_number(&lists.tpage, "tpage");
+    let asked = ListQuery {
+        text: lists.tq.clone(),
+        filter: lists.state.clone(),
+        page: *token_page.as_ref().unwrap_or(&1),
+        per_page: PAGE,
+    };
+    let found = match token_page {
+        Ok(_) => c.service.search_tokens(&a.caller, &asked).await,
+        Err(e) => Err(e),
+    };
+    let searched = field(&lists.tq).is_some() || field(&lists.state).is_some();
+    let tokens = shown(found, lists, "tpage", asked.page, searched, |t| TokenRow {
+        live: t.revoked_at.is_none() && t.expires_at.is_none_or(|e| e > now),
+        id: t.id,
+        person: t.person.to_string(),
+        scopes: t.scopes.to_string(),
+        description: t.description,
+        created_at: t.created_at.to_string(),
+        expires_at: t.expires_at.map(|e| e.to_string()),
+        last_used_at: t.last_used_at.map(|e| e.to_string()),
+        revoked_at: t.revoked_at.map(|e| e.to_string()),
+    });
+    if status == StatusCode::OK && (persons.error.is_some() || tokens.error.is_some()) {
+        status = StatusCode::BAD_REQUEST;
+    }
+    let members: Vec<&PersonRow> = choices.iter().filter(|p| p.kind == "member").collect();
     rendered(
         c,
         "admin/people.html",
         minijinja::context! {
-            persons => Serde(&persons), members => Serde(&members), tokens => Serde(&tokens),
+            persons => Serde(&persons), choices => Serde(&choices), members => Serde(&members),
+            tokens => Serde(&tokens), lists => Serde(lists),
+            kinds => ["member", "external", "remote"], states => ["live", "expired", "revoked"],
             outcome => Serde(&outcome), expiries => EXPIRIES.to_vec(),
+            self_id => a.caller.id().as_str(),
             ..Serde(admin_frame(a, "people"))
         },
         status,
     )
     .await
+}
+
+fn person_row(p: crate::store::PersonRecord) -> PersonRow {
+    PersonRow {
+        id: p.id.to_string(),
+        name: p.display_name,
+        kind: p.kind.to_string(),
+        created_at: p.created_at.to_string(),
+    }
 }
 
 /// The page again with `form`'s refusal next to it and the values sent.
@@ -201,6 +345,41 @@ async fn remove_person(
     match c.service.remove_person(&a.caller, &id).await {
         Ok(()) => done("/console/admin/people").await,
         Err(e) => refused(&c, &a, "row", e, &[]).await,
+    }
+}
+
+#[derive(Deserialize)]
+struct NameForm {
+    csrf: Option<String>,
+    display_name: Option<String>,
+}
+
+/// `POST /console/admin/people/{id}/name`: another display name, shown from now on.
+async fn rename_person(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    f: Result<Form<NameForm>, FormRejection>,
+) -> Result<Response, Response> {
+    let (a, f) = admin_form(&c, &headers, f).await?;
+    let renamed = match PersonId::parse(id.clone()) {
+        Ok(p) => {
+            c.service
+                .rename_person(&a.caller, &p, f.display_name.as_deref().unwrap_or_default())
+                .await
+        }
+        Err(_) => Err(ServiceError::not_found(
+            "person",
+            crate::domain::text::quote(&id),
+        )),
+    };
+    match renamed {
+        Ok(_) => done("/console/admin/people").await,
+        Err(e) => {
+            let mut outcome = Outcome::refused("name", &e, &[("display_name", f.display_name)]);
+            outcome.values.insert("person", id);
+            render(&c, &a, outcome, status_of(&e)).await
+        }
     }
 }
 
@@ -326,4 +505,4 @@ async fn issue_link(
     }
 }
 
-super::csrf_field!(PersonForm, TokenForm, LinkForm);
+super::csrf_field!(PersonForm, NameForm, TokenForm, LinkForm);

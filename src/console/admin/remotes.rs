@@ -1,6 +1,8 @@
-//! Remote agents: list them, and add one from its card URL (the service fetches and verifies the
-//! card before it stores anything; the remote's page then shows the skills and interfaces it
-//! found). One remote's page is `remote.rs`. The rule is `Service::add_remote`.
+//! Remote agents: list them, and add one from its card URL in two steps: the service fetches and
+//! verifies the card and the page shows it for review (its name, signature state, the interface
+//! calls would go to, every interface and skill), storing nothing; "Add" then stores it only if
+//! the card fetched again is the card reviewed. One remote's page is `remote.rs`. The rules are
+//! `Service::review_remote` and `add_remote_reviewed`.
 
 use axum::Router;
 use axum::extract::rejection::FormRejection;
@@ -15,7 +17,7 @@ use super::{Admin, HasCsrf, admin, admin_form, admin_frame, fail, field, rendere
 use crate::console::{Console, status_of};
 use crate::domain::{ChannelName, PersonId};
 use crate::remote::{Credentials, ExtraHeader, RemoteAuth};
-use crate::service::{RemoteSpec, ServiceError};
+use crate::service::{RemoteSpec, RemoteView, ReviewedCard, ServiceError};
 
 /// The bindings the add form offers: (value, label); empty means the preference order.
 const BINDINGS: [(&str, &str); 4] = [
@@ -35,6 +37,17 @@ struct Outcome {
     error: Option<String>,
     values: std::collections::HashMap<&'static str, String>,
     channels: Vec<String>,
+    review: Option<Review>,
+}
+
+/// A card fetched for review, not stored: the remote as it would be, and what the second step
+/// hands back (the digest of what was shown, the credentials sealed: never in clear again),
+/// with the credentials' kinds as the remote's page shows them.
+#[derive(Serialize)]
+struct Review {
+    remote: RemoteView,
+    reviewed: ReviewedCard,
+    credentials: String,
 }
 
 async fn list(State(c): State<Console>, headers: HeaderMap) -> Result<Response, Response> {
@@ -89,6 +102,11 @@ struct AddForm {
     scopes: Option<String>,
     /// Extra headers, one `Name: value` a line.
     headers: Option<String>,
+    /// `review` (fetch and show the card) or `add` (store the card reviewed).
+    step: Option<String>,
+    /// The digest of the card reviewed, and the credentials given then, sealed (the `add` step).
+    reviewed: Option<String>,
+    sealed_credentials: Option<String>,
     /// One `channel-NAME` field per checked channel.
     #[serde(flatten)]
     checked: std::collections::HashMap<String, String>,
@@ -189,20 +207,53 @@ fn spec(f: &AddForm) -> Result<RemoteSpec, ServiceError> {
     })
 }
 
-/// `POST /console/admin/remotes`: fetches and verifies the card, registers the remote, and shows
-/// what its card offers.
+/// `POST /console/admin/remotes`: step `review` fetches and verifies the card and shows it with
+/// the form as sent; step `add` registers the remote (the card as reviewed) and shows its page.
 async fn add(
     State(c): State<Console>,
     headers: HeaderMap,
     f: Result<Form<AddForm>, FormRejection>,
 ) -> Result<Response, Response> {
     let (a, f) = admin_form(&c, &headers, f).await?;
-    let added = match spec(&f) {
-        Ok(spec) => c.service.add_remote(&a.caller, spec).await,
+    let adding = field(&f.step).as_deref() == Some("add");
+    let result = match spec(&f) {
+        Ok(spec) if adding => {
+            let reviewed = field(&f.reviewed)
+                .map(|digest| ReviewedCard {
+                    digest,
+                    sealed_credentials: field(&f.sealed_credentials),
+                })
+                .ok_or_else(|| {
+                    ServiceError::invalid("review the card before adding it; nothing was stored")
+                });
+            match reviewed {
+                Ok(r) => c
+                    .service
+                    .add_remote_reviewed(&a.caller, spec, Some(&r))
+                    .await
+                    .map(Ok),
+                Err(e) => Err(e),
+            }
+        }
+        Ok(spec) => c.service.review_remote(&a.caller, &spec).await.map(Err),
         Err(e) => Err(e),
     };
-    match added {
-        Ok(view) => super::remote::added(&c, &a, &view).await,
+    match result {
+        Ok(Ok(view)) => super::remote::added(&c, &a, &view).await,
+        Ok(Err((remote, reviewed))) => {
+            let outcome = Outcome {
+                review: Some(Review {
+                    credentials: super::pretty(&remote.credentials),
+                    remote,
+                    reviewed,
+                }),
+                ..Outcome::default()
+            };
+            let mut page = render_list(&c, &a, outcome, StatusCode::OK).await?;
+            page.extensions_mut()
+                .insert(crate::console::refill::KeepValues);
+            Ok(page)
+        }
         Err(e) => {
             let status = status_of(&e);
             let outcome = Outcome {
@@ -223,6 +274,7 @@ async fn add(
                 .filter_map(|(k, v)| v.clone().map(|v| (k, v)))
                 .collect(),
                 channels: f.channels(),
+                review: None,
             };
             render_list(&c, &a, outcome, status).await
         }

@@ -1,7 +1,8 @@
 //! Webhooks: register one (its events, a channel or person filter; the `whsec_` secret shown
 //! once), send a test, rotate the secret with an overlap during which both secrets sign (so a
-//! receiver rolls without losing an event; the new secret shown once), disable and enable,
-//! remove. The rules are `Service::add_webhook`, `test_webhook`, `rotate_webhook_secret`,
+//! receiver rolls without losing an event; the new secret shown once), change its events (the
+//! secret stays), disable and enable, remove; each webhook's deliveries one link away. The rules
+//! are `Service::add_webhook`, `test_webhook`, `rotate_webhook_secret`, `set_webhook_events`,
 //! `set_webhook_enabled` and `remove_webhook`.
 
 use axum::Router;
@@ -27,6 +28,7 @@ pub(super) fn routes() -> Router<Console> {
         .route("/console/admin/webhooks", get(page).post(add))
         .route("/console/admin/webhooks/{id}/test", post_only(test))
         .route("/console/admin/webhooks/{id}/rotate", post_only(rotate))
+        .route("/console/admin/webhooks/{id}/events", post_only(events))
         .route("/console/admin/webhooks/{id}/disable", post_only(disable))
         .route("/console/admin/webhooks/{id}/enable", post_only(enable))
         .route("/console/admin/webhooks/{id}/remove", post_only(remove))
@@ -36,8 +38,10 @@ pub(super) fn routes() -> Router<Console> {
 struct Outcome {
     shown: Option<super::Secret>,
     notice: Option<String>,
-    /// `add` (the form) or `row` (a row's button).
+    /// `add` (the form), `row` (a row's button) or `events` (a row's events).
     form: Option<&'static str>,
+    /// The webhook whose events were refused.
+    webhook: Option<String>,
     error: Option<String>,
     url: Option<String>,
     events: Vec<String>,
@@ -57,7 +61,20 @@ async fn render(
     status: StatusCode,
 ) -> Result<Response, Response> {
     let fail = fail(c);
-    let webhooks = c.service.webhooks(&a.caller).await.map_err(fail)?;
+    let webhooks: Vec<WebhookRow> = c
+        .service
+        .webhooks(&a.caller)
+        .await
+        .map_err(fail)?
+        .into_iter()
+        .map(|w| WebhookRow {
+            deliveries: format!(
+                "/console/admin/deliveries?endpoint={}",
+                crate::domain::text::percent_encode(&crate::store::webhook_endpoint(&w.id))
+            ),
+            w,
+        })
+        .collect();
     let channels: Vec<String> = c
         .service
         .list_all_channels(&a.caller)
@@ -88,6 +105,56 @@ async fn render(
         status,
     )
     .await
+}
+
+/// A webhook's row, with the address of its deliveries.
+#[derive(Serialize)]
+struct WebhookRow {
+    #[serde(flatten)]
+    w: crate::store::WebhookRecord,
+    deliveries: String,
+}
+
+/// The events ticked on a form (`event-<name>` check boxes), sorted.
+fn ticked(checked: &std::collections::HashMap<String, String>) -> Vec<String> {
+    let mut events: Vec<String> = checked
+        .keys()
+        .filter_map(|k| k.strip_prefix("event-").map(str::to_owned))
+        .collect();
+    events.sort();
+    events
+}
+
+#[derive(Deserialize)]
+struct EventsForm {
+    csrf: Option<String>,
+    #[serde(flatten)]
+    checked: std::collections::HashMap<String, String>,
+}
+
+/// `POST /console/admin/webhooks/{id}/events`: the events it is sent from now on, its secret
+/// kept.
+async fn events(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    f: Result<Form<EventsForm>, FormRejection>,
+) -> Result<Response, Response> {
+    let (a, f) = admin_form(&c, &headers, f).await?;
+    let events = ticked(&f.checked);
+    match c.service.set_webhook_events(&a.caller, &id, &events).await {
+        Ok(_) => done("/console/admin/webhooks").await,
+        Err(e) => {
+            let status = status_of(&e);
+            let outcome = Outcome {
+                form: Some("events"),
+                webhook: Some(id),
+                error: Some(e.message),
+                ..Outcome::default()
+            };
+            render(&c, &a, outcome, status).await
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -128,12 +195,7 @@ async fn add(
     f: Result<Form<AddForm>, FormRejection>,
 ) -> Result<Response, Response> {
     let (a, f) = admin_form(&c, &headers, f).await?;
-    let mut events: Vec<String> = f
-        .checked
-        .keys()
-        .filter_map(|k| k.strip_prefix("event-").map(str::to_owned))
-        .collect();
-    events.sort();
+    let events = ticked(&f.checked);
     let added = match spec(&f, events.clone()) {
         Ok(spec) => c.service.add_webhook(&a.caller, spec).await,
         Err(e) => Err(e),
@@ -288,4 +350,4 @@ async fn remove(
     }
 }
 
-super::csrf_field!(AddForm, RowForm);
+super::csrf_field!(AddForm, EventsForm, RowForm);

@@ -356,4 +356,8 @@ pub struct AuditFilter {
     /// Entries about this subject (an admin change's) or this approval or thread.
     pub subject: Option<String>,
     pub limit: i64,
+    /// Entries before this sequence number (paging back from the newest).
+    pub before: Option<i64>,
+    /// Newest first instead of oldest first.
+    pub newest_first: bool,
 }

@@ -149,6 +149,10 @@ pub struct EndpointRecord {
     pub webhook_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub webhook_url: Option<String>,
+    /// When that webhook was removed: nothing is sent to it any more, and its deliveries are
+    /// not retried.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub webhook_removed_at: Option<Timestamp>,
 }
 
 /// The event type of an A2A push delivery.
@@ -246,5 +250,8 @@ pub(in crate::store) fn endpoint(row: &Row) -> Result<EndpointRecord> {
         disabled_reason: row.try_get("disabled_reason")?,
         webhook_id: row.try_get("webhook_id")?,
         webhook_url: row.try_get("webhook_url")?,
+        webhook_removed_at: row
+            .try_get::<Option<i64>, _>("webhook_removed_at")?
+            .map(Timestamp),
     })
 }
