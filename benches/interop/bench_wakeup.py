@@ -4,6 +4,9 @@ returning it, both over MCP (official Python SDK, legacy sessions), against the 
     python benches/interop/bench_wakeup.py [ROUNDS]        # LIAISON_TEST_DATABASE_URL as for the tests
 
 Prints p50/p90/p99/max of: the post call alone, and post start -> long-poll return.
+
+`LIAISON_BENCH_SERVER_CPUS=1 LIAISON_BENCH_CLIENT_CPUS=0` pins the server (every thread of it, once
+started) and this client to those CPUs, as the other benchmarks do (docs/performance.md).
 """
 
 import os
@@ -49,9 +52,25 @@ async def bench(server, alice_token, bob_token, rounds):
     return post_ms, wake_ms
 
 
+def cpus(name):
+    value = os.environ.get(name, "")
+    return {int(c) for c in value.split(",") if c.strip()}
+
+
+def pin(pid, to):
+    """Pins every thread of `pid` to the CPUs `to` (threads it starts later inherit it)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        os.sched_setaffinity(int(tid), to)
+
+
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    client_cpus, server_cpus = cpus("LIAISON_BENCH_CLIENT_CPUS"), cpus("LIAISON_BENCH_SERVER_CPUS")
     server, dbname = start_server()
+    if server_cpus:
+        pin(server.process.pid, server_cpus)
+    if client_cpus:
+        os.sched_setaffinity(0, client_cpus)
     try:
         server.person("alice", "Alice")
         server.person("bob", "Bob")

@@ -293,7 +293,6 @@ impl Service {
                     .map(|e| e.seq)
                     .unwrap_or(position.acked)
                     .max(position.last);
-                // The "read" of these messages' receipts (SPEC §4), before they are answered.
                 let reads: Vec<_> = entries
                     .iter()
                     .filter_map(|e| match &e.content {
@@ -303,9 +302,6 @@ impl Service {
                         EntryContent::Notice { .. } => None,
                     })
                     .collect();
-                let read = !reads.is_empty();
-                Box::pin(store.record_reads(person.clone(), key.clone(), reads, self.now()))
-                    .await?;
                 let page = Box::pin(self.page(
                     caller,
                     req.consumer,
@@ -316,8 +312,8 @@ impl Service {
                     timed_out,
                 ))
                 .await?;
-                if read {
-                    self.receipts_changed(&page);
+                if !reads.is_empty() {
+                    self.record_reads(person, key, reads, &page).await;
                 }
                 return Ok(page);
             };
@@ -333,25 +329,41 @@ impl Service {
         }
     }
 
-    /// Tells the authors of the messages on this page that they were read (their consoles show
-    /// receipts live), and every reader of their threads (the thread page shows each message's
-    /// receipts to all of them).
-    fn receipts_changed(&self, page: &InboxPage) {
+    /// The "read" of the receipts of the messages on this page (SPEC §4), recorded behind the
+    /// answer: a receipt is information, not an acknowledgement, so the answer does not wait for
+    /// its durable write (the store's `record_reads` says when it is written and what a crash
+    /// loses). Once it is written, the messages' authors are told (their consoles show receipts
+    /// live), and every reader of their threads (the thread page shows each message's receipts
+    /// to all of them). Failing to record it fails nothing the caller asked for: it is logged.
+    async fn record_reads(
+        &self,
+        person: PersonId,
+        key: String,
+        reads: Vec<(i64, crate::domain::MessageId, crate::domain::ThreadId)>,
+        page: &InboxPage,
+    ) {
         let messages = page.entries.iter().filter_map(|e| match &e.content {
             ItemContent::Message { message, .. } => Some(&message.message),
             _ => None,
         });
-        let mut authors: Vec<&PersonId> = messages.clone().map(|m| &m.author).collect();
-        authors.sort();
-        authors.dedup();
-        for a in authors {
-            self.inner.bus.publish(&Topic::seen(a));
-        }
-        let mut channels: Vec<_> = messages.map(|m| &m.channel).collect();
-        channels.sort();
-        channels.dedup();
-        for c in channels {
-            self.inner.bus.publish(&Topic::channel(c));
+        let mut topics: Vec<Topic> = messages
+            .clone()
+            .map(|m| Topic::seen(&m.author))
+            .chain(messages.map(|m| Topic::channel(&m.channel)))
+            .collect();
+        topics.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        topics.dedup();
+        let bus = self.inner.bus.clone();
+        let then: crate::store::Then = Box::new(move |written| {
+            if written.is_ok() {
+                for t in &topics {
+                    bus.publish(t);
+                }
+            }
+        });
+        let store = &self.inner.store;
+        if let Err(e) = Box::pin(store.record_reads(person, key, reads, self.now(), then)).await {
+            tracing::warn!(error = %e, "Could not record the read of an inbox page's receipts.");
         }
     }
 

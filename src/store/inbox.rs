@@ -7,6 +7,7 @@ use super::Store;
 use super::db::query;
 use super::error::{Result, StoreError};
 use super::model::records::inbox::{InboxEntry, InboxPosition, ReceiptRecord, entry, receipt};
+use super::writer::Then;
 use crate::domain::personal::SessionId;
 use crate::domain::{MessageId, PersonId, ThreadId, Timestamp};
 
@@ -225,17 +226,24 @@ impl Store {
 
     /// Records that `consumer`'s inbox call returned these message entries (seq, message, thread):
     /// the "read" of their receipts. A second return of the same entry keeps the first time.
+    ///
+    /// Written behind (a receipt is information, not an acknowledgement): this returns before the
+    /// write is durable, and `then` hears of its commit. It rides with the writer's next batch,
+    /// or is committed 50 ms later when no write comes (`writer::behind`); a crash before then loses it
+    /// (the entries stay unacknowledged, and are returned, and read, again).
     pub async fn record_reads(
         &self,
         person: PersonId,
         consumer: String,
         entries: Vec<(i64, MessageId, ThreadId)>,
         now: Timestamp,
+        then: Then,
     ) -> Result<()> {
         if entries.is_empty() {
+            then(Ok(()));
             return Ok(());
         }
-        self.write(move |tx| {
+        self.writer.run_behind(move |tx| {
             Box::pin(async move {
                 let rows: Vec<String> = (0..entries.len())
                     .map(|i| {
@@ -262,7 +270,7 @@ impl Store {
                 q.execute(&mut *tx).await?;
                 Ok(())
             })
-        })
+        }, then)
         .await
     }
 

@@ -111,6 +111,7 @@ pub use oauth::{AddressLimit, ClientInsert};
 pub use personal::SESSIONS_LISTED;
 pub use retention::{PURGE_BATCH, PurgedDeliveries, PurgedThreads};
 pub use tool_checks::{CONFIRMATIONS_LISTED, ToolAudit};
+pub(crate) use writer::Then;
 
 /// Which database the store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -279,3 +279,25 @@ pub(crate) async fn until_waiting(service: &Service, n: usize) {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }
+
+/// Asks `attempt` again until it answers `Some`. For what is written behind an answer (the "read"
+/// of a receipt, SPEC §4: committed with the writer's next batch, or 50 ms later when none
+/// comes). The bound only keeps a write that never lands from hanging the suite: it fails
+/// the test, saying `what` did not happen.
+pub(crate) async fn eventually<T, F, Fut>(what: &str, mut attempt: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(v) = attempt().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not after 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}

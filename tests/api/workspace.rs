@@ -6,7 +6,7 @@ use liaison::domain::{Scope, WrittenBy};
 use liaison::service::{ErrorCode, InboxRequest, OwnTokenSpec, ThreadFilter};
 
 use crate::activity::in_channel;
-use crate::helpers::{TestEnv, channel, post};
+use crate::helpers::{TestEnv, channel, eventually, post};
 
 fn inbox(consumer: &str, after: Option<i64>, wait_s: u64) -> InboxRequest {
     InboxRequest {
@@ -109,7 +109,13 @@ async fn receipts_say_delivered_read_and_acknowledged_per_consumer() {
         .await
         .unwrap();
     assert_eq!(page.entries.len(), 1);
-    let r = receipts(&env).await;
+    // The read is recorded behind the answer (a receipt is information, not an
+    // acknowledgement): it shows once the writer has committed it.
+    let r = eventually("bob's claude's read", || async {
+        let r = receipts(&env).await;
+        r[0].read().then_some(r)
+    })
+    .await;
     let c = &r[0].consumers;
     assert_eq!(c.len(), 1);
     assert_eq!(c[0].consumer, "claude");
@@ -121,12 +127,14 @@ async fn receipts_say_delivered_read_and_acknowledged_per_consumer() {
         .inbox(&bob, inbox("claude", None, 0))
         .await
         .unwrap();
-    assert_eq!(receipts(&env).await[0].consumers[0].read_at, first_read);
+    // The acknowledgement is durable when answered, and its commit carries the second read
+    // (written first, as it was kept first).
     env.service
         .inbox(&bob, inbox("claude", Some(page.cursor), 0))
         .await
         .unwrap();
     let r = receipts(&env).await;
+    assert_eq!(r[0].consumers[0].read_at, first_read);
     assert!(r[0].acknowledged() && r[0].consumers[0].acked_at.is_some());
     // bob's codex moves its cursor past it without having been given it: acknowledged, unread.
     env.service

@@ -264,6 +264,17 @@ async def until_waiting(server: Server, n: int, timeout: float = 30.0) -> None:
     await anyio.to_thread.run_sync(wait_for_waiters, server, n, timeout)
 
 
+def eventually(what: str, attempt, timeout: float = 30.0):
+    """Calls `attempt` until it returns something true, and returns that. For what the server
+    writes behind an answer (the "read" of a receipt: with its next write, or 50 ms later when
+    none comes). The timeout only keeps a write that never lands from hanging the suite."""
+    deadline = time.monotonic() + timeout
+    while not (got := attempt()):
+        assert time.monotonic() < deadline, f"{what}: not after {timeout} s"
+        time.sleep(0.01)
+    return got
+
+
 @dataclass
 class Witness:
     """A long-poll nothing will wake (see [`deadline_witness`]); `ended` is set when it returns."""

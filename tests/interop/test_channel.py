@@ -26,7 +26,7 @@ from mcp.client.extension import NotificationBinding
 from mcp.client.stdio import stdio_client
 from pydantic import BaseModel
 
-from conftest import (Server, binary, connect, fresh_database, inbox_waiters, stop_server, unique,
+from conftest import (Server, binary, connect, eventually, fresh_database, inbox_waiters, stop_server, unique,
                       until_waiting)
 from test_agent_side import helper_env
 from test_own_agents import connection
@@ -124,8 +124,13 @@ async def test_her_command_wakes_the_session_through_the_channel_without_an_inbo
         assert plain.events == [] and plain.other == [], (plain.events, plain.other)
         assert len(pushed.events) == 1 and pushed.other == [], (pushed.events, pushed.other)
 
-    # Her timeline shows the command read by the connection it was pushed to.
-    view = member_api(server, human, "GET", f"/api/v1/sessions/{opened['id']}")
+    # Her timeline shows the command read by the connection it was pushed to (the read is
+    # recorded behind the inbox answer that pushed it).
+    def read():
+        view = member_api(server, human, "GET", f"/api/v1/sessions/{opened['id']}")
+        return view if len(view["commands"][0]["timeline"]) > 1 else None
+
+    view = eventually("the command's read", read)
     steps = [st["step"] for st in view["commands"][0]["timeline"]]
     assert steps == ["received", "read"], view["commands"][0]["timeline"]
     assert view["commands"][0]["timeline"][1]["connection"] == name

@@ -29,8 +29,11 @@
 //! holds is waited for at most the statement deadline (the busy timeout). On both, a batch under
 //! way longer than `/readyz`'s own deadline makes the server not ready ([`Health`]).
 //!
-//! Its files: [`job`] (what is queued), [`batch`] (one batch's jobs between their savepoints) and
-//! this one (the writer's thread, its deadlines and health). It runs what it is given and knows no
+//! **Writes behind** ([`behind`]): a write whose caller does not wait for its commit (a receipt's
+//! "read") is kept until the next batch starts, and written first in it.
+//!
+//! Its files: [`job`] (what is queued), [`batch`] (one batch's jobs between their savepoints),
+//! [`behind`] (the writes nobody waits for) and this one (the writer's thread, its deadlines and health). It runs what it is given and knows no
 //! operation: of the store's files it depends only on `db`, `error`, `deadlines` and the post's
 //! building blocks (`tx::post`, `tx::post_group`).
 
@@ -45,6 +48,7 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument as _;
 
 mod batch;
+mod behind;
 mod job;
 
 use super::db::{BoxFut, Conn};
@@ -54,6 +58,8 @@ use super::tx::post::{Posted, QueuedPost};
 #[cfg(test)]
 use batch::SHARED_RUN;
 use batch::{bookkeeping, run_jobs};
+pub(crate) use behind::Then;
+use behind::{Behind, FLUSH_AFTER, Kept, Later, Wake};
 #[cfg(test)]
 use job::Again;
 use job::{Job, Once, Op, PostJob, Queued, Traced};
@@ -70,6 +76,8 @@ pub(super) struct BatchWriter {
     done: tokio::sync::Mutex<Option<oneshot::Receiver<()>>>,
     /// Whether the writer's transactions are failing now, for readiness.
     health: Arc<Health>,
+    /// The writes nobody waits for, until the next batch takes them.
+    behind: Arc<Behind>,
 }
 
 /// Whether the writer's writes fail: set when a transaction cannot begin, its savepoints or its
@@ -163,12 +171,14 @@ impl BatchWriter {
         let network = reconnect.is_some();
         let health = Arc::new(Health::default());
         let writer_health = health.clone();
+        let behind = Arc::new(Behind::default());
+        let writer_behind = behind.clone();
         let writer = async move {
             match connect.await {
                 Ok(conn) => {
                     let _ = open_tx.send(Ok(()));
                     let network = reconnect.map(|options| Network { options, deadlines });
-                    run_writer(conn, begin, network, rx, &writer_health).await;
+                    run_writer(conn, begin, network, rx, &writer_health, &writer_behind).await;
                 }
                 Err(e) => {
                     let _ = open_tx.send(Err(e));
@@ -197,6 +207,7 @@ impl BatchWriter {
             wait: deadlines.write_wait(),
             done: tokio::sync::Mutex::new(Some(done_rx)),
             health,
+            behind,
         })
     }
 
@@ -229,6 +240,36 @@ impl BatchWriter {
         F: for<'c> Fn(&'c mut Conn) -> BoxFut<'c, Result<T>> + Send + 'static,
     {
         self.submit(Again(op)).await
+    }
+
+    /// Runs `op` once in the writer's next batch, without waiting for it: see [`behind`]. `then`
+    /// hears of its commit. Waits only when the writer's queue is full.
+    pub(super) async fn run_behind<F>(&self, op: F, then: Then) -> Result<()>
+    where
+        F: for<'c> FnOnce(&'c mut Conn) -> BoxFut<'c, Result<()>> + Send + 'static,
+    {
+        let sender = self.jobs.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let sender = sender.ok_or_else(|| StoreError::Database("the store is closed".into()))?;
+        let job = Box::new(Later {
+            op: Some(op),
+            outcome: None,
+            then: Some(then),
+        });
+        match self.behind.keep(job) {
+            Kept::More => Ok(()),
+            Kept::First => {
+                // The timer holds a sender: closing the store waits for it (at most FLUSH_AFTER).
+                let behind = self.behind.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(FLUSH_AFTER).await;
+                    if !behind.is_empty() {
+                        let _ = sender.send(Box::new(Wake)).await;
+                    }
+                });
+                Ok(())
+            }
+            Kept::Full(job) => sender.send(job).await.map_err(|_| stopped()),
+        }
     }
 
     /// Queues a post: run alone, or on PostgreSQL written with the posts that open a thread
@@ -334,18 +375,27 @@ async fn run_writer(
     network: Option<Network>,
     mut rx: mpsc::Receiver<Box<dyn Job>>,
     health: &Health,
+    behind: &Behind,
 ) {
     // `None` once a batch overran its deadline: its connection is in an unknown state.
     let mut conn = Some(conn);
     let mut batch = Vec::with_capacity(MAX_BATCH);
-    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
+    loop {
+        let received = rx.recv_many(&mut batch, MAX_BATCH).await;
+        // The writes behind go first: each was kept before any write it may precede (a read's
+        // receipt before the acknowledgement that follows its answer).
+        let later = behind.take();
+        if received == 0 && later.is_empty() {
+            // Closed, and nothing left behind.
+            break;
+        }
         // A caller that stopped waiting was told its write failed: it is not written.
         batch.retain(|job| !job.abandoned());
-        if batch.is_empty() {
+        if batch.is_empty() && later.is_empty() {
             continue;
         }
         health.batch_began();
-        let mut pending: VecDeque<_> = batch.drain(..).collect();
+        let mut pending: VecDeque<_> = later.into_iter().chain(batch.drain(..)).collect();
         let mut ran = Vec::with_capacity(pending.len());
         match &network {
             None => {
@@ -492,7 +542,7 @@ mod tests {
         CREATE TABLE child (parent TEXT REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)";
 
     /// A writer over a table `t` in `db`, on the backend the suite runs on (as the store opens it).
-    async fn writer(db: &crate::store::test_db::TestDb) -> BatchWriter {
+    pub(super) async fn writer(db: &crate::store::test_db::TestDb) -> BatchWriter {
         writer_with(db, Deadlines::default()).await
     }
 
@@ -523,7 +573,7 @@ mod tests {
     }
 
     /// The ids kept in `t`, in order.
-    async fn rows(db: &crate::store::test_db::TestDb) -> Vec<String> {
+    pub(super) async fn rows(db: &crate::store::test_db::TestDb) -> Vec<String> {
         let Some(path) = db.sqlite_path() else {
             let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(&db.url)
                 .await
@@ -643,12 +693,12 @@ mod tests {
 
     /// What a test job does: insert its row, then fail or not.
     #[derive(Clone, Copy)]
-    enum Act {
+    pub(super) enum Act {
         Insert,
         InsertThenFail,
     }
 
-    fn insert<'c>(conn: &'c mut Conn, id: String, act: Act) -> BoxFut<'c, Result<()>> {
+    pub(super) fn insert<'c>(conn: &'c mut Conn, id: String, act: Act) -> BoxFut<'c, Result<()>> {
         Box::pin(async move {
             query("INSERT INTO t (id) VALUES ($1)")
                 .bind(id)
