@@ -117,9 +117,13 @@ async def test_a_retired_key_stays_listed_and_a_removed_webhook_is_not_retried(s
             await expect(ring).to_have_count(1)
             row = retired.locator("tbody tr", has_text=old["kid"])
             await expect(row).to_contain_text("retired by an admin")
-            await expect(row).to_contain_text(old["created_at"])
-            until = (await row.locator("td[data-label='Listed until']").text_content()).strip()
-            assert until > old["created_at"], until
+            # Times are <time datetime="…"> (read relative to now, exact on hover).
+            from datetime import datetime
+            instant = datetime.fromisoformat
+            created = await row.locator("td[data-label='Created'] time").get_attribute("datetime")
+            assert instant(created) == instant(old["created_at"]), (created, old["created_at"])
+            until = await row.locator("td[data-label='Listed until'] time").get_attribute("datetime")
+            assert instant(until) > instant(old["created_at"]), until
             await expect(page.get_by_role("main")).to_contain_text("stays listed for 30 days")
             assert [k["kid"] for k in srv.admin("GET", "/admin/v1/keys")["keys"]] != [old["kid"]]
             code, body = refused(srv, "POST", f"/admin/v1/keys/{old['kid']}/retire")
