@@ -2,8 +2,9 @@
 docs/**/*.md resolves (GitHub's heading slugs), and the commands of docs/getting-started.md marked
 `<!-- checked: getting-started -->` run exactly as written, in order, in a fresh directory laid out
 like a fresh clone (the server on a free port through LIAISON_LISTEN, `liaison` on PATH being
-LIAISON_BIN); and every `liaison …` command in the guides' shell blocks names a subcommand and
-flags the binary's `--help` lists."""
+LIAISON_BIN); every `liaison …` command in the guides' shell blocks names a subcommand and flags
+the binary's `--help` lists; and every output a guide shows after `$ liaison …` is what that
+command prints on a demo server."""
 
 from __future__ import annotations
 
@@ -292,3 +293,42 @@ def test_the_command_check_finds_a_wrong_subcommand_and_a_wrong_flag(tmp_path):
     assert len(wrong) == 2, wrong
     assert "guide.md:3" in wrong[0] and "inboxes" in wrong[0], wrong
     assert "guide.md:4" in wrong[1] and "--colour" in wrong[1], wrong
+
+
+def shown_outputs(path: Path) -> list[tuple[int, str, list[str]]]:
+    """Each ```text block of the page that starts with `$ liaison …`: its line, the command
+    and the output the page shows."""
+    out, lines = [], path.read_text().splitlines()
+    for i, line in enumerate(lines):
+        if line.strip() == "```text" and i + 1 < len(lines) and lines[i + 1].startswith("$ liaison "):
+            shown = []
+            for rest in lines[i + 2:]:
+                if FENCE.match(rest):
+                    break
+                shown.append(rest)
+            out.append((i + 2, lines[i + 1][2:], shown))
+    return out
+
+
+def test_every_output_a_guide_shows_is_what_the_command_prints_on_a_demo_server():
+    """A guide that shows `$ liaison …` and its output shows what that command really prints on
+    a fresh `serve --demo` (columns compared without their padding)."""
+    import shlex
+    from conftest import start_server, stop_server
+    blocks = [(p, *b) for p in pages() if "reference" not in p.relative_to(ROOT).parts
+              for b in shown_outputs(p)]
+    assert blocks, "no guide shows a command's output any more: drop this test or the parser lost them"
+    srv, db = start_server("--demo")
+    try:
+        env = {"PATH": os.environ["PATH"], "LIAISON_SERVER": srv.url,
+               "LIAISON_ADMIN_TOKEN": srv.admin_token}
+        squeeze = lambda text: [" ".join(line.split()) for line in text if line.strip()]
+        for page, number, command, shown in blocks:
+            run = subprocess.run([str(binary()), *shlex.split(command)[1:]], capture_output=True,
+                                 text=True, timeout=30, env=env)
+            where = f"{page.relative_to(ROOT)}:{number}: {command}"
+            assert run.returncode == 0, f"{where} failed: {run.stderr}"
+            assert squeeze(run.stdout.splitlines()) == squeeze(shown), \
+                f"{where}: the page shows\n" + "\n".join(shown) + "\nthe command prints\n" + run.stdout
+    finally:
+        stop_server(srv, db)
