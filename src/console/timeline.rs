@@ -97,7 +97,16 @@ struct ReceiptRow {
     delivered_at: String,
     /// "delivered", "read" or "acknowledged": the furthest any consumer got.
     state: &'static str,
-    consumers: Vec<String>,
+    consumers: Vec<ConsumerRow>,
+}
+
+/// How far one of the recipient's consumers got with the message, and when.
+#[derive(Serialize)]
+struct ConsumerRow {
+    consumer: String,
+    /// "read", "acknowledged", or empty (delivered only).
+    what: &'static str,
+    at: Option<String>,
 }
 
 /// Everyone the timeline names, to look their display names up at once.
@@ -213,10 +222,17 @@ fn receipt_row(r: &RecipientReceipt) -> ReceiptRow {
         consumers: r
             .consumers
             .iter()
-            .map(|c| match (&c.read_at, &c.acked_at) {
-                (_, Some(at)) => format!("“{}” acknowledged {at}", c.consumer),
-                (Some(at), None) => format!("“{}” read {at}", c.consumer),
-                (None, None) => format!("“{}”", c.consumer),
+            .map(|c| {
+                let (what, at) = match (&c.read_at, &c.acked_at) {
+                    (_, Some(at)) => ("acknowledged", Some(at.to_string())),
+                    (Some(at), None) => ("read", Some(at.to_string())),
+                    (None, None) => ("", None),
+                };
+                ConsumerRow {
+                    consumer: c.consumer.clone(),
+                    what,
+                    at,
+                }
             })
             .collect(),
     }

@@ -229,7 +229,7 @@ impl Service {
                 .into());
             }
             if after > position.acked {
-                let (acked, authors) = Box::pin(store.acknowledge(
+                let (acked, changed) = Box::pin(store.acknowledge(
                     person.clone(),
                     key.clone(),
                     req.consumer.clone(),
@@ -239,8 +239,11 @@ impl Service {
                 ))
                 .await?;
                 position = acked;
-                for a in &authors {
+                for a in &changed.authors {
                     self.inner.bus.publish(&Topic::seen(a));
+                }
+                for c in &changed.channels {
+                    self.inner.bus.publish(&Topic::channel(c));
                 }
             }
         }

@@ -9,7 +9,7 @@ use super::error::{Result, StoreError};
 use super::model::records::inbox::{InboxEntry, InboxPosition, ReceiptRecord, entry, receipt};
 use super::writer::Then;
 use crate::domain::personal::SessionId;
-use crate::domain::{MessageId, PersonId, ThreadId, Timestamp};
+use crate::domain::{ChannelName, MessageId, PersonId, ThreadId, Timestamp};
 
 /// The entries of an inbox one reader may see (SPEC §4b): those for all the person's readers or
 /// for this one (`$r`), and not the author's own. `e` is `inbox_entries`.
@@ -27,6 +27,14 @@ fn visible(n: usize) -> String {
 /// `$3` fallback.
 const ACKED: &str = "COALESCE((SELECT c.acked FROM consumers c WHERE c.person_id = $1 AND c.name = $2), \
      (SELECT c.acked FROM consumers c WHERE c.person_id = $1 AND c.name = $3), 0)";
+
+/// What an acknowledgement changed for others: the authors whose receipts moved on, and the
+/// channels of those messages (every reader of their threads sees the receipts).
+#[derive(Debug, Default)]
+pub struct Acknowledged {
+    pub authors: Vec<PersonId>,
+    pub channels: Vec<ChannelName>,
+}
 
 impl Store {
     /// Where the consumer stored as `key` stands in `person`'s inbox (a consumer never seen has
@@ -55,7 +63,8 @@ impl Store {
     /// Acknowledges everything up to `after` for the consumer stored as `consumer` (reading as
     /// `reader`, carrying on from `fallback` as [`Store::inbox_position`] says); never moves a
     /// cursor back. Refuses a cursor beyond the last entry, changing nothing. Also answers the
-    /// authors of the messages this acknowledged (their receipts changed).
+    /// authors of the messages this acknowledged and their channels (their receipts changed: the
+    /// authors' consoles and every reader of those threads are told).
     pub async fn acknowledge(
         &self,
         person: PersonId,
@@ -64,7 +73,7 @@ impl Store {
         reader: String,
         after: i64,
         now: Timestamp,
-    ) -> Result<(InboxPosition, Vec<PersonId>)> {
+    ) -> Result<(InboxPosition, Acknowledged)> {
         self.write(move |tx| {
             Box::pin(async move {
                 let last: i64 = query("SELECT inbox_seq FROM persons WHERE id = $1")
@@ -83,10 +92,10 @@ impl Store {
                     .fetch_one(&mut *tx)
                     .await?
                     .try_get("acked")?;
-                let mut authors = Vec::new();
+                let mut acked = Acknowledged::default();
                 if after > before {
                     let rows = query(format!(
-                        "SELECT DISTINCT m.author FROM inbox_entries e JOIN messages m ON m.id = e.message_id \
+                        "SELECT DISTINCT m.author, m.channel FROM inbox_entries e JOIN messages m ON m.id = e.message_id \
                          WHERE e.person_id = $1 AND e.seq > $2 AND e.seq <= $3 AND {}",
                         visible(4)
                     ))
@@ -97,8 +106,17 @@ impl Store {
                     .fetch_all(&mut *tx)
                     .await?;
                     for r in &rows {
-                        authors.push(PersonId::parse(r.try_get::<String, _>("author")?)?);
+                        acked
+                            .authors
+                            .push(PersonId::parse(r.try_get::<String, _>("author")?)?);
+                        acked
+                            .channels
+                            .push(ChannelName::parse(r.try_get::<String, _>("channel")?)?);
                     }
+                    acked.authors.sort();
+                    acked.authors.dedup();
+                    acked.channels.sort();
+                    acked.channels.dedup();
                     // The receipts of the messages this acknowledges (SPEC §4).
                     query(format!(
                         "INSERT INTO receipts (person_id, consumer, seq, message_id, thread_id, read_at, acked_at) \
@@ -129,7 +147,7 @@ impl Store {
                 .bind(now.0)
                 .fetch_one(&mut *tx)
                 .await?;
-                Ok((InboxPosition { acked: row.try_get("acked")?, last }, authors))
+                Ok((InboxPosition { acked: row.try_get("acked")?, last }, acked))
             })
         })
         .await

@@ -74,6 +74,7 @@ pub use deadlines::Deadlines;
 pub use directory_search::{PersonSearch, TokenSearch, TokenState};
 pub use error::{ClaimHolder, Result, StoreError};
 pub use figures::{ApprovalFigures, InboxFigures, OutboxFigures};
+pub use inbox::Acknowledged;
 pub use model::input::{
     Addressing, AdminChange, AuditFilter, DeliveryFilter, FinishedAttempt, NewApproval, NewLink,
     NewMessage, NewProgress, NewRemoteTask, NewTask, OnAllow, RemoteHop, RemoteObservation,

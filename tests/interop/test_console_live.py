@@ -6,6 +6,7 @@ stream's 30-second tick, whoever made the change and whoever opened the thread.
   "approved" (it used to keep "pending" until the tick).
 - A thread she did not open (an external A2A party's handoff to her): her agent's claim, its tool
   notes and the task's badge appear on her open page as they happen.
+- A thread she only reads: another recipient's read and acknowledgement of a message.
 - On PostgreSQL, the same across two replicas: her page on one, the decision on the other.
 
 Both backends (LIAISON_TEST_DATABASE_URL for PostgreSQL)."""
@@ -93,6 +94,36 @@ async def test_the_requesters_page_shows_the_approvers_decision_live(server, tok
         browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True,
                                            args=["--no-sandbox", "--disable-dev-shm-usage"])
         await requester_sees_the_decision(browser, server, server, tokens["alice"], bob_human, channel)
+        await browser.close()
+
+
+@pytest.mark.anyio
+async def test_a_readers_page_shows_another_recipients_read_and_acknowledgement_live(server, tokens):
+    """Carol reads a thread alice wrote to bob (she is in the channel, neither author nor
+    recipient): bob's agent reading the message, then acknowledging it, moves bob's receipt on
+    her open page live: the receipts reach every reader, not only the author."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (or set LIAISON_CHROMIUM)")
+    channel = unique("acks")
+    server.channel(channel, ["alice", "bob", "carol"])
+    async with connect(server, tokens["alice"], agent="claude@alice-laptop:1") as alice:
+        posted = await call(alice, "post", kind="question", channel=channel, to=["bob"],
+                            subject="Where is the runbook?", body="Where is the runbook?")
+    thread = posted["thread"]
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                           args=["--no-sandbox", "--disable-dev-shm-usage"])
+        ctx, page = await signed_in(browser, server, "carol")
+        await open_live(page, f"{server.url}/console/threads/{thread}")
+        bobs = page.locator(".receipt", has_text="Bob Chen")
+        await expect(bobs).to_contain_text("delivered")
+        async with connect(server, tokens["bob"], agent="codex@bob-desk:1") as bob:
+            got = await call(bob, "inbox", consumer="codex")
+            await expect(bobs).to_contain_text("read", timeout=LIVE_MS)
+            await call(bob, "inbox", consumer="codex", after=got["cursor"])
+            await expect(bobs).to_contain_text("acknowledged", timeout=LIVE_MS)
+        await same_document(page)
+        await ctx.close()
         await browser.close()
 
 
