@@ -107,7 +107,12 @@ impl Service {
     /// so `next_after` is set only when another entry follows.
     pub async fn audit_page(&self, caller: &Caller, q: &AuditQuery) -> Result<AuditPage> {
         caller.require(Scope::Admin)?;
-        let mut filter = audit_filter(q)?;
+        self.audit_page_of(audit_filter(q)?).await
+    }
+
+    /// One page of what `filter` selects: one entry more than asked for is read, so
+    /// `next_after` is set only when another entry follows.
+    async fn audit_page_of(&self, mut filter: AuditFilter) -> Result<AuditPage> {
         let limit = usize::try_from(filter.limit).unwrap_or(0);
         filter.limit += 1;
         let mut entries = self.inner.store.audit_log(filter).await?;
@@ -138,19 +143,7 @@ impl Service {
         let mut filter = audit_filter(q)?;
         filter.newest_first = true;
         filter.before = before;
-        let limit = usize::try_from(filter.limit).unwrap_or(0);
-        filter.limit += 1;
-        let mut entries = self.inner.store.audit_log(filter).await?;
-        let next_after = if entries.len() > limit {
-            entries.truncate(limit);
-            entries.last().map(|e| e.seq)
-        } else {
-            None
-        };
-        Ok(AuditPage {
-            entries,
-            next_after,
-        })
+        self.audit_page_of(filter).await
     }
 }
 

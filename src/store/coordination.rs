@@ -266,14 +266,7 @@ async fn claim_steps(
     }
     // The thread's row is locked (PostgreSQL) or the writer is alone (SQLite): the
     // claim read here is the one the write below replaces.
-    let sql = format!("SELECT {CLAIM_COLUMNS} FROM claims WHERE thread_id = $1");
-    let current = query(sql)
-        .bind(thread.as_str().to_owned())
-        .fetch_optional(&mut *tx)
-        .await?
-        .as_ref()
-        .map(claim)
-        .transpose()?;
+    let current = fence::current_claim(tx, &thread).await?;
     let renewal = current
         .as_ref()
         .is_some_and(|c| c.person == person && c.session == session && c.connection == connection);

@@ -5,7 +5,7 @@
 use crate::domain::{AgentIdentity, PersonId, ThreadId, Timestamp};
 use crate::store::db::{Conn, query};
 use crate::store::error::{Result, StoreError};
-use crate::store::model::records::coordination::{CLAIM_COLUMNS, claim};
+use crate::store::model::records::coordination::{CLAIM_COLUMNS, ClaimRecord, claim};
 
 /// Checks that `token` is still `session`'s of `person` on `thread`: the newest token the thread
 /// issued (no session claimed it since), and, while a claim row carries it, that row is this
@@ -31,14 +31,7 @@ pub(in crate::store) async fn check(
     if token < 1 || token > counter {
         return Err(StoreError::UnknownFencingToken(token));
     }
-    let sql = format!("SELECT {CLAIM_COLUMNS} FROM claims WHERE thread_id = $1");
-    let current = query(sql)
-        .bind(thread.as_str().to_owned())
-        .fetch_optional(&mut *tx)
-        .await?
-        .as_ref()
-        .map(claim)
-        .transpose()?;
+    let current = current_claim(tx, thread).await?;
     let mine = current
         .as_ref()
         .is_none_or(|c| &c.person == person && &c.session == session);
@@ -51,4 +44,20 @@ pub(in crate::store) async fn check(
             .filter(|c| c.expires_at > now)
             .map(|c| Box::new((&c).into())),
     })
+}
+
+/// The claim row of `thread`, live or lapsed, if any: read inside the transaction that locked the
+/// thread's row (PostgreSQL) or in the single writer (SQLite), so it is the one a write replaces.
+pub(in crate::store) async fn current_claim(
+    tx: &mut Conn,
+    thread: &ThreadId,
+) -> Result<Option<ClaimRecord>> {
+    let sql = format!("SELECT {CLAIM_COLUMNS} FROM claims WHERE thread_id = $1");
+    query(sql)
+        .bind(thread.as_str().to_owned())
+        .fetch_optional(&mut *tx)
+        .await?
+        .as_ref()
+        .map(claim)
+        .transpose()
 }
