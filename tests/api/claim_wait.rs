@@ -209,3 +209,46 @@ async fn on_postgres_a_request_posted_on_one_replica_is_handed_to_a_claimer_on_a
     waiting.await.unwrap();
     stop.cancel();
 }
+
+/// A claimer waiting for work holds its credential: revoking the token ends the wait at once with
+/// `token_revoked`, and nothing is left waiting.
+#[tokio::test]
+async fn revoking_the_token_ends_a_waiting_claim_at_once() {
+    use liaison::domain::{Scope, Scopes};
+    use liaison::service::TokenSpec;
+    let env = TestEnv::new().await;
+    people(&env).await;
+    let s = env.service.clone();
+    let issued = s
+        .issue_token(
+            &env.admin,
+            TokenSpec {
+                person: liaison::domain::PersonId::parse("bob").unwrap(),
+                scopes: Scopes::default().with(Scope::Agent),
+                expires_in_s: None,
+                description: String::new(),
+            },
+        )
+        .await
+        .unwrap();
+    let bob = s
+        .authenticate(&issued.secret)
+        .await
+        .unwrap()
+        .declaring(Some(
+            liaison::domain::AgentIdentity::parse("codex@b:1").unwrap(),
+        ));
+    let waiting = tokio::spawn({
+        let s = s.clone();
+        async move { s.claim_next_waiting(&bob, None, 30).await }
+    });
+    until_waiting(&s, 1).await;
+    s.revoke_token(&env.admin, &issued.token.id).await.unwrap();
+    // Bounded so a regression fails instead of hanging for the 30 s wait.
+    let ended = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the wait ended when its token was revoked")
+        .unwrap();
+    assert_eq!(ended.unwrap_err().code, ErrorCode::TokenRevoked);
+    assert_eq!(s.waiting().0, 0, "nothing is left waiting");
+}
