@@ -5,14 +5,21 @@
 #
 #   scripts/measure-build.sh release     # what `cargo install --path . --locked` builds
 #   scripts/measure-build.sh dist        # what ships (docker/Dockerfile)
+#   scripts/measure-build.sh dist DIR    # the same, keeping the build in DIR (must not exist yet)
 #
-# Builds in a fresh target directory under $TMPDIR (removed at the end), so nothing is reused.
+# Builds in a fresh target directory under $TMPDIR (removed at the end), so nothing is reused;
+# with DIR, in that new directory, kept afterwards (to benchmark the binary just measured).
 set -euo pipefail
-profile=${1:?usage: scripts/measure-build.sh release|dist|dev}
+profile=${1:?usage: scripts/measure-build.sh release|dist|dev [DIR]}
+keep=${2:-}
 cd "$(dirname "$0")/.."
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 export CARGO_TARGET_DIR=$out/target
+if [ -n "$keep" ]; then
+  [ -e "$keep" ] && { echo "$keep exists: a measured build starts from nothing" >&2; exit 2; }
+  export CARGO_TARGET_DIR=$keep
+fi
 cargo fetch --locked >/dev/null
 set -m
 /usr/bin/time -v cargo build --locked --profile "$profile" --bin liaison 2> "$out/time.log" &

@@ -18,8 +18,12 @@ pub(super) fn router() -> Router<Service> {
         .route("/admin/v1/keys/{kid}/retire", post(retire))
 }
 
+/// The key set (`keys`), and the keys retired lately (`retired`, newest first, each listed for
+/// a while after it left the set, as the console lists them).
 async fn list(State(s): State<Service>, Authed(c): Authed) -> Result<Json<Value>, ApiError> {
-    Ok(Json(json!({ "keys": s.keys(&c).await? })))
+    Ok(Json(
+        json!({ "keys": s.keys(&c).await?, "retired": s.retired_keys(&c).await? }),
+    ))
 }
 
 #[derive(Deserialize, Default)]

@@ -10,7 +10,8 @@ use crate::domain::duration::{self, Seconds};
 
 #[derive(Debug, Subcommand)]
 pub enum KeysCommand {
-    /// The signing keys: the one that signs, and those still co-signing the card.
+    /// The signing keys: the one that signs, those still co-signing the card, and those retired
+    /// lately (listed for 30 days after they left the key set).
     List {
         #[command(flatten)]
         format: Format,
@@ -51,7 +52,29 @@ pub(super) async fn keys(c: KeysCommand) -> anyhow::Result<()> {
                 col!("CREATED", "created_at"),
                 col!("RETIRE AFTER", "retire_after"),
             ];
-            table::print(format, &answer, "keys", &columns, None)
+            table::print(format, &answer, "keys", &columns, None)?;
+            let retired = answer["retired"]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or(&[]);
+            if !format.json && !retired.is_empty() {
+                let columns = [
+                    col!("RETIRED KID", "kid"),
+                    col!("ALG", "alg"),
+                    col!("RETIRED", "retired_at"),
+                    col!("HOW", |row| {
+                        if row["early"].as_bool() == Some(true) {
+                            "by an admin".to_owned()
+                        } else {
+                            "overlap ended".to_owned()
+                        }
+                    }),
+                    col!("LISTED UNTIL", "listed_until"),
+                ];
+                println!();
+                println!("{}", table::render(retired, &columns));
+            }
+            Ok(())
         }
         KeysCommand::Rotate {
             overlap,

@@ -198,6 +198,10 @@ fn templates() -> Environment<'static> {
         ("tool_rules.html", include_str!("templates/tool_rules.html")),
         ("admin/nav.html", include_str!("templates/admin/nav.html")),
         (
+            "admin/person_choice.html",
+            include_str!("templates/admin/person_choice.html"),
+        ),
+        (
             "admin/preview.html",
             include_str!("templates/admin/preview.html"),
         ),

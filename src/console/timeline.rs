@@ -1,6 +1,13 @@
 //! One timeline per thread (SPEC §11): its messages, its approvals, the live claim and the
 //! progress notes of the claim holders' tools, in the order they happened, each naming who it
 //! is about (a person by display name, an agent by its connection's name).
+//!
+//! **Claims.** The timeline shows the claim a thread holds now, where it began. A claim is not
+//! kept once it ends (the store drops it with the reply, a release or its lease's end): what the
+//! claim holder did stays in the timeline as its reply, which names the connection that wrote it,
+//! and as its progress notes, which name the holder's session. So a past claim shows through what
+//! it produced, never as a row of its own; keeping every claim as history would be a table of
+//! its own written on every claim, on the path the fleet benchmark measures.
 
 use std::collections::HashMap;
 

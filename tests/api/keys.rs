@@ -171,6 +171,15 @@ async fn keys_rotate_co_sign_during_the_overlap_and_retire_on_every_replica() {
     assert_eq!(signature_kids(&after), vec![second.clone()]);
     assert_eq!(verify_card(&after, &jwks), Ok(second.clone()));
     assert!(verify_card(&before, &jwks).is_err());
+    // The list still shows it, apart: retired early, and until when it stays listed.
+    let (status, listed) = admin(&a, token, "/admin/v1/keys", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(listed["keys"].as_array().map(Vec::len), Some(1), "{listed}");
+    let retired = &listed["retired"];
+    assert_eq!(retired.as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(retired[0]["kid"], first.as_str());
+    assert_eq!(retired[0]["early"], true);
+    assert!(retired[0]["listed_until"].is_string(), "{listed}");
     if let Some((b, stop_b)) = replica {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {

@@ -257,3 +257,15 @@ async def test_after_a_rotation_push_jwts_are_signed_by_the_new_key(push_server)
         assert claims["request_body_sha256"] == hashlib.sha256(body).hexdigest()
     finally:
         rx.close()
+    # `keys list` prints the ring, then, once the old key is retired, the retired key apart.
+    old_kid = next(k["kid"] for k in srv.admin("GET", "/admin/v1/keys")["keys"] if k["kid"] != new_kid)
+    r = subprocess.run([str(binary()), "keys", "retire", old_kid, "--server", srv.url], capture_output=True,
+                       text=True, env=env, timeout=30)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([str(binary()), "keys", "list", "--server", srv.url], capture_output=True, text=True,
+                       env=env, timeout=30)
+    assert r.returncode == 0, r.stderr
+    ring, retired = r.stdout.split("\n\n")
+    assert new_kid in ring and old_kid not in ring, r.stdout
+    assert retired.startswith("RETIRED KID"), r.stdout
+    assert old_kid in retired and "by an admin" in retired, r.stdout

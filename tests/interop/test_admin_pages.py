@@ -424,3 +424,68 @@ async def test_rights_deadlines_webhook_events_remote_review_and_names(srv):
     finally:
         rx.close()
         stop_server(remote, remote_db)
+
+
+async def test_with_more_people_than_a_form_lists_its_person_is_typed(srv):
+    """Past 200 people no form carries a drop-down of the whole directory: the token, login
+    link, webhook, new channel and new member forms take a typed id (the first 200 offered as
+    suggestions); a typed id works as a chosen one did, an unknown one is refused in words with
+    what was typed kept, and nothing is made."""
+    async with async_playwright() as pw, Admin(pw, srv) as a:
+        page = a.page
+        await a.open("people")
+        # Few people: the forms choose from a drop-down.
+        assert await page.locator("select#token-person").count() == 1
+        for i in range(201):
+            srv.person(f"p-{i:03d}", f"Person {i:03d}")
+        await a.open("people")
+        for field in ("token-person", "link-person"):
+            assert await page.locator(f"select#{field}").count() == 0, field
+            hints = page.locator(f"#{field}-choices option")
+            assert await hints.count() == 200, field
+        # The last person is past the suggestions, and a typed id issues her token all the same.
+        form = page.get_by_role("form", name="Issue a token")
+        await form.get_by_label("For").fill("p-200")
+        await form.get_by_label("agent").check()
+        await form.get_by_label("Description").fill("typed id")
+        await form.get_by_role("button", name="Issue").click()
+        await expect(page.locator("main")).to_contain_text("for p-200")
+        tokens = srv.admin("GET", "/admin/v1/tokens")
+        assert any(t["person"] == "p-200" and t["description"] == "typed id" for t in tokens["tokens"]), tokens
+        before = len(tokens["tokens"])
+        # An id nobody holds: refused next to the form, what was typed kept, no token.
+        form = page.get_by_role("form", name="Issue a token")
+        await form.get_by_label("For").fill("nobody-here")
+        await form.get_by_label("Description").fill("kept")
+        await form.get_by_role("button", name="Issue").click()
+        form = page.get_by_role("form", name="Issue a token")
+        await expect(form.get_by_role("alert")).to_be_visible()
+        await expect(form.get_by_label("For")).to_have_value("nobody-here")
+        await expect(form.get_by_label("Description")).to_have_value("kept")
+        assert len(srv.admin("GET", "/admin/v1/tokens")["tokens"]) == before
+
+        # A new channel's members and a new member, typed.
+        await a.open("channels")
+        assert await page.locator("input[name^='member-']").count() == 0
+        new = page.get_by_role("form", name="Add a channel")
+        await new.get_by_label("Name").fill("crowd")
+        await new.get_by_label("Their ids, separated by commas").fill("p-199, p-200")
+        await new.get_by_role("button", name="Preview").click()
+        await page.get_by_role("button", name="Apply").click()
+        await expect(page).to_have_url(f"{srv.url}/console/admin/channels/crowd")
+        members = page.get_by_role("table", name="Members")
+        await expect(members).to_contain_text("Person 199")
+        await expect(members).to_contain_text("Person 200")
+        add = page.get_by_role("form", name="Add or change a member")
+        assert await add.locator("select#member-add").count() == 0
+        await add.get_by_label("Person").fill("p-150")
+        await add.get_by_role("button", name="Preview").click()
+        await page.get_by_role("button", name="Apply").click()
+        await expect(page.get_by_role("table", name="Members")).to_contain_text("Person 150")
+        await a.shots("channels/crowd", "admin-channel-typed-member")
+
+        # A webhook's person filter, typed or left empty for anyone.
+        await a.open("webhooks")
+        assert await page.locator("select#webhook-person").count() == 0
+        await expect(page.locator("#webhook-person")).to_have_attribute("placeholder", "anyone: leave empty")
+        await a.shots("people", "admin-people-typed-person")

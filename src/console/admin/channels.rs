@@ -14,7 +14,9 @@ use minijinja::value::Serde;
 use serde::{Deserialize, Serialize};
 
 use super::people::post_only;
-use super::{Admin, admin, admin_form, admin_frame, done, fail, field, pretty, rendered};
+use super::{
+    Admin, admin, admin_form, admin_frame, done, fail, field, person_choices, pretty, rendered,
+};
 use crate::console::{Console, status_of};
 use crate::domain::{ChannelName, PersonId, PolicyChange, PolicyDecision, Right, Rights};
 use crate::service::{ChannelSpec, MemberChange, ServiceError};
@@ -91,15 +93,7 @@ async fn render_list(
         .iter()
         .map(row)
         .collect();
-    let people: Vec<(String, String)> = c
-        .service
-        .list_persons(&a.caller)
-        .await
-        .map_err(fail(c))?
-        .into_iter()
-        .filter(|p| p.id.as_str() != crate::domain::SERVER_PERSON)
-        .map(|p| (p.id.to_string(), format!("{} ({})", p.display_name, p.kind)))
-        .collect();
+    let people = person_choices(c, a).await?;
     rendered(
         c,
         "admin/channels.html",
@@ -244,13 +238,9 @@ async fn render_channel(
         .into_iter()
         .find(|ch| &ch.name == name)
         .ok_or_else(|| fail(c)(ServiceError::not_found("channel", name)))?;
-    let people = c.service.list_persons(&a.caller).await.map_err(fail(c))?;
-    let display = |id: &PersonId| {
-        people
-            .iter()
-            .find(|p| &p.id == id)
-            .map_or_else(|| id.to_string(), |p| p.display_name.clone())
-    };
+    let ids: Vec<PersonId> = channel.members.iter().map(|m| m.person.clone()).collect();
+    let names = c.service.display_names(&ids).await.map_err(fail(c))?;
+    let display = |id: &PersonId| names.get(id).cloned().unwrap_or_else(|| id.to_string());
     let members: Vec<MemberRow> = channel
         .members
         .iter()
@@ -264,14 +254,10 @@ async fn render_channel(
                 .collect(),
         })
         .collect();
-    let others: Vec<(String, String)> = people
-        .iter()
-        .filter(|p| {
-            p.id.as_str() != crate::domain::SERVER_PERSON
-                && !channel.members.iter().any(|m| m.person == p.id)
-        })
-        .map(|p| (p.id.to_string(), format!("{} ({})", p.display_name, p.kind)))
-        .collect();
+    let mut others = person_choices(c, a).await?;
+    others
+        .people
+        .retain(|p| !channel.members.iter().any(|m| m.person.as_str() == p.id));
     let (ttl, ttl_unit) = ttl_shown(channel.policy.approval_ttl_s);
     rendered(
         c,

@@ -102,6 +102,72 @@ async fn events(
         .into_response())
 }
 
+/// Most people a form offers to pick from. With more in the directory, the form takes a typed
+/// id instead (offered from the first of them as the browser's suggestions), so no page holds a
+/// drop-down of the whole directory; the service refuses an unknown id with its reason.
+pub(super) const PERSON_CHOICES: i64 = 200;
+
+/// The people a form offers (never the server's own person), and whether that is all of them.
+#[derive(Serialize)]
+pub(super) struct PersonChoices {
+    pub people: Vec<Choice>,
+    pub complete: bool,
+}
+
+/// One person a form offers: id, display name and kind.
+#[derive(Serialize)]
+pub(super) struct Choice {
+    pub id: String,
+    pub name: String,
+    pub kind: String,
+}
+
+impl PersonChoices {
+    /// The same choices, of the given kinds only.
+    pub(super) fn of_kinds(&self, kinds: &[&str]) -> PersonChoices {
+        PersonChoices {
+            people: self
+                .people
+                .iter()
+                .filter(|p| kinds.contains(&p.kind.as_str()))
+                .map(|p| Choice {
+                    id: p.id.clone(),
+                    name: p.name.clone(),
+                    kind: p.kind.clone(),
+                })
+                .collect(),
+            complete: self.complete,
+        }
+    }
+}
+
+/// The first [`PERSON_CHOICES`] people of the directory, by id, for a form's choice of person.
+pub(super) async fn person_choices(c: &Console, a: &Admin) -> Result<PersonChoices, Response> {
+    let asked = crate::service::ListQuery {
+        text: None,
+        filter: None,
+        page: 1,
+        per_page: PERSON_CHOICES,
+    };
+    let found = c
+        .service
+        .search_persons(&a.caller, &asked)
+        .await
+        .map_err(fail(c))?;
+    Ok(PersonChoices {
+        people: found
+            .items
+            .into_iter()
+            .map(|p| Choice {
+                id: p.id.to_string(),
+                name: p.display_name,
+                kind: p.kind.to_string(),
+            })
+            .collect(),
+        complete: !found.more,
+    })
+}
+
 /// A signed-in admin: the console session and its admin caller.
 pub(super) struct Admin {
     pub s: Session,

@@ -16,7 +16,7 @@ use minijinja::value::Serde;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Admin, CsrfOnly, Outcome, admin, admin_form, admin_frame, done, fail, field, rendered,
+    Admin, CsrfOnly, Outcome, admin, admin_form, admin_frame, done, field, person_choices, rendered,
 };
 use crate::console::{Console, Page, status_of};
 use crate::domain::{PersonId, PersonKind, Scope, Scopes};
@@ -195,17 +195,9 @@ async fn render_with(
     mut status: StatusCode,
     lists: &Lists,
 ) -> Result<Response, Response> {
-    let fail = fail(c);
     let now = c.service.clock_now();
-    // Everyone a token or a link can be for (the forms' choices).
-    let choices: Vec<PersonRow> = c
-        .service
-        .list_persons(&a.caller)
-        .await
-        .map_err(fail)?
-        .into_iter()
-        .map(person_row)
-        .collect();
+    // Whom a token or a link can be for (the forms' choices, bounded).
+    let choices = person_choices(c, a).await?;
     let person_page = page_number(&lists.page, "page");
     let asked = ListQuery {
         text: lists.q.clone(),
@@ -245,12 +237,13 @@ async fn render_with(
     if status == StatusCode::OK && (persons.error.is_some() || tokens.error.is_some()) {
         status = StatusCode::BAD_REQUEST;
     }
-    let members: Vec<&PersonRow> = choices.iter().filter(|p| p.kind == "member").collect();
     rendered(
         c,
         "admin/people.html",
         minijinja::context! {
-            persons => Serde(&persons), choices => Serde(&choices), members => Serde(&members),
+            persons => Serde(&persons),
+            holders => Serde(&choices.of_kinds(&["member", "external"])),
+            members => Serde(&choices.of_kinds(&["member"])),
             tokens => Serde(&tokens), lists => Serde(lists),
             kinds => ["member", "external", "remote"], states => ["live", "expired", "revoked"],
             outcome => Serde(&outcome), expiries => EXPIRIES.to_vec(),

@@ -15,7 +15,7 @@ use minijinja::value::Serde;
 use serde::{Deserialize, Serialize};
 
 use super::people::post_only;
-use super::{Admin, admin, admin_form, admin_frame, done, fail, field, rendered};
+use super::{Admin, admin, admin_form, admin_frame, done, fail, field, person_choices, rendered};
 use crate::console::{Console, status_of};
 use crate::domain::{ChannelName, PersonId};
 use crate::service::{ServiceError, WEBHOOK_EVENTS, WebhookSpec};
@@ -84,20 +84,12 @@ async fn render(
         .filter(|ch| ch.removed_at.is_none())
         .map(|ch| ch.name.to_string())
         .collect();
-    let persons: Vec<String> = c
-        .service
-        .list_persons(&a.caller)
-        .await
-        .map_err(fail)?
-        .into_iter()
-        .filter(|p| p.id.as_str() != crate::domain::SERVER_PERSON)
-        .map(|p| p.id.to_string())
-        .collect();
+    let persons = person_choices(c, a).await?;
     rendered(
         c,
         "admin/webhooks.html",
         minijinja::context! {
-            webhooks => Serde(&webhooks), channels => channels, persons => persons,
+            webhooks => Serde(&webhooks), channels => channels, persons => Serde(&persons),
             all_events => WEBHOOK_EVENTS.to_vec(), overlaps => OVERLAPS_H.to_vec(),
             outcome => Serde(&outcome),
             ..Serde(admin_frame(a, "webhooks"))
