@@ -7,6 +7,7 @@ mod oauth;
 mod outbox;
 mod remotes;
 
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
@@ -15,8 +16,8 @@ use serde::Deserialize;
 use crate::domain::{ApprovalPolicy, ChannelName, PersonId, PersonKind, PolicyChange};
 use crate::http::{ApiError, ApiResult, Authed, Body};
 use crate::service::{
-    AddedParty, AuditQuery, ChannelSpec, ErrorCode, MemberChange, PartySpec, Service, ServiceError,
-    TokenSpec,
+    AddedParty, AuditQuery, ChannelSpec, ErrorCode, ListQuery, Listed, MemberChange, PartySpec,
+    Service, ServiceError, TokenSpec,
 };
 
 pub fn router(service: Service) -> Router {
@@ -68,10 +69,71 @@ async fn add_person(
     Ok(Json(serde_json::json!({ "person": p })))
 }
 
-async fn list_persons(State(s): State<Service>, Authed(c): Authed) -> ApiResult<serde_json::Value> {
-    Ok(Json(
-        serde_json::json!({ "persons": s.list_persons(&c).await? }),
-    ))
+/// A search of a list, a page at a time (`q`, a kind or state, `page` from 1, `per_page` up to
+/// 200, 50 by default): what the console's lists send. Without any of them a list answers whole,
+/// as before these existed.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Search {
+    q: Option<String>,
+    kind: Option<String>,
+    state: Option<String>,
+    person: Option<PersonId>,
+    page: Option<i64>,
+    per_page: Option<i64>,
+}
+
+/// Rows a page holds when the search does not say.
+const PER_PAGE: i64 = 50;
+
+impl Search {
+    /// The search asked for, if any: its text, its filter, and which page.
+    fn paged(&self, filter: Option<&String>) -> Option<ListQuery> {
+        let asked =
+            self.q.is_some() || filter.is_some() || self.page.is_some() || self.per_page.is_some();
+        asked.then(|| ListQuery {
+            text: self.q.clone(),
+            filter: filter.cloned(),
+            page: self.page.unwrap_or(1),
+            per_page: self.per_page.unwrap_or(PER_PAGE),
+        })
+    }
+}
+
+/// The query string, or the reason it is refused (an unknown parameter, a page not a number).
+fn search(q: Result<Query<Search>, QueryRejection>) -> Result<Search, ApiError> {
+    q.map(|q| q.0)
+        .map_err(|e| ApiError(ServiceError::invalid(e.body_text())))
+}
+
+/// One page of a list as the API answers it: the rows under `key`, the page, and the next
+/// page's number while another follows (else null).
+fn listed<T: serde::Serialize>(key: &str, q: &ListQuery, l: Listed<T>) -> serde_json::Value {
+    let mut answer =
+        serde_json::json!({ "page": q.page, "next_page": l.more.then_some(q.page + 1) });
+    answer[key] = serde_json::to_value(l.items).unwrap_or_default();
+    answer
+}
+
+async fn list_persons(
+    State(s): State<Service>,
+    Authed(c): Authed,
+    q: Result<Query<Search>, QueryRejection>,
+) -> ApiResult<serde_json::Value> {
+    let q = search(q)?;
+    if q.state.is_some() || q.person.is_some() {
+        return Err(ServiceError::invalid("people are searched by q, kind and page").into());
+    }
+    match q.paged(q.kind.as_ref()) {
+        Some(asked) => Ok(Json(listed(
+            "persons",
+            &asked,
+            s.search_persons(&c, &asked).await?,
+        ))),
+        None => Ok(Json(
+            serde_json::json!({ "persons": s.list_persons(&c).await? }),
+        )),
+    }
 }
 
 async fn remove_person(
@@ -120,19 +182,29 @@ async fn issue_token(
     ))
 }
 
-#[derive(Deserialize)]
-struct TokenFilter {
-    person: Option<PersonId>,
-}
-
 async fn list_tokens(
     State(s): State<Service>,
     Authed(c): Authed,
-    q: Query<TokenFilter>,
+    q: Result<Query<Search>, QueryRejection>,
 ) -> ApiResult<serde_json::Value> {
-    Ok(Json(
-        serde_json::json!({ "tokens": s.list_tokens(&c, q.0.person.as_ref()).await? }),
-    ))
+    let q = search(q)?;
+    if q.kind.is_some() {
+        return Err(ServiceError::invalid("tokens are searched by q, state and page").into());
+    }
+    match q.paged(q.state.as_ref()) {
+        Some(_) if q.person.is_some() => Err(ServiceError::invalid(
+            "give person (all of one person's tokens) or a search, not both",
+        )
+        .into()),
+        Some(asked) => Ok(Json(listed(
+            "tokens",
+            &asked,
+            s.search_tokens(&c, &asked).await?,
+        ))),
+        None => Ok(Json(
+            serde_json::json!({ "tokens": s.list_tokens(&c, q.person.as_ref()).await? }),
+        )),
+    }
 }
 
 async fn revoke_token(

@@ -32,8 +32,13 @@ pub enum PersonCommand {
         #[command(flatten)]
         server: ServerArgs,
     },
-    /// List people.
+    /// List people: everyone, or with a search, a page of 50 at a time.
     List {
+        #[command(flatten)]
+        search: Search,
+        /// Only people of this kind: member, external or remote.
+        #[arg(long)]
+        kind: Option<String>,
         #[command(flatten)]
         format: Format,
         #[command(flatten)]
@@ -104,10 +109,17 @@ pub enum TokenCommand {
         #[command(flatten)]
         server: ServerArgs,
     },
-    /// List tokens (never their secrets).
+    /// List tokens (never their secrets): all, one person's, or with a search, a page of 50 at a
+    /// time, newest first.
     List {
-        #[arg(long)]
+        /// Every token of this person.
+        #[arg(long, conflicts_with_all = ["search", "page", "state"])]
         person: Option<String>,
+        #[command(flatten)]
+        search: Search,
+        /// Only tokens in this state: live, expired or revoked.
+        #[arg(long)]
+        state: Option<String>,
         #[command(flatten)]
         format: Format,
         #[command(flatten)]
@@ -210,15 +222,21 @@ pub(super) async fn person(c: PersonCommand) -> anyhow::Result<()> {
             )
             .await
         }
-        PersonCommand::List { format, server } => {
-            let answer = fetch(&server, "GET", "/admin/v1/persons", None).await?;
+        PersonCommand::List {
+            search,
+            kind,
+            format,
+            server,
+        } => {
+            let path = search.path("/admin/v1/persons", "kind", kind.as_deref());
+            let answer = fetch(&server, "GET", &path, None).await?;
             let columns = [
                 col!("ID", "id"),
                 col!("KIND", "kind"),
                 col!("NAME", "display_name"),
                 col!("CREATED", "created_at"),
             ];
-            table::print(format, &answer, "persons", &columns, None)
+            table::print(format, &answer, "persons", &columns, NEXT_PAGE)
         }
         PersonCommand::Remove { id, server } => {
             let path = format!("/admin/v1/persons/{}", encode(&id));
@@ -281,12 +299,14 @@ pub(super) async fn token(c: TokenCommand) -> anyhow::Result<()> {
         }
         TokenCommand::List {
             person,
+            search,
+            state,
             format,
             server,
         } => {
             let path = match person {
                 Some(p) => format!("/admin/v1/tokens?person={}", encode(&p)),
-                None => "/admin/v1/tokens".to_owned(),
+                None => search.path("/admin/v1/tokens", "state", state.as_deref()),
             };
             let answer = fetch(&server, "GET", &path, None).await?;
             let columns = [
@@ -298,7 +318,7 @@ pub(super) async fn token(c: TokenCommand) -> anyhow::Result<()> {
                 col!("REVOKED", "revoked_at"),
                 col!("DESCRIPTION", "description"),
             ];
-            table::print(format, &answer, "tokens", &columns, None)
+            table::print(format, &answer, "tokens", &columns, NEXT_PAGE)
         }
         TokenCommand::Revoke { id, server } => {
             let path = format!("/admin/v1/tokens/{}", encode(&id));
@@ -524,6 +544,43 @@ pub(super) fn member_token(what: &str) -> anyhow::Result<String> {
 }
 
 /// Percent-encodes a path segment or query value.
+/// `--search` and `--page` of a list command: without either (or a filter), the whole list.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Search {
+    /// Only rows holding this text (any case) in their id or name, or a token's person or
+    /// description; 50 a page.
+    #[arg(long)]
+    search: Option<String>,
+    /// Which page of the search (from 1); the table ends with the next page's flag while more
+    /// follow.
+    #[arg(long)]
+    page: Option<u32>,
+}
+
+/// Where a paged list says its next page is, and the flag that asks for it.
+const NEXT_PAGE: Option<(&str, &str)> = Some(("next_page", "--page"));
+
+impl Search {
+    /// The list's address with this search and `filter` (`name=value`) in its query.
+    fn path(&self, base: &str, name: &str, filter: Option<&str>) -> String {
+        let mut query = Vec::new();
+        if let Some(text) = &self.search {
+            query.push(format!("q={}", encode(text)));
+        }
+        if let Some(value) = filter {
+            query.push(format!("{name}={}", encode(value)));
+        }
+        if let Some(page) = self.page {
+            query.push(format!("page={page}"));
+        }
+        if query.is_empty() {
+            base.to_owned()
+        } else {
+            format!("{base}?{}", query.join("&"))
+        }
+    }
+}
+
 pub(super) fn encode(s: &str) -> String {
     crate::domain::text::percent_encode(s)
 }

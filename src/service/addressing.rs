@@ -77,7 +77,7 @@ impl Service {
                     let Some(opener) = opener.first() else {
                         return Err(ServiceError::not_found("thread", &t.id));
                     };
-                    let entries = self.inner.store.message_readers(&opener.id).await?;
+                    let entries = self.inner.store.message_readers(&t.id, &opener.id).await?;
                     let mut people: BTreeSet<PersonId> =
                         opener.recipients.iter().cloned().collect();
                     people.insert(t.opened_by.clone());

@@ -223,11 +223,17 @@ impl Store {
     /// person's readers) and `skip_reader`.
     pub async fn message_readers(
         &self,
+        thread: &ThreadId,
         message: &MessageId,
     ) -> Result<Vec<(PersonId, Option<String>, Option<String>)>> {
+        // By the thread first: `inbox_entries_thread` finds the thread's entries, and no index
+        // has `message_id` first (by the message alone, this read scanned every inbox entry of
+        // the server on every reply, a cost growing with the server's history).
         let rows = query(
-            "SELECT person_id, reader, skip_reader FROM inbox_entries WHERE message_id = $1 ORDER BY person_id, seq",
+            "SELECT person_id, reader, skip_reader FROM inbox_entries \
+             WHERE thread_id = $1 AND message_id = $2 ORDER BY person_id, seq",
         )
+        .bind(thread.as_str().to_owned())
         .bind(message.as_str().to_owned())
         .fetch_all(&self.pool)
         .await?;

@@ -489,3 +489,58 @@ async def test_with_more_people_than_a_form_lists_its_person_is_typed(srv):
         assert await page.locator("select#webhook-person").count() == 0
         await expect(page.locator("#webhook-person")).to_have_attribute("placeholder", "anyone: leave empty")
         await a.shots("people", "admin-people-typed-person")
+
+
+def test_people_and_tokens_search_and_page_from_the_api_and_the_cli(srv):
+    """The console's searches are the API's and the CLI's too: `q`, a kind or state and `page` on
+    `/admin/v1/persons` and `/admin/v1/tokens`, `--search`, `--kind`/`--state` and `--page` on
+    `person list` and `token list`, the table ending with the next page's flag while more follow.
+    Every bad search is refused in words; without a search the lists answer whole, as before."""
+    for i in range(60):
+        srv.person(f"user-{i:02d}", f"User {i:02d}")
+    first = srv.admin("GET", "/admin/v1/persons?q=USER-")
+    assert [p["id"] for p in first["persons"]] == [f"user-{i:02d}" for i in range(50)]
+    assert first["page"] == 1 and first["next_page"] == 2
+    second = srv.admin("GET", "/admin/v1/persons?q=user-&page=2")
+    assert len(second["persons"]) == 10 and second["next_page"] is None
+    assert len(srv.admin("GET", "/admin/v1/persons")["persons"]) >= 61  # whole, unpaged
+    assert srv.admin("GET", "/admin/v1/persons?kind=member&per_page=5")["next_page"] == 2
+    revoked = srv.token("user-07")
+    srv.admin("DELETE", f"/admin/v1/tokens/{revoked['id']}")
+    found = srv.admin("GET", "/admin/v1/tokens?state=revoked")
+    assert [t["id"] for t in found["tokens"]] == [revoked["id"]] and found["next_page"] is None
+    for path, words in [
+        ("/admin/v1/persons?page=abc", "page"),
+        ("/admin/v1/persons?page=0", "page must be 1-1000"),
+        ("/admin/v1/persons?per_page=500", "a page holds 1-200 rows"),
+        ("/admin/v1/persons?kind=robot", "kind must be member, external or remote"),
+        ("/admin/v1/persons?state=live", "people are searched by q, kind and page"),
+        ("/admin/v1/persons?color=red", "color"),
+        ("/admin/v1/persons?q=a%0Ab", "one line"),
+        ("/admin/v1/tokens?state=lost", "state must be live, expired or revoked"),
+        ("/admin/v1/tokens?person=user-07&q=x", "not both"),
+        ("/admin/v1/tokens?kind=member", "tokens are searched by q, state and page"),
+    ]:
+        status, body = refused(srv, "GET", path)
+        assert status == 400 and words in body["error"]["message"], (path, body)
+
+    env = {**os.environ, "LIAISON_ADMIN_TOKEN": srv.admin_token}
+
+    def cli(*args):
+        return subprocess.run([str(binary()), *args, "--server", srv.url], capture_output=True, text=True,
+                              env=env, timeout=30)
+
+    listed = cli("person", "list", "--search", "user-")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.strip().splitlines()
+    assert lines[0].startswith("ID") and len(lines) == 52 and lines[-1] == "(more: --page 2)", listed.stdout
+    listed = cli("person", "list", "--search", "user-", "--page", "2")
+    assert listed.returncode == 0 and "(more" not in listed.stdout and "user-59" in listed.stdout, listed.stdout
+    listed = cli("person", "list", "--kind", "robot")
+    assert listed.returncode != 0 and "kind must be member, external or remote" in listed.stderr, listed.stderr
+    listed = cli("token", "list", "--state", "revoked")
+    assert listed.returncode == 0 and revoked["id"] in listed.stdout and "(more" not in listed.stdout, listed.stdout
+    listed = cli("token", "list", "--person", "user-07", "--search", "x")
+    assert listed.returncode != 0 and "cannot be used with" in listed.stderr, listed.stderr
+    listed = cli("person", "list")
+    assert listed.returncode == 0 and "user-59" in listed.stdout and "(more" not in listed.stdout
