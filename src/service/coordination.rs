@@ -234,7 +234,7 @@ impl Service {
             Some(m) => {
                 self.inner
                     .store
-                    .addressed_to(caller.id(), caller.reader().key(), &m.id)
+                    .addressed_to(caller.id(), caller.reader().key(), &thread, &m.id)
                     .await?
             }
             None => false,

@@ -627,7 +627,12 @@ impl Service {
                 && self
                     .inner
                     .store
-                    .addressed_to(reader.id(), reader.reader().key(), &message.id)
+                    .addressed_to(
+                        reader.id(),
+                        reader.reader().key(),
+                        &message.thread,
+                        &message.id,
+                    )
                     .await?;
             if command {
                 Label::instruction(&name, effect, language)

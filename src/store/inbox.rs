@@ -200,20 +200,25 @@ impl Store {
         row.try_get("n")
     }
 
-    /// Whether `reader` of `person` has an entry of `message` (it was addressed to that reader).
+    /// Whether `reader` of `person` has an entry of `message` of `thread` (it was addressed to
+    /// that reader). By thread and person (`inbox_entries_thread`): by person alone it read the
+    /// person's whole inbox, a cost growing with every message she ever received.
     pub async fn addressed_to(
         &self,
         person: &PersonId,
         reader: &str,
+        thread: &ThreadId,
         message: &MessageId,
     ) -> Result<bool> {
         let row = query(format!(
-            "SELECT 1 AS found FROM inbox_entries e WHERE e.person_id = $1 AND e.message_id = $2 AND {} LIMIT 1",
+            "SELECT 1 AS found FROM inbox_entries e WHERE e.thread_id = $4 AND e.person_id = $1 \
+             AND e.message_id = $2 AND {} LIMIT 1",
             visible(3)
         ))
         .bind(person.as_str().to_owned())
         .bind(message.as_str().to_owned())
         .bind(reader.to_owned())
+        .bind(thread.as_str().to_owned())
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.is_some())

@@ -426,15 +426,17 @@ async fn write_extras(tx: &mut Conn, m: &NewMessage) -> Result<()> {
             .execute(&mut *tx)
             .await?;
     }
-    // The author's own entry is not for the connection that wrote it.
+    // The author's own entry is not for the connection that wrote it. Found by thread and
+    // person (`inbox_entries_thread`): by person alone this read her whole inbox on every post.
     if let Some(skip) = &m.addressing.skip {
         query(
-            "UPDATE inbox_entries SET skip_reader = $1 WHERE person_id = $2 AND message_id = $3 \
-             AND reader IS NULL",
+            "UPDATE inbox_entries SET skip_reader = $1 WHERE thread_id = $4 AND person_id = $2 \
+             AND message_id = $3 AND reader IS NULL",
         )
         .bind(skip.clone())
         .bind(m.author.as_str().to_owned())
         .bind(m.id.as_str().to_owned())
+        .bind(m.thread.as_str().to_owned())
         .execute(&mut *tx)
         .await?;
     }
