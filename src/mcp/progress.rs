@@ -31,7 +31,7 @@ pub(crate) async fn with_progress<F: Future>(
                 let waited = started.elapsed().as_secs_f64().floor();
                 let note = ProgressNotificationParam::new(token.clone()?, waited)
                     .with_total(total_s as f64)
-                    .with_message(format!("Waiting for inbox entries ({waited:.0} of {total_s} s)."));
+                    .with_message(format!("Waiting ({waited:.0} of {total_s} s)."));
                 // Boxed: a long-poll's future keeps no room for it while it waits.
                 if Box::pin(ctx.peer.notify_progress(note)).await.is_err() {
                     return None;

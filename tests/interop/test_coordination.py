@@ -3,7 +3,7 @@
 import anyio
 import pytest
 
-from conftest import MODES, call, call_error, connect, unique
+from conftest import MODES, call, call_error, connect, eventually, inbox_waiters, unique, until_waiting
 from test_conversation import drain
 
 pytestmark = pytest.mark.anyio
@@ -107,6 +107,38 @@ async def test_claim_next_takes_the_oldest_waiting_request(server, tokens):
         assert got["claim"]["thread"] == req["thread"]
         err, text = await call_error(bob, "claim", thread="next")
         assert err["code"] == "not_found" and "no open request" in text
+
+
+async def test_a_cancelled_claim_wait_ends_and_never_takes_the_next_task(server):
+    """A `claim` of `next` waiting for work ends when its client cancels the call (the official
+    SDK sends `notifications/cancelled`): it no longer counts as a waiting long-poll, and the next
+    task goes to the claimer still waiting, not to the abandoned wait (which, waiting longest,
+    would have been handed it first and held it for no one until its lease ended)."""
+    asker, worker, channel = unique("asker"), unique("worker"), unique("cw")
+    server.person(asker, "Asker")
+    server.person(worker, "Worker")
+    server.channel(channel, [asker, worker])
+    first, second = server.token(worker)["secret"], server.token(worker)["secret"]
+    async with connect(server, server.token(asker)["secret"]) as them, \
+            connect(server, first, agent="codex@w:1") as abandoned, connect(server, second, agent="codex@w:2") as kept:
+        before = inbox_waiters(server)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(abandoned.call_tool, "claim", {"thread": "next", "wait_s": 40})
+            await until_waiting(server, before + 1)
+            tg.cancel_scope.cancel()
+        # The server ended the wait (without the cancellation it would wait its 40 s).
+        await anyio.to_thread.run_sync(
+            lambda: eventually("the cancelled claim wait ended", lambda: inbox_waiters(server) == before, 20))
+        got = {}
+
+        async def wait():
+            got["claim"] = await call(kept, "claim", thread="next", wait_s=40)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            await until_waiting(server, before + 1)
+            req = await call(them, "post", kind="request", channel=channel, impact="none", body="Take this one.")
+        assert got["claim"]["claim"]["thread"] == req["thread"]
 
 
 async def test_presence_fleet_and_leases_with_force(server, tokens):

@@ -14,6 +14,7 @@ use crate::mcp::args::{
     ClaimActionArg, ClaimArgs, JoinArgs, LeaseAcquireArgs, LeaseReleaseArgs, ListArgs, PresenceArgs,
 };
 use crate::mcp::elicit::{self, Stateless};
+use crate::mcp::progress::with_progress;
 use crate::mcp::render;
 use crate::service::{ClaimAction, ClaimTarget, ErrorCode, LeaseSpec, PresenceSpec, ServiceError};
 
@@ -67,10 +68,16 @@ impl Tools {
                         "wait_s waits for work: give it with thread=\"next\" only",
                     ));
                 }
-                let claim = self
-                    .service
-                    .claim_next_waiting(&c, a.lease_s, wait_s)
-                    .await?;
+                // Ends with the call: a claim wait whose client cancelled it, or whose session
+                // closed, never takes a task for no one (it would hold the task until its lease
+                // ended). Dropping the wait passes on a hand-off it held.
+                let waiting = self.service.claim_next_waiting(&c, a.lease_s, wait_s);
+                let Some(claim) = with_progress(waiting, &ctx, wait_s).await else {
+                    return Err(ServiceError::invalid(
+                        "the claim's wait was cancelled: nothing was claimed",
+                    ));
+                };
+                let claim = claim?;
                 let text = render::claimed(&serde_json::to_value(&claim).unwrap_or_default());
                 return Ok(CallToolResponse::Complete(render::ok(
                     json!({ "claim": claim }),
