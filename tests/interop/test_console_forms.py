@@ -203,6 +203,34 @@ async def test_a_live_update_arriving_while_she_types_never_takes_her_text(demo)
         await browser.close()
 
 
+async def test_a_live_update_keeps_open_what_she_opened(demo):
+    """Every page load is followed by a live refresh (the stream's "catch up" on connecting), and
+    any change brings another: a swap must not close the settings she just opened (the
+    connection's "Rename or change rights"), or her next click lands on nothing. Made certain: the
+    old live part is marked, she opens the settings, and the swap is awaited (the mark gone)."""
+    srv, d = demo
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                           args=["--no-sandbox", "--disable-dev-shm-usage"])
+        ctx, page = await signed_in(browser, srv, "alice", "Alice")
+        await page.goto(f"{srv.url}/console/agents")
+        await page.get_by_label("What it is").fill("Claude Code on the laptop")
+        await page.locator("#connection").fill("laptop")
+        await page.get_by_role("button", name="Connect an agent").click()
+        await page.goto(f"{srv.url}/console/agents")
+        await expect(page.locator("#live-status")).to_have_text("live", timeout=10_000)
+        row = page.locator(".token").filter(has_text="alice/laptop")
+        await page.evaluate("document.getElementById('live').dataset.old = '1'")
+        await row.locator("summary").click()
+        # Another change: the stream says so and the page refreshes its live part.
+        srv.admin("POST", "/api/v1/messages", {"kind": "announce", "channel": "ops", "body": "Swap now"},
+                  token=d["alice"]["human_token"])
+        await expect(page.locator("#live[data-old]")).to_have_count(0, timeout=15_000)
+        await expect(row.locator("details")).to_have_attribute("open", "")
+        await row.locator('select[name="rights_database"]').select_option("allowed", timeout=5_000)
+        await browser.close()
+
+
 async def test_times_read_as_people_read_them_relative_local_and_exact_on_hover(demo):
     """Every time a page prints is a <time>: without script "YYYY-MM-DD HH:MM UTC"; in a browser
     in Tokyo, relative to now with the exact local time (and the UTC instant) on hover, on member

@@ -63,8 +63,22 @@ setInterval(() => localise(document), 30000);
     const live = document.getElementById("live");
     if (!live) return false;
     const active = document.activeElement;
-    if (active && live.contains(active) && /^(TEXTAREA|INPUT)$/.test(active.tagName)) return true;
+    if (active && live.contains(active) && /^(TEXTAREA|INPUT|SELECT)$/.test(active.tagName)) return true;
     return Array.from(live.querySelectorAll("textarea")).some((t) => t.value.trim() !== "");
+  }
+
+  // What she opened stays open across a swap: a <details> is known by its id, else by the
+  // nearest element around it with an id and its place among that element's <details>.
+  function key(d) {
+    if (d.id) return "#" + d.id;
+    const owner = d.parentElement && d.parentElement.closest("[id]");
+    if (!owner) return null;
+    return owner.id + "/" + Array.prototype.indexOf.call(owner.querySelectorAll("details"), d);
+  }
+
+  function keepOpen(from, to) {
+    const open = new Set(Array.from(from.querySelectorAll("details[open]")).map(key));
+    to.querySelectorAll("details").forEach((d) => { if (open.has(key(d))) d.open = true; });
   }
 
   async function refresh() {
@@ -89,6 +103,7 @@ setInterval(() => localise(document), 30000);
       if (fresh && live) {
         const swapped = document.importNode(fresh, true);
         localise(swapped);
+        keepOpen(live, swapped);
         live.replaceWith(swapped);
       }
     } catch (_) {
