@@ -98,7 +98,8 @@ impl Store {
 
     pub async fn deliveries(&self, filter: &DeliveryFilter) -> Result<Vec<DeliveryRecord>> {
         let sql = format!(
-            "SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE ($1 IS NULL OR state = $1) \
+            "SELECT {DELIVERY_COLUMNS} FROM deliveries /* scan: newest first, stopping at a page, \
+             retention purges finished deliveries */ WHERE ($1 IS NULL OR state = $1) \
              AND ($2 = 0 OR (state = 'pending' AND last_error IS NOT NULL)) AND ($3 IS NULL OR endpoint = $3) \
              AND ($4 IS NULL OR id < $4) ORDER BY id DESC LIMIT $5"
         );
@@ -222,7 +223,8 @@ impl Store {
              SUM(CASE WHEN d.state = 'delivered' THEN 1 ELSE 0 END) AS delivered, \
              e.disabled_at, e.disabled_reason, w.id AS webhook_id, w.url AS webhook_url, \
              w.removed_at AS webhook_removed_at \
-             FROM deliveries d LEFT JOIN outbox_endpoints e ON e.endpoint = d.endpoint \
+             FROM deliveries d /* scan: counts every delivery, which retention keeps to its \
+             window */ LEFT JOIN outbox_endpoints e ON e.endpoint = d.endpoint \
              LEFT JOIN webhooks w ON d.endpoint = 'webhook:' || w.id \
              GROUP BY d.endpoint, e.disabled_at, e.disabled_reason, w.id, w.url, w.removed_at \
              ORDER BY MAX(d.id) DESC LIMIT 500",

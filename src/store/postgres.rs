@@ -142,6 +142,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "claim function",
         include_str!("migrations/postgres/0026_claim_function.sql"),
     ),
+    (
+        28,
+        "approvals by the time they were decided",
+        include_str!("migrations/postgres/0028_approvals_decided.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str, deadlines: Deadlines) -> Result<(Pool, BatchWriter)> {

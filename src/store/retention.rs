@@ -247,7 +247,8 @@ impl Store {
             Box::pin(async move {
                 let done = query(
                     "DELETE FROM audit_log WHERE seq IN \
-                     (SELECT seq FROM audit_log WHERE at < $1 ORDER BY seq LIMIT $2)",
+                     (SELECT seq FROM audit_log /* scan: oldest first, stopping at the batch */ \
+                     WHERE at < $1 ORDER BY seq LIMIT $2)",
                 )
                 .bind(before.0)
                 .bind(PURGE_BATCH as i64)

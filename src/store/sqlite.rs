@@ -130,6 +130,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "tool rules and confirmation links",
         include_str!("migrations/sqlite/0025_tool_rules_and_links.sql"),
     ),
+    (
+        28,
+        "approvals by the time they were decided",
+        include_str!("migrations/sqlite/0028_approvals_decided.sql"),
+    ),
 ];
 
 pub(super) async fn open(url: &str, deadlines: Deadlines) -> Result<(Pool, BatchWriter)> {

@@ -157,7 +157,9 @@ def server():
 
 
 def stop_server(srv: Server, dbname: str | None) -> None:
-    """Stops the server (if still running), removes its data and drops its database."""
+    """Stops the server (if still running), removes its data and drops its database. Fails when
+    the server refused a statement of its own for reading a whole table that grows with history
+    (debug builds check every statement's plan: `src/store/db/scans.rs`)."""
     if srv.process.poll() is None:
         srv.process.terminate()
         try:
@@ -166,6 +168,9 @@ def stop_server(srv: Server, dbname: str | None) -> None:
             srv.process.kill()
     shutil.rmtree(srv.data_dir, ignore_errors=True)
     drop_database(dbname)
+    scans = [line for line in list(srv.output) if "reads the whole of" in line]
+    if scans:
+        pytest.fail("the server read a whole growing table:\n" + "".join(scans[:5]))
 
 
 def drop_database(dbname: str | None) -> None:

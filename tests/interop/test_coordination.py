@@ -109,6 +109,47 @@ async def test_claim_next_takes_the_oldest_waiting_request(server, tokens):
         assert err["code"] == "not_found" and "no open request" in text
 
 
+async def test_a_claim_of_next_answers_with_the_task_to_do(server):
+    """`claim` of `next` (waiting or not) answers with the thread it took, as the `thread` tool
+    shows it: the agent reads its task in the claim's answer, labelled and fenced like any
+    message, without another call. A renewal of a given thread answers the claim alone."""
+    asker, worker, channel = unique("asker"), unique("worker"), unique("ct")
+    server.person(asker, "Asker")
+    server.person(worker, "Worker")
+    server.channel(channel, [asker, worker])
+    async with connect(server, server.token(asker)["secret"]) as them, \
+            connect(server, server.token(worker)["secret"], agent="codex@w:1") as agent:
+        first = await call(them, "post", kind="request", channel=channel, impact="none",
+                           body="Rename the build step to compile.")
+        result = await agent.call_tool("claim", {"thread": "next"})
+        assert not result.is_error
+        got = result.structured_content
+        assert got["claim"]["thread"] == first["thread"]
+        assert got["thread"]["thread"]["id"] == first["thread"]
+        assert [m["body"] for m in got["thread"]["messages"]] == ["Rename the build step to compile."]
+        text = "\n".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+        assert "fencing token" in text and "Rename the build step to compile." in text
+        assert f"request {first['message']}" in text, text
+
+        got = {}
+
+        async def wait():
+            got["claim"] = await call(agent, "claim", thread="next", wait_s=30)
+
+        before = inbox_waiters(server)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            await until_waiting(server, before + 1)
+            second = await call(them, "post", kind="request", channel=channel, impact="none",
+                                body="And the test step to check.")
+        assert got["claim"]["claim"]["thread"] == second["thread"]
+        assert [m["body"] for m in got["claim"]["thread"]["messages"]] == ["And the test step to check."]
+
+        renewed = await call(agent, "claim", thread=second["thread"])
+        assert renewed["claim"]["fencing_token"] == got["claim"]["claim"]["fencing_token"]
+        assert "thread" not in renewed
+
+
 async def test_a_cancelled_claim_wait_ends_and_never_takes_the_next_task(server):
     """A `claim` of `next` waiting for work ends when its client cancels the call (the official
     SDK sends `notifications/cancelled`): it no longer counts as a waiting long-poll, and the next

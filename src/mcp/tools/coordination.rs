@@ -17,13 +17,15 @@ use crate::mcp::elicit::{self, Stateless};
 use crate::mcp::progress::with_progress;
 use crate::mcp::render;
 use crate::service::{ClaimAction, ClaimTarget, ErrorCode, LeaseSpec, PresenceSpec, ServiceError};
+use crate::store::ClaimRecord;
 
 #[tool_router(router = coordination_router, vis = "pub(super)")]
 impl Tools {
     #[tool(
         description = "Claim a request or handoff thread addressed to you, so that exactly one agent session works \
-                       on it (thread=\"next\" takes the oldest waiting one; with wait_s it waits for one to be handed \
-                       to you, one waiting session per new task). Renew before the lease ends; a reply \
+                       on it (thread=\"next\" takes the oldest waiting one and answers with its thread and messages, \
+                       so you read the task in the answer; with wait_s it waits for one to be handed to you, \
+                       one waiting session per new task). Renew before the lease ends; a reply \
                        or close releases it. Another session holding it gets already_claimed with the holder.",
         annotations(
             read_only_hint = false,
@@ -78,12 +80,11 @@ impl Tools {
                     ));
                 };
                 let claim = claim?;
-                let text = render::claimed(&serde_json::to_value(&claim).unwrap_or_default());
-                return Ok(CallToolResponse::Complete(render::ok(
-                    json!({ "claim": claim }),
-                    vec![text],
-                )));
+                return Ok(CallToolResponse::Complete(
+                    self.claimed_next(&c, claim).await,
+                ));
             }
+            let next = matches!(target, ClaimTarget::Next);
             let claim = match self
                 .service
                 .claim_fenced(&c, target.clone(), action, a.lease_s, a.fencing_token)
@@ -121,6 +122,11 @@ impl Tools {
                 }
                 other => other?,
             };
+            if next && let Some(claim) = claim {
+                return Ok(CallToolResponse::Complete(
+                    self.claimed_next(&c, claim).await,
+                ));
+            }
             let text = render::claimed(&serde_json::to_value(&claim).unwrap_or_default());
             Ok(CallToolResponse::Complete(render::ok(
                 json!({ "claim": claim }),
@@ -376,5 +382,33 @@ impl Tools {
             }
             .await,
         )
+    }
+}
+
+impl Tools {
+    /// The answer to a claim of `next`: the claim, and the thread it took as the `thread` tool
+    /// shows it (its state and its first page of messages, each labelled), so the agent reads
+    /// its task without another call. The claim stands whatever the read answers: when the
+    /// thread cannot be read now, the answer is the claim alone and says how to read it.
+    async fn claimed_next(&self, c: &crate::service::Caller, claim: ClaimRecord) -> CallToolResult {
+        let mut text = vec![render::claimed(
+            &serde_json::to_value(&claim).unwrap_or_default(),
+        )];
+        match self.service.thread(c, &claim.thread, None, None).await {
+            Ok(view) => {
+                let mut value = serde_json::to_value(&view).unwrap_or_default();
+                value["next_cursor"] = json!(view.next_cursor.map(|n| n.to_string()));
+                text.extend(render::thread(&value));
+                render::ok(json!({ "claim": claim, "thread": value }), text)
+            }
+            Err(e) => {
+                tracing::warn!(thread = %claim.thread, error = %e.message, "A claimed thread could not be read for the claim's answer.");
+                text.push(format!(
+                    "Read it with the thread tool (thread {}): it could not be read now.",
+                    claim.thread
+                ));
+                render::ok(json!({ "claim": claim }), text)
+            }
+        }
     }
 }

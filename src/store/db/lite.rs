@@ -144,6 +144,9 @@ impl Plan {
         let mut resolved = Vec::new();
         for statement in statements(sql) {
             let start = statement.as_ptr() as usize - sql.as_ptr() as usize;
+            // Debug builds refuse a whole read of a table that grows with history (`scans.rs`).
+            #[cfg(debug_assertions)]
+            super::scans::check(conn, statement)?;
             let stmt = conn.prepare_cached(statement)?;
             let numbers = (1..=stmt.parameter_count())
                 .map(|i| match stmt.parameter_name(i) {

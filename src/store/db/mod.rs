@@ -26,6 +26,8 @@
 mod lite;
 mod query;
 mod row;
+#[cfg(debug_assertions)]
+mod scans;
 
 use std::borrow::Cow;
 use std::future::Future;
