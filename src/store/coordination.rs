@@ -108,6 +108,15 @@ impl Store {
 
     /// Open request and handoff threads whose opener was addressed to `reader` of `person`
     /// (SPEC §4b: not to the connection that wrote it) with no live claim, oldest first.
+    ///
+    /// The opener's entry is looked up per open thread by a scalar subquery, by the thread first
+    /// (`messages (thread_id, position)`, then `inbox_entries_thread`), never as a join: written
+    /// as `EXISTS (… JOIN …)`, PostgreSQL flattened it into a semi-join whose plan, made while the
+    /// tables were empty (a new database, or autovacuum off) and kept by the connection, read
+    /// every entry the person ever received for each open thread and scanned the messages for
+    /// each: a claim took seconds after a few thousand tasks, and the statement deadline cut it
+    /// (issue 49's PostgreSQL round trip at 64 in flight). A subquery with `LIMIT` is not
+    /// flattened: its only plan starts from the thread.
     pub async fn claimable_threads(
         &self,
         person: &PersonId,
@@ -117,9 +126,9 @@ impl Store {
     ) -> Result<Vec<ThreadId>> {
         let rows = query(
             "SELECT t.id FROM threads t WHERE t.state = 'open' AND (t.opener_kind IN ('request', 'handoff') OR t.task_state IS NOT NULL) \
-             AND EXISTS (SELECT 1 FROM inbox_entries e JOIN messages m ON m.id = e.message_id \
-             WHERE e.person_id = $1 AND e.thread_id = t.id AND m.position = 1 \
-             AND (e.reader IS NULL OR e.reader = $4) AND (e.skip_reader IS NULL OR e.skip_reader <> $4)) \
+             AND (SELECT 1 FROM messages m JOIN inbox_entries e ON e.thread_id = m.thread_id AND e.message_id = m.id \
+             WHERE m.thread_id = t.id AND m.position = 1 AND e.person_id = $1 \
+             AND (e.reader IS NULL OR e.reader = $4) AND (e.skip_reader IS NULL OR e.skip_reader <> $4) LIMIT 1) = 1 \
              AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.thread_id = t.id AND c.expires_at > $2) \
              ORDER BY t.created_at, t.id LIMIT $3",
         )

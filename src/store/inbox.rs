@@ -95,8 +95,12 @@ impl Store {
                 let mut acked = Acknowledged::default();
                 if after > before {
                     let rows = query(format!(
-                        "SELECT DISTINCT m.author, m.channel FROM inbox_entries e JOIN messages m ON m.id = e.message_id \
-                         WHERE e.person_id = $1 AND e.seq > $2 AND e.seq <= $3 AND {}",
+                        // The author by a scalar subquery on the message's key, not a join: a join's
+                        // plan made on empty statistics may scan the messages for each entry
+                        // (`Store::claimable_threads` says how that went).
+                        "SELECT DISTINCT (SELECT m.author FROM messages m WHERE m.id = e.message_id) AS author, \
+                         e.channel FROM inbox_entries e \
+                         WHERE e.person_id = $1 AND e.seq > $2 AND e.seq <= $3 AND e.message_id IS NOT NULL AND {}",
                         visible(4)
                     ))
                     .bind(person.as_str().to_owned())
@@ -305,6 +309,9 @@ impl Store {
 
     /// The receipts of the messages `messages` of `thread`: one row per recipient and consumer
     /// (one with no consumer while none has seen it), in message, person and consumer order.
+    /// The receipts are joined by the thread as well: by person and sequence alone (the key's
+    /// consumer between them) each entry read every receipt its person ever had, and a thread's
+    /// view, which a claim of `next` now answers with, cost more with every task (issue 49).
     pub async fn thread_receipts(
         &self,
         thread: &ThreadId,
@@ -316,8 +323,8 @@ impl Store {
         let ids: Vec<String> = (0..messages.len()).map(|i| format!("${}", i + 2)).collect();
         let sql = format!(
             "SELECT e.message_id, e.person_id, e.created_at AS delivered_at, r.consumer, r.read_at, \
-             r.acked_at FROM inbox_entries e LEFT JOIN receipts r ON r.person_id = e.person_id \
-             AND r.seq = e.seq WHERE e.thread_id = $1 AND e.message_id IN ({}) \
+             r.acked_at FROM inbox_entries e LEFT JOIN receipts r ON r.thread_id = e.thread_id \
+             AND r.person_id = e.person_id AND r.seq = e.seq WHERE e.thread_id = $1 AND e.message_id IN ({}) \
              ORDER BY e.message_id, e.person_id, r.consumer",
             ids.join(", ")
         );

@@ -231,7 +231,8 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<ThreadRecord>> {
         let sql = format!(
-            "SELECT {THREAD_COLUMNS} FROM threads WHERE channel = $1 AND ($2 IS NULL OR state = $2) \
+            "SELECT {THREAD_COLUMNS} FROM threads /* scan: newest first by threads_channel, stopping at \
+             the page */ WHERE channel = $1 AND ($2 IS NULL OR state = $2) \
              AND ($3 IS NULL OR (state = 'open' AND asker <> $3)) \
              AND ($4 IS NULL OR lower(subject) LIKE $4 ESCAPE '\\') \
              ORDER BY updated_at DESC, id DESC LIMIT $5"

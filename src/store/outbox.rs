@@ -190,7 +190,7 @@ impl Store {
                 Box::pin(async move {
                     let retried = query(
                         "UPDATE deliveries SET state = 'pending', next_attempt_at = $1, lease_owner = NULL, \
-                         lease_until = NULL, finished_at = NULL WHERE endpoint = $2 AND state = 'dead'",
+                         lease_until = NULL, finished_at = NULL /* scan: an endpoint's deliveries, kept by retention */ WHERE endpoint = $2 AND state = 'dead'",
                     )
                     .bind(now.0)
                     .bind(endpoint.clone())

@@ -35,7 +35,9 @@ impl Store {
         party: &PersonId,
         filter: &TaskFilter,
     ) -> Result<(Vec<ThreadRecord>, i64)> {
-        let condition = "opened_by = $1 AND task_state IS NOT NULL AND ($2 IS NULL OR context_id = $2) \
+        // A2A's ListTasks answers the party's total: its tasks are counted, which retention keeps
+        // to its window; the page reads `threads_opened_by` newest first.
+        let condition = "/* scan: a party's tasks, counted for totalSize */ opened_by = $1 AND task_state IS NOT NULL AND ($2 IS NULL OR context_id = $2) \
                          AND ($3 IS NULL OR task_state = $3) AND ($4 IS NULL OR updated_at >= $4)";
         let sql = format!(
             "SELECT {THREAD_COLUMNS} FROM threads WHERE {condition} ORDER BY updated_at DESC, id DESC LIMIT $5 OFFSET $6"

@@ -144,7 +144,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     ),
     (
         28,
-        "approvals by the time they were decided",
+        "indexes the debug builds' plan check asked for",
         include_str!("migrations/postgres/0028_approvals_decided.sql"),
     ),
 ];

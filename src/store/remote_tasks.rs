@@ -39,7 +39,7 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<RemoteTaskRecord>> {
         let sql = format!(
-            "SELECT {COLUMNS} FROM remote_tasks WHERE remote = $1 \
+            "SELECT {COLUMNS} FROM remote_tasks /* scan: a remote's tasks, stopping at the page */ WHERE remote = $1 \
              ORDER BY created_at DESC, thread_id DESC LIMIT $2"
         );
         let rows = query(sql)

@@ -132,7 +132,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     ),
     (
         28,
-        "approvals by the time they were decided",
+        "indexes the debug builds' plan check asked for",
         include_str!("migrations/sqlite/0028_approvals_decided.sql"),
     ),
 ];

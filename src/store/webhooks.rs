@@ -126,7 +126,7 @@ impl Store {
                 }
                 query(
                     "UPDATE deliveries SET state = 'dead', last_error = 'webhook removed', finished_at = $1, \
-                     lease_owner = NULL, lease_until = NULL WHERE endpoint = $2 AND state = 'pending'",
+                     lease_owner = NULL, lease_until = NULL /* scan: an endpoint's deliveries, kept by retention */ WHERE endpoint = $2 AND state = 'pending'",
                 )
                 .bind(now.0)
                 .bind(webhook_endpoint(&id))
@@ -220,7 +220,7 @@ impl Store {
                                 query(
                                     "UPDATE deliveries SET state = 'dead', last_error = 'endpoint disabled by an admin', \
                                      finished_at = $1, lease_owner = NULL, lease_until = NULL \
-                                     WHERE endpoint = $2 AND state = 'pending'",
+                                     /* scan: an endpoint's deliveries, kept by retention */ WHERE endpoint = $2 AND state = 'pending'",
                                 )
                                 .bind(now.0)
                                 .bind(endpoint)

@@ -135,7 +135,7 @@ pub(in crate::store) async fn finish_in(
                 .await?;
                 query(
                     "UPDATE deliveries SET state = 'dead', last_error = 'endpoint disabled', finished_at = $1, \
-                     lease_owner = NULL, lease_until = NULL WHERE endpoint = $2 AND state = 'pending'",
+                     lease_owner = NULL, lease_until = NULL /* scan: an endpoint's deliveries, kept by retention */ WHERE endpoint = $2 AND state = 'pending'",
                 )
                 .bind(f.now.0)
                 .bind(endpoint.clone())
