@@ -632,27 +632,35 @@ mod tests {
     /// A caller waits at most its deadline; a write whose caller stopped waiting before it ran is
     /// never written; on PostgreSQL a batch that overruns the statement deadline is given up (the
     /// writer is failing) and the next batch writes on a new connection.
+    ///
+    /// The held job is let go by the test once both callers have stopped waiting, not after a
+    /// fixed time, so the connect deadline can be generous: the write after the overrun opens a
+    /// new connection within it, and a loaded machine (CI, a parallel test creating databases)
+    /// once took most of a one-second deadline to do so.
     #[tokio::test]
     async fn a_write_whose_caller_stopped_waiting_is_not_written_and_the_writer_goes_on() {
         let db = crate::store::test_db::TestDb::new().await;
         let ms = std::time::Duration::from_millis;
         let deadlines = Deadlines {
-            connect: ms(1_000),
+            connect: ms(5_000),
             acquire: ms(1_000),
             statement: ms(100),
         };
         let w = Arc::new(writer_with(&db, deadlines).await);
         let network = db.sqlite_path().is_none();
-        // The writer runs this job, which holds it past every deadline, while the next queues.
+        // The writer runs this job, which holds it past every deadline (until the test lets it
+        // go), while the next queues.
         let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let released = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (let_go, held_until) = std::sync::mpsc::channel::<()>();
         let hold = tokio::spawn({
             let (w, started, released) = (w.clone(), started.clone(), released.clone());
             async move {
                 w.run(move |conn| {
                     Box::pin(async move {
                         started.store(true, Ordering::Relaxed);
-                        std::thread::sleep(ms(1_500));
+                        // Blocks the writer's thread, as a stuck call would.
+                        let _ = held_until.recv_timeout(std::time::Duration::from_secs(60));
                         released.store(true, Ordering::Relaxed);
                         // One turn of the timer before writing. On PostgreSQL the batch's
                         // deadline, long past, has fired by then, so the batch is given up
@@ -678,6 +686,7 @@ mod tests {
         assert!(e.to_string().contains("did not answer"), "{e}");
         let held = hold.await.unwrap();
         assert!(held.is_err(), "its caller stopped waiting too");
+        let_go.send(()).unwrap();
         while !released.load(Ordering::Relaxed) {
             tokio::time::sleep(ms(1)).await;
         }
