@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::enqueue::{self, WebhookCache};
 use super::post_rows::{Opening, insert_message_rows};
 use super::{approvals, commands, fence, remote_hops};
-use crate::domain::{Kind, Outcome, PersonId, TaskEvent, TaskState, ThreadState, WrittenBy};
+use crate::domain::{Kind, Outcome, PersonId, TaskEvent, TaskState, ThreadState};
 use crate::store::db::{Conn, query};
 use crate::store::error::{Result, StoreError, json_err};
 use crate::store::model::input::{LoggedEvent, NewMessage};
@@ -162,7 +162,8 @@ async fn write_post(
         .cloned()
         .collect();
     // Her other connections' copy of her own post (SPEC §4b), when she is not among its
-    // recipients: its entry is not for the connection that wrote it (`write_extras`).
+    // recipients: its entry is not for the connection that wrote it (`skip_reader`, set by
+    // `insert_message_rows`).
     if m.addressing.skip.is_some() {
         inboxes.push(m.author.clone());
     }
@@ -195,7 +196,7 @@ async fn write_post(
         };
     }
 
-    if m.has_extras() {
+    if has_more_rows(&m) {
         write_extras(tx, &m).await?;
     }
     let (enqueued, withdrawn) = after_rows(tx, cache, &m, position, event, &thread_record).await?;
@@ -375,23 +376,17 @@ pub(super) fn posted(m: NewMessage, position: i64, thread: ThreadRecord) -> Post
     }
 }
 
-/// Writes the columns the post's batched statements leave NULL (see [`NewMessage::has_extras`]),
-/// in the same transaction.
+/// Whether a post has rows its own statement ([`insert_message_rows`]) does not write: entries
+/// for one connection each, or the connection that asked a new thread's question. (Who wrote
+/// the message, its result, its connection and the reader its author's own entry skips are
+/// written by that statement.)
+fn has_more_rows(m: &NewMessage) -> bool {
+    !m.addressing.narrow.is_empty() || (m.opens_thread && m.addressing.connection.is_some())
+}
+
+/// Writes what the post's own statement does not (see [`has_more_rows`]), in the same
+/// transaction.
 async fn write_extras(tx: &mut Conn, m: &NewMessage) -> Result<()> {
-    let result = m
-        .result
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(json_err)?;
-    let written_by = (m.written_by != WrittenBy::Agent).then(|| m.written_by.as_str());
-    query("UPDATE messages SET written_by = $1, result = $2, connection = $3 WHERE id = $4")
-        .bind(written_by)
-        .bind(result)
-        .bind(m.addressing.connection.clone())
-        .bind(m.id.as_str().to_owned())
-        .execute(&mut *tx)
-        .await?;
     // The entries for one connection each (SPEC §4b), in person order like the person-wide ones.
     let mut narrow = m.addressing.narrow.clone();
     narrow.sort();
@@ -425,20 +420,6 @@ async fn write_extras(tx: &mut Conn, m: &NewMessage) -> Result<()> {
             .bind(m.thread.as_str().to_owned())
             .execute(&mut *tx)
             .await?;
-    }
-    // The author's own entry is not for the connection that wrote it. Found by thread and
-    // person (`inbox_entries_thread`): by person alone this read her whole inbox on every post.
-    if let Some(skip) = &m.addressing.skip {
-        query(
-            "UPDATE inbox_entries SET skip_reader = $1 WHERE thread_id = $4 AND person_id = $2 \
-             AND message_id = $3 AND reader IS NULL",
-        )
-        .bind(skip.clone())
-        .bind(m.author.as_str().to_owned())
-        .bind(m.id.as_str().to_owned())
-        .bind(m.thread.as_str().to_owned())
-        .execute(&mut *tx)
-        .await?;
     }
     Ok(())
 }

@@ -6,21 +6,45 @@
 
 use std::borrow::Cow;
 
+use crate::domain::WrittenBy;
 use crate::domain::{Impact, Outcome, PersonId, TaskState};
 use crate::store::db::{Conn, Query, query};
 use crate::store::error::{Result, StoreError, json_err};
 use crate::store::model::input::NewMessage;
 
+/// Every column of a message, those most posts leave NULL included (who wrote it when not its
+/// agent, a command's result, the connection that wrote it): written here rather than by an
+/// `UPDATE` after it, which on PostgreSQL was one more round trip of the writer per post of an
+/// agent's connection.
 const MESSAGE_INTO: &str = "INSERT INTO messages (id, thread_id, channel, position, kind, author, \
      agent, recipients, subject, body, attachments, impact, outcome, refers_to, idempotency_key, \
-     request_hash, created_at)";
-const MESSAGE_VALUES: &str =
-    "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17";
+     request_hash, created_at, written_by, result, connection)";
+const MESSAGE_VALUES: &str = "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, \
+     $16, $17, $18, $19, $20";
 const EVENT_INTO: &str =
     "INSERT INTO task_events (thread_id, seq, state, cause, message_id, created_at)";
 /// $1 (message), $2 (thread), $3 (channel) and $17 (time) of the message serve the event too; its
-/// seq and state are $18 and $19.
-const EVENT_VALUES: &str = "$2, $18, $19, 'message', $1, $17";
+/// seq and state are $21 and $22.
+const EVENT_VALUES: &str = "$2, $21, $22, 'message', $1, $17";
+/// The first recipient's number on SQLite, whose call binds the event's two values whenever it
+/// binds recipients.
+const SQLITE_FIRST_RECIPIENT: usize = 23;
+
+/// An inbox entry's columns, and their values for recipient `id` (a person's row, with its
+/// `inbox_seq` just moved) given the number of the reader its author's own entry is not for
+/// ([`crate::store::model::input::Addressing::skip`]): set as the entry is written, not by an
+/// `UPDATE` after it, which PostgreSQL, planning it on tables without statistics, ran on the
+/// person's whole inbox (her key, `inbox_entries_pkey`) instead of the thread's entries.
+fn entry_columns(skip: usize) -> (String, String) {
+    (
+        "(person_id, seq, entry_kind, message_id, thread_id, channel, notice, created_at, \
+         skip_reader)"
+            .to_owned(),
+        format!(
+            "id, inbox_seq, 'message', $1, $2, $3, NULL, $17, CASE WHEN id = $6 THEN ${skip} END"
+        ),
+    )
+}
 
 /// The values of a new thread's row that its first message does not carry.
 pub(super) struct Opening {
@@ -66,7 +90,8 @@ impl Opening {
 
 /// The SQLite call that writes a post's rows (see [`insert_message_rows`]): the thread's row
 /// first when the post `opens` it, the message, its task `event`, then for each of the `n`
-/// recipients (`$20`…) its counter moved and its inbox entry. Up to [`SQLITE_SHAPES_MAX`]
+/// recipients (`$23`…, then the reader its author's entry skips) its counter moved and its inbox
+/// entry. Up to [`SQLITE_SHAPES_MAX`]
 /// recipients, each gets its own pair of statements, keyed by equality: a list `id IN ($20, $21)`
 /// makes SQLite build a temporary index of the list on every run (a B-tree opened, a page
 /// zeroed, closed again), about 5% of an intake's instructions. The text is the same for every
@@ -84,11 +109,12 @@ fn sqlite_post_sql(opens: bool, event: bool, n: usize) -> Cow<'static, str> {
         shapes
     });
     fn build(opens: bool, event: bool, n: usize) -> String {
-        let first = 20;
+        let first = SQLITE_FIRST_RECIPIENT;
+        let skip = first + n;
         let mut sql = String::new();
         if opens {
-            // Its own values are numbered after the recipients'.
-            sql.push_str(&Opening::insert_sql(first + n));
+            // Its own values are numbered after the recipients' and the skipped reader.
+            sql.push_str(&Opening::insert_sql(skip + 1));
             sql.push_str("; ");
         }
         sql.push_str(&format!("{MESSAGE_INTO} VALUES ({MESSAGE_VALUES})"));
@@ -101,12 +127,11 @@ fn sqlite_post_sql(opens: bool, event: bool, n: usize) -> Cow<'static, str> {
         // nothing here: the writer undoes the whole failed post to its savepoint. Sparing it took
         // 2.4% off an intake's instructions (docs/performance-round-trip.md, third round); the
         // thread's INSERT keeps one (its channel's foreign key makes one whatever the clause).
+        let (columns, values) = entry_columns(skip);
         let entries = |ids: &str| {
             format!(
                 "; UPDATE persons SET inbox_seq = inbox_seq + 1 WHERE id {ids}; \
-                 INSERT OR FAIL INTO inbox_entries (person_id, seq, entry_kind, message_id, thread_id, \
-                 channel, notice, created_at) SELECT id, inbox_seq, 'message', $1, $2, $3, NULL, $17 \
-                 FROM persons WHERE id {ids}"
+                 INSERT OR FAIL INTO inbox_entries {columns} SELECT {values} FROM persons WHERE id {ids}"
             )
         };
         if n <= SQLITE_SHAPES_MAX {
@@ -152,6 +177,14 @@ pub(super) async fn insert_message_rows(
     let n = recipients.len();
     let recipients_json = serde_json::to_string(&m.recipients).map_err(json_err)?;
     let attachments = serde_json::to_string(&m.attachments).map_err(json_err)?;
+    let result = m
+        .result
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(json_err)?;
+    let written_by = (m.written_by != WrittenBy::Agent).then(|| m.written_by.as_str());
+    let skip = m.addressing.skip.clone();
     let bind = |sql: Cow<'static, str>, with_event: bool, with_recipients: bool| {
         let mut q = query(sql)
             .bind(m.id.as_str().to_owned())
@@ -170,7 +203,10 @@ pub(super) async fn insert_message_rows(
             .bind(m.refers_to.as_ref().map(|r| r.as_str().to_owned()))
             .bind(m.idempotency_key.clone())
             .bind(m.request_hash.clone())
-            .bind(m.created_at.0);
+            .bind(m.created_at.0)
+            .bind(written_by)
+            .bind(result.clone())
+            .bind(m.addressing.connection.clone());
         if with_event || with_recipients {
             let (seq, state) = event.unwrap_or((0, TaskState::Submitted));
             q = q.bind(seq).bind(state.as_str());
@@ -179,6 +215,7 @@ pub(super) async fn insert_message_rows(
             for p in recipients {
                 q = q.bind(p.as_str().to_owned());
             }
+            q = q.bind(skip.clone());
         }
         q
     };
@@ -206,11 +243,14 @@ pub(super) async fn insert_message_rows(
     // idempotency key was used before, nothing at all is written and the caller answers the
     // earlier message. (Foreign keys are checked at the statement's end, after `th`.)
     let mut sql = String::from("WITH ");
-    let next = if event.is_some() { 20 } else { 18 };
+    let next = if event.is_some() { 23 } else { 21 };
+    // The recipients, then (with any) the reader the author's entry skips, then the new thread's
+    // own values.
+    let opening_first = next + n + usize::from(n > 0);
     if opening.is_some() {
         sql.push_str(&format!(
             "th AS ({} RETURNING id), msg AS ({MESSAGE_INTO} SELECT {MESSAGE_VALUES} FROM th RETURNING id)",
-            Opening::insert_sql(next + n),
+            Opening::insert_sql(opening_first),
         ));
         if event.is_some() {
             sql.push_str(&format!(
@@ -224,6 +264,7 @@ pub(super) async fn insert_message_rows(
         }
     }
     let expected = if n > 0 {
+        let (columns, values) = entry_columns(next + n);
         let ids = (next..next + n)
             .map(|i| format!("${i}"))
             .collect::<Vec<_>>()
@@ -234,8 +275,7 @@ pub(super) async fn insert_message_rows(
             ", upd AS (UPDATE persons SET inbox_seq = inbox_seq + 1 WHERE id IN \
              (SELECT id FROM persons WHERE id IN ({ids}) ORDER BY id{lock}) \
              AND EXISTS (SELECT 1 FROM msg) RETURNING id, inbox_seq) \
-             INSERT INTO inbox_entries (person_id, seq, entry_kind, message_id, thread_id, channel, notice, \
-             created_at) SELECT id, inbox_seq, 'message', $1, $2, $3, NULL, $17 FROM upd"
+             INSERT INTO inbox_entries {columns} SELECT {values} FROM upd"
         ));
         n as u64
     } else {
@@ -246,6 +286,9 @@ pub(super) async fn insert_message_rows(
     let mut q = recipients
         .iter()
         .fold(q, |q, p| q.bind(p.as_str().to_owned()));
+    if n > 0 {
+        q = q.bind(skip);
+    }
     let opened = opening.is_some();
     if let Some(o) = opening {
         q = o.bind(q);
