@@ -16,7 +16,9 @@ use super::tx::enqueue::WebhookCache;
 use super::tx::inbox::append_entry;
 use super::tx::{approvals, commands, fence, task_events};
 use super::{Backend, Store};
-use crate::domain::{AgentIdentity, ApprovalState, PersonId, ThreadId, Timestamp};
+use crate::domain::{
+    AgentIdentity, ApprovalState, PersonId, TaskEvent, TaskState, ThreadId, Timestamp,
+};
 
 /// People who share at least one channel with `$1`, and `$1` itself.
 const FLEET_SCOPE: &str = "(SELECT m2.person_id FROM channel_members m1 JOIN channel_members m2 \
@@ -250,16 +252,21 @@ async fn claim_steps(
         expires_at,
         fence,
     } = input;
-    let sql = format!("SELECT state FROM threads WHERE id = $1{lock}");
-    let state: Option<String> = query(sql)
+    let sql = format!("SELECT state, task_state FROM threads WHERE id = $1{lock}");
+    let Some(row) = query(sql)
         .bind(thread.as_str().to_owned())
         .fetch_optional(&mut *tx)
         .await?
-        .map(|r| r.try_get("state"))
-        .transpose()?;
-    if state.as_deref().is_none_or(|s| s == "closed") {
+    else {
+        return Ok(ClaimAttempt::Closed);
+    };
+    if row.try_get::<String, _>("state")? == "closed" {
         return Ok(ClaimAttempt::Closed);
     }
+    let task_state: Option<TaskState> = row
+        .try_get::<Option<String>, _>("task_state")?
+        .map(|s| s.parse())
+        .transpose()?;
     // A command of a personal session is claimed before its deadline or never.
     if commands::pickup(tx, &thread, now).await? == commands::Pickup::Expired {
         return Ok(ClaimAttempt::Expired);
@@ -272,6 +279,13 @@ async fn claim_steps(
         && !a.state.allows_work()
     {
         return Ok(ClaimAttempt::AwaitingApproval(Box::new(a.clone())));
+    }
+    // A task the claim cannot move (one that has ended) is refused before anything is written,
+    // by the task's own rule (`task_events::on_claim` applies it again as it logs the event):
+    // claims of `next` that lost a race to an answer end here, not in a rollback of the claim
+    // they wrote.
+    if let Some(state) = task_state {
+        state.apply(TaskEvent::Claimed)?;
     }
     // The thread's row is locked (PostgreSQL) or the writer is alone (SQLite): the
     // claim read here is the one the write below replaces.

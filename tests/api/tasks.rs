@@ -125,6 +125,19 @@ async fn a_delegated_task_goes_through_every_state_and_logs_each_event() {
         s.cancel_task(&partner, &id).await.unwrap_err().code,
         ErrorCode::TaskNotCancelable
     );
+    // So is a claim of it (a `next` that read it as a candidate before it ended names it too).
+    assert_eq!(
+        s.claim(
+            &alice,
+            ClaimTarget::Thread(id.clone()),
+            ClaimAction::Claim,
+            None
+        )
+        .await
+        .unwrap_err()
+        .code,
+        ErrorCode::TaskTerminal
+    );
     assert_eq!(
         s.task_events(&partner, &id, 0, false)
             .await
