@@ -241,12 +241,12 @@ impl A2a {
         }
         let deadline = tokio::time::Instant::now() + self.blocking_wait;
         let hold = self.service.hold_credential(caller).await?;
-        let last = seen.thread.task.as_ref().map_or(0, |t| t.last_event);
-        let (events, mut sub) = self.service.task_events(caller, id, last, true).await?;
-        let sub = sub.as_mut().expect("asked for a subscription");
-        if !events.is_empty()
-            && let Some(view) = self.service.task_when(caller, id, ends_wait).await?
-        {
+        // Whatever changed since `seen` shows in this read, made once subscribed.
+        let (now, mut sub) = self
+            .service
+            .task_when_subscribed(caller, id, ends_wait)
+            .await?;
+        if let Some(view) = now {
             return Ok(view);
         }
         // Each wake-up reads the task's thread alone; its messages only once the wait ends (a

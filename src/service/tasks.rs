@@ -552,6 +552,21 @@ impl Service {
         Ok(Some(self.task_view(thread, None).await?))
     }
 
+    /// [`Service::task_when`], subscribed first to the task's changes: the view when the task is
+    /// in a `wanted` state now, and what wakes its waiter on every later change (one read; a
+    /// change between the subscription and the read is in the read).
+    pub async fn task_when_subscribed(
+        &self,
+        caller: &Caller,
+        id: &ThreadId,
+        wanted: fn(TaskState) -> bool,
+    ) -> Result<(Option<TaskView>, Subscription)> {
+        caller.require_party()?;
+        let sub = self.inner.bus.subscribe(&Topic::task(id.as_str()));
+        let view = self.task_when(caller, id, wanted).await?;
+        Ok((view, sub))
+    }
+
     /// The caller's tasks, newest update first.
     pub async fn list_tasks(
         &self,
