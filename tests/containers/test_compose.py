@@ -78,6 +78,24 @@ def compose(*args: str, timeout: float = 120) -> str:
     return done.stdout
 
 
+def exec_until_it_succeeds(service: str, *command: str, within: float) -> None:
+    """Runs `command` in `service` until it exits 0, for at most `within` seconds. An attempt that
+    hangs counts as a failed one: podman's `exec` into a container just restarted, or into the
+    proxy while a replica's name does not resolve yet, has been seen to hang (CI), not fail."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            done = subprocess.run([*COMPOSE, "exec", "-T", service, *command],
+                                  capture_output=True, text=True, timeout=10)
+            if done.returncode == 0:
+                return
+            why = done.stderr
+        except subprocess.TimeoutExpired:
+            why = "the attempt hung for 10 s"
+        assert time.monotonic() < deadline, f"{service}: {' '.join(command)} did not succeed: {why}"
+        time.sleep(1)
+
+
 def lines_of(caller: str) -> dict[str, int]:
     """How many access-log lines each replica has written for requests of `caller`."""
     return {r: compose("logs", "--no-color", r).count(f"caller={caller}") for r in REPLICAS}
@@ -276,19 +294,11 @@ async def test_a_stream_survives_its_replica_stopping_while_mcp_answers_on_the_o
     # when it started; a replica that comes back on another address is reached again once nginx
     # reloads (docs/containers.md).
     compose("start", other)
-    deadline = time.monotonic() + 60
-    while subprocess.run([*COMPOSE, "exec", "-T", other, "liaison", "healthcheck"],
-                         capture_output=True, timeout=30).returncode != 0:
-        assert time.monotonic() < deadline, f"{other} did not come back"
-        time.sleep(1)
+    exec_until_it_succeeds(other, "liaison", "healthcheck", within=60)
     address_after = address_of(other)
     # The network's DNS may not answer for the restarted replica's name yet: nginx then refuses
     # the reload ("host not found in upstream") and keeps its old configuration. Until it takes.
-    deadline = time.monotonic() + 30
-    while (reload := subprocess.run([*COMPOSE, "exec", "-T", "proxy", "nginx", "-s", "reload"],
-                                    capture_output=True, text=True, timeout=30)).returncode != 0:
-        assert time.monotonic() < deadline, f"nginx did not reload: {reload.stderr}"
-        time.sleep(1)
+    exec_until_it_succeeds("proxy", "nginx", "-s", "reload", within=60)
     async with world.http() as http:
         card = await A2ACardResolver(http, URL).get_agent_card()
         client = a2a_client(card, http, world.party_token, "JSONRPC", streaming=False)
