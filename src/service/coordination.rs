@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::{Caller, ErrorCode, Result, Service, ServiceError, input};
 use crate::bus::Topic;
-use crate::domain::{LeaseMode, TaskTerminal, ThreadId, Transition, text};
+use crate::domain::{LeaseMode, TaskEvent, ThreadId, Transition, text};
 use crate::store::{
     ClaimAttempt, ClaimRecord, LeaseAttempt, LeaseRecord, PresenceRecord, StoreError,
 };
@@ -228,16 +228,16 @@ impl Service {
                 ),
             ));
         }
-        // A task that has ended is refused by the claim's own transaction (`task_terminal`),
-        // which stays the authority; the thread just read already shows it, and refusing here
-        // spares the writer a transaction that can only refuse. A `next` reads its candidates a
-        // moment earlier, and with claimers answering at once many have ended by then
-        // (PostgreSQL, 64 in flight: 1,481 such claims for 3,328 tasks, each about nine round
-        // trips of the writer ending in a rollback).
-        if let Some(state) = record.task.as_ref().map(|t| t.state)
-            && state.is_terminal()
-        {
-            return Err(StoreError::TaskTerminal(TaskTerminal(state)).into());
+        // A task that has ended is refused by the claim's own transaction (`task_terminal`, by
+        // the same rule of the task), which stays the authority; the thread just read already
+        // shows it, and refusing here spares the writer a transaction that can only refuse. A
+        // `next` reads its candidates a moment earlier, and with claimers answering at once many
+        // have ended by then (PostgreSQL, 64 in flight: 1,481 such claims for 3,328 tasks, each
+        // about nine round trips of the writer ending in a rollback).
+        if let Some(task) = &record.task {
+            task.state
+                .apply(TaskEvent::Claimed)
+                .map_err(StoreError::from)?;
         }
         self.command_gate(caller, &record, true).await?;
         // Addressed to this reader (SPEC §4b): a connection never claims what it wrote itself,

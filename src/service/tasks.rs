@@ -561,7 +561,6 @@ impl Service {
         id: &ThreadId,
         wanted: fn(TaskState) -> bool,
     ) -> Result<(Option<TaskView>, Subscription)> {
-        caller.require_party()?;
         let sub = self.inner.bus.subscribe(&Topic::task(id.as_str()));
         let view = self.task_when(caller, id, wanted).await?;
         Ok((view, sub))
