@@ -240,6 +240,13 @@ async fn bearer(State(front): State<Front>, mut req: Request, next: Next) -> Res
         },
         None => None,
     };
+    if let Some(busy) = &busy {
+        // Its client ends the session: no call of it may wait on through rmcp's drain.
+        if ending {
+            busy.end_waits();
+        }
+        req.extensions_mut().insert(busy.session_end());
+    }
     let token = caller.token_id.clone();
     let holder = (named.is_none() && !ending).then(|| caller.clone());
     req.extensions_mut().insert::<Caller>(caller);

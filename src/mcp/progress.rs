@@ -1,6 +1,6 @@
 //! Progress while a tool waits: when the client sent a `progressToken`, a notification every few
-//! seconds keeps client timeouts and idle proxies from cutting a long-poll; a cancelled call or a
-//! client that went away ends the wait by dropping the future.
+//! seconds keeps client timeouts and idle proxies from cutting a long-poll; a cancelled call, a
+//! client that went away, or the end of the call's session ends the wait by dropping the future.
 
 use std::future::Future;
 use std::time::Duration;
@@ -9,11 +9,16 @@ use rmcp::RoleServer;
 use rmcp::model::ProgressNotificationParam;
 use rmcp::service::RequestContext;
 
+use super::sessions::SessionEnd;
+
+type Parts = axum::http::request::Parts;
+
 /// How often a waiting call reports progress.
 pub(crate) const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 /// Runs `work`, reporting progress (seconds waited, out of `total_s`) while it runs. `None` when the
-/// call was cancelled or the client stopped listening; `work` is then dropped.
+/// call was cancelled, the client stopped listening or the call's session ended; `work` is then
+/// dropped.
 pub(crate) async fn with_progress<F: Future>(
     work: F,
     ctx: &RequestContext<RoleServer>,
@@ -21,12 +26,26 @@ pub(crate) async fn with_progress<F: Future>(
 ) -> Option<F::Output> {
     tokio::pin!(work);
     let token = ctx.meta.get_progress_token();
+    // A stateless call has no session; a session's end reaches its calls before rmcp's drain.
+    let session = ctx
+        .extensions
+        .get::<Parts>()
+        .and_then(|p| p.extensions.get::<SessionEnd>())
+        .cloned();
+    let session_ended = async {
+        match &session {
+            Some(s) => s.ended().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(session_ended);
     let started = tokio::time::Instant::now();
     let mut ticks = tokio::time::interval_at(started + PROGRESS_EVERY, PROGRESS_EVERY);
     loop {
         tokio::select! {
             out = &mut work => return Some(out),
             () = ctx.ct.cancelled() => return None,
+            () = &mut session_ended => return None,
             _ = ticks.tick(), if token.is_some() => {
                 let waited = started.elapsed().as_secs_f64().floor();
                 let note = ProgressNotificationParam::new(token.clone()?, waited)

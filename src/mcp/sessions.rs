@@ -7,6 +7,11 @@
 //! closed to make room; when none is idle, the new session is closed at once and the request is
 //! refused with `too_many_sessions`. A session id presented with another token's credential is
 //! answered as unknown. Depends on rmcp's session manager; knows nothing of tools.
+//!
+//! A session's end also ends the waits of its calls ([`SessionEnd`], which every request naming a
+//! known session carries in its extensions): rmcp lets a closed session's calls run for seconds
+//! to drain their answers, and a `claim` waiting for work would take a task for a client that
+//! can no longer be told, holding it until its lease ended.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,6 +21,7 @@ use std::time::Instant;
 use axum::http::HeaderMap;
 use rmcp::transport::streamable_http_server::SessionManager as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use tokio_util::sync::CancellationToken;
 
 use crate::service::{ErrorCode, ServiceError};
 
@@ -32,10 +38,13 @@ struct Entry {
     in_flight: Arc<AtomicUsize>,
     /// The task that closes the session when its credential ends; stopped with the entry.
     watch: Mutex<Option<tokio::task::AbortHandle>>,
+    /// Cancelled when the session ends (ended by its client, closed, forgotten).
+    end: CancellationToken,
 }
 
 impl Drop for Entry {
     fn drop(&mut self) {
+        self.end.cancel();
         if let Some(task) = self
             .watch
             .get_mut()
@@ -55,11 +64,38 @@ pub(super) struct SessionBook {
 }
 
 /// Counts a request in flight on a session while alive (held by its response body).
-pub(super) struct Busy(Arc<AtomicUsize>);
+pub(super) struct Busy {
+    in_flight: Arc<AtomicUsize>,
+    end: CancellationToken,
+}
+
+impl Busy {
+    /// What tells the request's calls that their session ended.
+    pub(super) fn session_end(&self) -> SessionEnd {
+        SessionEnd(self.end.clone())
+    }
+
+    /// Ends the waits of every call of the session now (its client is ending it).
+    pub(super) fn end_waits(&self) {
+        self.end.cancel();
+    }
+}
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// In a request's extensions: cancelled when the session the request belongs to ends, so that a
+/// call waiting for something ends with it ([`crate::mcp::progress::with_progress`]).
+#[derive(Clone)]
+pub(crate) struct SessionEnd(CancellationToken);
+
+impl SessionEnd {
+    /// Completes once the session has ended.
+    pub(crate) async fn ended(&self) {
+        self.0.cancelled().await;
     }
 }
 
@@ -91,15 +127,22 @@ impl SessionBook {
         }
         *entry.last_used.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
         entry.in_flight.fetch_add(1, Ordering::AcqRel);
-        Use::Go(Some(Busy(entry.in_flight.clone())))
+        Use::Go(Some(Busy {
+            in_flight: entry.in_flight.clone(),
+            end: entry.end.clone(),
+        }))
     }
 
-    /// Forgets a session the client ended (DELETE).
+    /// Forgets a session the client ended (DELETE), or one closed: the waits of its calls end.
     pub(super) fn forget(&self, id: &str) {
-        self.entries
+        let gone = self
+            .entries
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(id);
+        if let Some(entry) = gone {
+            entry.end.cancel();
+        }
     }
 
     /// Records session `id` just created for `token`, making room under the bound. On refusal
@@ -114,6 +157,7 @@ impl SessionBook {
             last_used: Mutex::new(now),
             in_flight: Arc::default(),
             watch: Mutex::default(),
+            end: CancellationToken::new(),
         });
         if mine.len() < self.max_per_token {
             self.insert(id, entry);

@@ -1,10 +1,14 @@
 """Claims, presence, fleet and leases through MCP."""
 
+import json
+
 import anyio
+import httpx
 import pytest
 
 from conftest import MODES, call, call_error, connect, eventually, inbox_waiters, unique, until_waiting
 from test_conversation import drain
+from test_limits import in_session, mcp_session
 
 pytestmark = pytest.mark.anyio
 
@@ -179,6 +183,50 @@ async def test_a_cancelled_claim_wait_ends_and_never_takes_the_next_task(server)
             tg.start_soon(wait)
             await until_waiting(server, before + 1)
             req = await call(them, "post", kind="request", channel=channel, impact="none", body="Take this one.")
+        assert got["claim"]["claim"]["thread"] == req["thread"]
+
+
+async def test_a_claim_wait_ends_with_its_session_and_never_takes_a_task_for_it(server):
+    """A client that ends its MCP session (`DELETE`) while its `claim` of `next` waits, without
+    cancelling the call first (a client exiting), takes nothing: the wait ends with the session
+    and the next task goes to the claimer still waiting. rmcp lets a closed session's calls run on
+    for seconds to drain their answers; a claim in that time took the task for a client that
+    could no longer be told, and held it until its lease ended."""
+    asker, worker, channel = unique("asker"), unique("worker"), unique("cs")
+    server.person(asker, "Asker")
+    server.person(worker, "Worker")
+    server.channel(channel, [asker, worker])
+    leaving, staying = server.token(worker)["secret"], server.token(worker)["secret"]
+    claim = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                        "params": {"name": "claim", "arguments": {"thread": "next", "wait_s": 40}}})
+    initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    async with httpx.AsyncClient(timeout=60) as http, connect(server, server.token(asker)["secret"]) as them, \
+            connect(server, staying, agent="codex@w:2") as kept:
+        opened = await mcp_session(http, server.mcp_url, leaving)
+        assert opened.status_code == 200, opened.text
+        session = opened.headers["mcp-session-id"]
+        headers = in_session(leaving, session)
+        assert (await http.post(server.mcp_url, headers=headers, content=initialized)).status_code == 202
+        before = inbox_waiters(server)
+        async with http.stream("POST", server.mcp_url, headers=headers, content=claim) as abandoned:
+            assert abandoned.status_code == 200
+            # The leaving session waits first, so it would be the one handed the next task.
+            await until_waiting(server, before + 1)
+            got = {}
+
+            async def wait():
+                got["claim"] = await call(kept, "claim", thread="next", wait_s=20)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(wait)
+                await until_waiting(server, before + 2)
+                ended = await http.delete(server.mcp_url, headers=headers)
+                assert ended.status_code in (200, 204), ended.text
+                # The session's wait ended with it, before rmcp's drain would have ended it.
+                await anyio.to_thread.run_sync(lambda: eventually(
+                    "the ended session's claim wait ended", lambda: inbox_waiters(server) == before + 1, 2))
+                req = await call(them, "post", kind="request", channel=channel, impact="none", body="Take this one.")
+        # Had the leaving session taken it, this wait would have ended with nothing to claim.
         assert got["claim"]["claim"]["thread"] == req["thread"]
 
 
