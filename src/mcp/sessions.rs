@@ -246,3 +246,40 @@ impl SessionBook {
 pub(super) fn session_of(headers: &HeaderMap) -> Option<&str> {
     headers.get(SESSION_HEADER)?.to_str().ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use futures::FutureExt as _;
+
+    use super::*;
+
+    fn busy(book: &SessionBook, token: &str, id: &str) -> Busy {
+        match book.enter(token, id) {
+            Use::Go(Some(busy)) => busy,
+            Use::Go(None) => panic!("session {id} is not in the book"),
+            Use::Foreign => panic!("session {id} is another token's"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_session_forgotten_or_ended_by_its_client_ends_the_waits_of_its_calls() {
+        let manager = Arc::new(LocalSessionManager::default());
+        let (s1, _transport1) = manager.create_session().await.unwrap();
+        let (s2, _transport2) = manager.create_session().await.unwrap();
+        let book = SessionBook::new(manager, 4);
+        book.created("t1", &s1).await.unwrap();
+        book.created("t1", &s2).await.unwrap();
+        let (one, two) = (busy(&book, "t1", &s1), busy(&book, "t1", &s2));
+        let (ends_one, ends_two) = (one.session_end(), two.session_end());
+        assert!(ends_one.ended().now_or_never().is_none());
+        // Its client ends it: every call of that session stops waiting, the other's go on.
+        one.end_waits();
+        assert!(ends_one.ended().now_or_never().is_some());
+        assert!(ends_two.ended().now_or_never().is_none());
+        // Closed and forgotten (its credential ended, or to make room): the same.
+        book.forget(&s2);
+        assert!(ends_two.ended().now_or_never().is_some());
+        // Another token never reaches a session's calls.
+        assert!(matches!(book.enter("t2", &s1), Use::Foreign));
+    }
+}
