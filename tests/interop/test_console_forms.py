@@ -231,6 +231,41 @@ async def test_a_live_update_keeps_open_what_she_opened(demo):
         await browser.close()
 
 
+async def test_a_live_update_never_undoes_a_choice_she_has_not_sent(demo):
+    """She changes a connection's right in its settings and looks away before saving (the field
+    no longer has focus); a change elsewhere refreshes the page's live part. The swap waits: her
+    choice stays, and Save stores it. (A swap had put the stored value back under her, and Save
+    then saved that: the rights she chose were silently not applied.)"""
+    srv, d = demo
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                           args=["--no-sandbox", "--disable-dev-shm-usage"])
+        ctx, page = await signed_in(browser, srv, "alice", "Alice")
+        await page.goto(f"{srv.url}/console/agents")
+        await page.get_by_label("What it is").fill("Codex on the desktop")
+        await page.locator("#connection").fill("desk")
+        await page.get_by_role("button", name="Connect an agent").click()
+        await page.goto(f"{srv.url}/console/agents")
+        await expect(page.locator("#live-status")).to_have_text("live", timeout=10_000)
+        row = page.locator(".token").filter(has_text="alice/desk")
+        await row.locator("summary").click()
+        database = row.locator('select[name="rights_database"]')
+        stored = await database.input_value()
+        chosen = "off" if stored != "off" else "allowed"
+        await database.select_option(chosen)
+        await page.locator("h1").click()  # she looks away: the choice is made, not yet saved
+        await page.evaluate("document.getElementById('live').dataset.old = '1'")
+        srv.admin("POST", "/api/v1/messages", {"kind": "announce", "channel": "ops", "body": "Swap now"},
+                  token=d["alice"]["human_token"])
+        await page.wait_for_timeout(1_500)
+        await expect(page.locator("#live[data-old]")).to_have_count(1)
+        await expect(database).to_have_value(chosen)
+        await row.get_by_role("button", name="Save").click()
+        saved = page.locator(".token").filter(has_text="alice/desk").locator(".rights-summary")
+        await expect(saved).to_contain_text(f"database {chosen}")
+        await browser.close()
+
+
 async def test_times_read_as_people_read_them_relative_local_and_exact_on_hover(demo):
     """Every time a page prints is a <time>: without script "YYYY-MM-DD HH:MM UTC"; in a browser
     in Tokyo, relative to now with the exact local time (and the UTC instant) on hover, on member

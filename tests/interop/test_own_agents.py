@@ -160,8 +160,8 @@ async def test_she_names_her_agents_on_connect_and_writes_her_command_to_one(tmp
             await claude_row.locator("summary").click()
             await claude_row.locator('select[name="rights_database"]').select_option("allowed")
             await claude_row.get_by_role("button", name="Save").click()
-            await expect(page.locator(".token").filter(has_text="alice/claude-laptop")).to_contain_text(
-                "database allowed")
+            await expect(page.locator(".token").filter(has_text="alice/claude-laptop").locator(
+                ".rights-summary")).to_contain_text("database allowed")
             await shots(browser, laptop, f"{srv.url}/console/agents", "connect-connections")
 
             # Write: her command to one of her agents.

@@ -1,7 +1,7 @@
 // The liaison console's one script (the CSP allows no inline script), on every page.
 // Live updates: when the server's event stream says something changed, fetch this page again and
 // swap its #live part in place. No reload; a form being filled in is never clobbered (the swap
-// waits until the field loses focus and is empty, or the form is sent).
+// waits while a field has focus, a text area holds text, or a field she changed is not yet sent).
 "use strict";
 // Copy buttons: <button data-copy="ID"> copies the text of the element with that id.
 document.addEventListener("click", (event) => {
@@ -59,12 +59,27 @@ setInterval(() => localise(document), 30000);
   let busy = false;
   let again = false;
 
+  // A field she changed and has not sent: its value is no longer the one the page came with (a
+  // select without a `selected` option comes with its first).
+  function changed(el) {
+    if (el.type === "hidden") return false;
+    if (el.tagName === "SELECT") {
+      const options = Array.from(el.options);
+      if (el.multiple) return options.some((o) => o.selected !== o.defaultSelected);
+      const chosen = options.findIndex((o) => o.defaultSelected);
+      return el.selectedIndex !== (chosen === -1 ? 0 : chosen);
+    }
+    if (el.type === "checkbox" || el.type === "radio") return el.checked !== el.defaultChecked;
+    return el.value !== el.defaultValue;
+  }
+
   function editing() {
     const live = document.getElementById("live");
     if (!live) return false;
     const active = document.activeElement;
     if (active && live.contains(active) && /^(TEXTAREA|INPUT|SELECT)$/.test(active.tagName)) return true;
-    return Array.from(live.querySelectorAll("textarea")).some((t) => t.value.trim() !== "");
+    if (Array.from(live.querySelectorAll("textarea")).some((t) => t.value.trim() !== "")) return true;
+    return Array.from(live.querySelectorAll("input, select, textarea")).some(changed);
   }
 
   // What she opened stays open across a swap: a <details> is known by its id, else by the
