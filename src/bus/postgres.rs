@@ -1,8 +1,13 @@
 //! The cross-replica wake-up bus on PostgreSQL `LISTEN/NOTIFY`.
 //!
 //! `publish` wakes local subscribers at once and queues a `pg_notify` on the channel
-//! [`CHANNEL`] (topics queued together go out in one notification, one per line); a listener task turns every notification (from any replica, this one included) into
-//! a local publish. A notification only says "read again", so duplicates are harmless. When the
+//! [`CHANNEL`] (topics queued together go out in one notification, one per line, after a first
+//! line naming the replica that sent it); a listener task turns every notification of another
+//! replica into a local publish. Its own come back too, and are skipped: their waiters were woken
+//! when they were published, and a second wake-up is a second read of the store for each (a
+//! blocking `SendMessage` read its task twice per change). A replica of an earlier version sends
+//! no first line, and all its lines are published; it takes this one's first line for a topic
+//! nobody waits on. A notification only says "read again", so duplicates are harmless. When the
 //! listening connection drops, notifications sent meanwhile are lost: on reconnect every local
 //! waiter is woken to re-read the store, so no entry is slept through.
 
@@ -47,8 +52,13 @@ impl PgBus {
             })
         };
         let local = LocalBus::with_handoffs(Handoffs::with_overflow(overflow));
-        tokio::spawn(listen(listener, local.clone(), origin, shutdown.clone()));
-        tokio::spawn(notify(pool, rx, shutdown));
+        tokio::spawn(listen(
+            listener,
+            local.clone(),
+            origin.clone(),
+            shutdown.clone(),
+        ));
+        tokio::spawn(notify(pool, rx, origin, shutdown));
         Ok(Arc::new(PgBus {
             local,
             outgoing: tx,
@@ -86,6 +96,18 @@ impl WakeBus for PgBus {
 /// The prefix of a notification line that hands a permit: `hand|<origin>|<n>|<topic>`.
 const HAND: &str = "hand|";
 
+/// The prefix of a notification's first line, naming the replica that sent it: `from|<origin>`.
+const FROM: &str = "from|";
+
+/// Whether `payload` is a notification this replica (`origin`) sent.
+fn is_own(payload: &str, origin: &str) -> bool {
+    payload
+        .split('\n')
+        .next()
+        .and_then(|first| first.strip_prefix(FROM))
+        .is_some_and(|from| from == origin)
+}
+
 /// A line of a notification received: a hand-off from another replica goes to one waiter here
 /// (and no further); any other line wakes the topic's subscribers.
 fn received(local: &LocalBus, origin: &str, line: &str) {
@@ -115,8 +137,11 @@ async fn listen(
             () = shutdown.cancelled() => return,
             next = listener.try_recv() => match next {
                 Ok(Some(n)) => {
+                    if is_own(n.payload(), &origin) {
+                        continue;
+                    }
                     // One notification may carry several topics, one per line.
-                    for line in n.payload().split('\n') {
+                    for line in n.payload().split('\n').filter(|l| !l.starts_with(FROM)) {
                         received(&local, &origin, line);
                     }
                 }
@@ -136,8 +161,10 @@ async fn listen(
 /// Longest payload of one notification (PostgreSQL's limit is 8000 bytes).
 const MAX_PAYLOAD: usize = 7900;
 
-/// The payloads announcing `topics`: newline-separated, as few notifications as fit.
-fn payloads(topics: &[Topic]) -> Vec<String> {
+/// The payloads announcing `topics` from replica `origin`: each a first line naming it, then
+/// the topics, newline-separated, as few notifications as fit.
+fn payloads(topics: &[Topic], origin: &str) -> Vec<String> {
+    let head = format!("{FROM}{origin}");
     let mut out: Vec<String> = Vec::new();
     for t in topics {
         match out.last_mut() {
@@ -145,13 +172,18 @@ fn payloads(topics: &[Topic]) -> Vec<String> {
                 p.push('\n');
                 p.push_str(t.as_str());
             }
-            _ => out.push(t.as_str().to_owned()),
+            _ => out.push(format!("{head}\n{}", t.as_str())),
         }
     }
     out
 }
 
-async fn notify(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Topic>, shutdown: CancellationToken) {
+async fn notify(
+    pool: PgPool,
+    mut rx: mpsc::UnboundedReceiver<Topic>,
+    origin: Arc<str>,
+    shutdown: CancellationToken,
+) {
     let mut batch = Vec::new();
     loop {
         tokio::select! {
@@ -161,7 +193,7 @@ async fn notify(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Topic>, shutdown: 
         batch.sort_by(|a, b| a.as_str().cmp(b.as_str()));
         batch.dedup();
         // One notification for everything queued meanwhile: one round trip, not one per topic.
-        for payload in payloads(&batch) {
+        for payload in payloads(&batch, &origin) {
             let sent = sqlx::query("SELECT pg_notify($1, $2)")
                 .bind(CHANNEL)
                 .bind(&payload)
@@ -185,13 +217,29 @@ mod tests {
             Topic::from_wire("inbox:a".into()),
             Topic::from_wire("task:t".into()),
         ];
-        assert_eq!(payloads(&few), ["inbox:a\ntask:t"]);
+        assert_eq!(payloads(&few, "r1"), ["from|r1\ninbox:a\ntask:t"]);
         let many: Vec<Topic> = (0..2000)
             .map(|i| Topic::from_wire(format!("inbox:p{i:05}")))
             .collect();
-        let out = payloads(&many);
+        let out = payloads(&many, "r1");
         assert!(out.len() > 1 && out.iter().all(|p| p.len() <= MAX_PAYLOAD));
-        let back: Vec<&str> = out.iter().flat_map(|p| p.split('\n')).collect();
+        assert!(out.iter().all(|p| p.starts_with("from|r1\n")));
+        let back: Vec<&str> = out
+            .iter()
+            .flat_map(|p| p.split('\n'))
+            .filter(|l| !l.starts_with(FROM))
+            .collect();
         assert_eq!(back, many.iter().map(Topic::as_str).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_replica_skips_its_own_notifications_and_takes_every_other() {
+        let [own] = payloads(&[Topic::from_wire("task:t".into())], "r1")
+            .try_into()
+            .unwrap();
+        assert!(is_own(&own, "r1"));
+        assert!(!is_own(&own, "r2"));
+        // An earlier version's notification names no replica: it is always taken.
+        assert!(!is_own("task:t\ninbox:a", "r1"));
     }
 }
