@@ -10,8 +10,7 @@ use rmcp::model::ProgressNotificationParam;
 use rmcp::service::RequestContext;
 
 use super::sessions::SessionEnd;
-
-type Parts = axum::http::request::Parts;
+use super::tools::Parts;
 
 /// How often a waiting call reports progress.
 pub(crate) const PROGRESS_EVERY: Duration = Duration::from_secs(5);

@@ -203,6 +203,24 @@ async def test_a_live_update_arriving_while_she_types_never_takes_her_text(demo)
         await browser.close()
 
 
+async def connected_row(page, srv, what: str, name: str):
+    """Connects an agent of hers named `name` on the agents page, opens the page again with its
+    live stream connected, and returns the connection's row."""
+    await page.goto(f"{srv.url}/console/agents")
+    await page.get_by_label("What it is").fill(what)
+    await page.locator("#connection").fill(name)
+    await page.get_by_role("button", name="Connect an agent").click()
+    await page.goto(f"{srv.url}/console/agents")
+    await expect(page.locator("#live-status")).to_have_text("live", timeout=10_000)
+    return page.locator(".token").filter(has_text=f"alice/{name}")
+
+
+def swap_now(srv, d) -> None:
+    """A change of hers elsewhere: her pages' live streams say so."""
+    srv.admin("POST", "/api/v1/messages", {"kind": "announce", "channel": "ops", "body": "Swap now"},
+              token=d["alice"]["human_token"])
+
+
 async def test_a_live_update_keeps_open_what_she_opened(demo):
     """Every page load is followed by a live refresh (the stream's "catch up" on connecting), and
     any change brings another: a swap must not close the settings she just opened (the
@@ -213,18 +231,11 @@ async def test_a_live_update_keeps_open_what_she_opened(demo):
         browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True,
                                            args=["--no-sandbox", "--disable-dev-shm-usage"])
         ctx, page = await signed_in(browser, srv, "alice", "Alice")
-        await page.goto(f"{srv.url}/console/agents")
-        await page.get_by_label("What it is").fill("Claude Code on the laptop")
-        await page.locator("#connection").fill("laptop")
-        await page.get_by_role("button", name="Connect an agent").click()
-        await page.goto(f"{srv.url}/console/agents")
-        await expect(page.locator("#live-status")).to_have_text("live", timeout=10_000)
-        row = page.locator(".token").filter(has_text="alice/laptop")
+        row = await connected_row(page, srv, "Claude Code on the laptop", "laptop")
         await page.evaluate("document.getElementById('live').dataset.old = '1'")
         await row.locator("summary").click()
         # Another change: the stream says so and the page refreshes its live part.
-        srv.admin("POST", "/api/v1/messages", {"kind": "announce", "channel": "ops", "body": "Swap now"},
-                  token=d["alice"]["human_token"])
+        swap_now(srv, d)
         await expect(page.locator("#live[data-old]")).to_have_count(0, timeout=15_000)
         await expect(row.locator("details")).to_have_attribute("open", "")
         await row.locator('select[name="rights_database"]').select_option("allowed", timeout=5_000)
@@ -241,13 +252,7 @@ async def test_a_live_update_never_undoes_a_choice_she_has_not_sent(demo):
         browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True,
                                            args=["--no-sandbox", "--disable-dev-shm-usage"])
         ctx, page = await signed_in(browser, srv, "alice", "Alice")
-        await page.goto(f"{srv.url}/console/agents")
-        await page.get_by_label("What it is").fill("Codex on the desktop")
-        await page.locator("#connection").fill("desk")
-        await page.get_by_role("button", name="Connect an agent").click()
-        await page.goto(f"{srv.url}/console/agents")
-        await expect(page.locator("#live-status")).to_have_text("live", timeout=10_000)
-        row = page.locator(".token").filter(has_text="alice/desk")
+        row = await connected_row(page, srv, "Codex on the desktop", "desk")
         await row.locator("summary").click()
         database = row.locator('select[name="rights_database"]')
         stored = await database.input_value()
@@ -255,8 +260,7 @@ async def test_a_live_update_never_undoes_a_choice_she_has_not_sent(demo):
         await database.select_option(chosen)
         await page.locator("h1").click()  # she looks away: the choice is made, not yet saved
         await page.evaluate("document.getElementById('live').dataset.old = '1'")
-        srv.admin("POST", "/api/v1/messages", {"kind": "announce", "channel": "ops", "body": "Swap now"},
-                  token=d["alice"]["human_token"])
+        swap_now(srv, d)
         await page.wait_for_timeout(1_500)
         await expect(page.locator("#live[data-old]")).to_have_count(1)
         await expect(database).to_have_value(chosen)
