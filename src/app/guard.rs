@@ -31,8 +31,8 @@ pub(super) async fn auth_failures(
         return next.run(req).await;
     }
     let grpc = is_grpc(&req);
-    let presented = presented(&req, ip);
-    if let Err(e) = service.check_client(ip, &presented) {
+    let shown = Shown::of(&req);
+    if let Err(e) = service.check_client(ip, || shown.key(ip)) {
         return refusal(&req, grpc, e);
     }
     let response = next.run(req).await;
@@ -45,40 +45,59 @@ pub(super) async fn auth_failures(
         response.status() == StatusCode::UNAUTHORIZED
     };
     if refused {
-        service.authentication_failed(ip, &presented);
+        service.authentication_failed(ip, &shown.key(ip));
     }
     response
 }
 
-/// What `req` presents to authenticate with, whichever front reads it: its `Authorization`
+/// What a request presents to authenticate with, whichever front reads it: its `Authorization`
 /// header (a token or a JWT, every API and binding: the credential itself when the scheme is
 /// `Bearer`, in any case, so that one token is one credential however it is spelled), its cookies
 /// (a console session), a link's `link` parameter (login and approval links) and an A2A push's
 /// notification token. A link page's form posts its link in the body, which is not read here: its
 /// cookie (the page's form token) stands for it. Nothing presented counts at the client address.
-fn presented(req: &Request, ip: std::net::IpAddr) -> Presented {
-    let headers = req.headers();
-    let authorization = headers.get_all(header::AUTHORIZATION).iter().map(|v| {
-        v.to_str()
-            .ok()
-            .and_then(crate::http::bearer_credential)
-            .map_or(v.as_bytes(), str::as_bytes)
-    });
-    let link = req.uri().query().and_then(|q| {
-        q.split('&')
-            .find_map(|pair| pair.strip_prefix("link="))
-            .map(str::as_bytes)
-    });
-    let values = authorization
-        .chain(headers.get_all(header::COOKIE).iter().map(|v| v.as_bytes()))
-        .chain(link)
-        .chain(
-            headers
-                .get_all(a2a::push_receiver::NOTIFICATION_TOKEN)
-                .iter()
-                .map(|v| v.as_bytes()),
-        );
-    Presented::new(values, ip)
+///
+/// The values are kept (shared, not copied) and digested into a [`Presented`] only when it is
+/// needed: while some credential is refused, or when this request fails to authenticate. The
+/// digest on every request was about 1% of an intake's instructions (`docs/performance.md`).
+struct Shown {
+    authorization: Vec<header::HeaderValue>,
+    cookies: Vec<header::HeaderValue>,
+    uri: axum::http::Uri,
+    tokens: Vec<header::HeaderValue>,
+}
+
+impl Shown {
+    fn of(req: &Request) -> Shown {
+        fn all(req: &Request, name: impl header::AsHeaderName) -> Vec<header::HeaderValue> {
+            req.headers().get_all(name).iter().cloned().collect()
+        }
+        Shown {
+            authorization: all(req, header::AUTHORIZATION),
+            cookies: all(req, header::COOKIE),
+            uri: req.uri().clone(),
+            tokens: all(req, a2a::push_receiver::NOTIFICATION_TOKEN),
+        }
+    }
+
+    fn key(&self, ip: std::net::IpAddr) -> Presented {
+        let authorization = self.authorization.iter().map(|v| {
+            v.to_str()
+                .ok()
+                .and_then(crate::http::bearer_credential)
+                .map_or(v.as_bytes(), str::as_bytes)
+        });
+        let link = self.uri.query().and_then(|q| {
+            q.split('&')
+                .find_map(|pair| pair.strip_prefix("link="))
+                .map(str::as_bytes)
+        });
+        let values = authorization
+            .chain(self.cookies.iter().map(|v| v.as_bytes()))
+            .chain(link)
+            .chain(self.tokens.iter().map(|v| v.as_bytes()));
+        Presented::new(values, ip)
+    }
 }
 
 fn is_grpc(req: &Request) -> bool {

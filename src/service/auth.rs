@@ -157,8 +157,9 @@ impl Service {
     /// Refuses a request from `ip` presenting `presented` when that credential (or, as a
     /// backstop, that address) failed to authenticate too often lately (`rate_limited` with the
     /// wait); fronts ask before authenticating, so such a request costs no token hashing. A valid
-    /// credential from the same address is not refused for another's failures.
-    pub fn check_client(&self, ip: IpAddr, presented: &Presented) -> Result<()> {
+    /// credential from the same address is not refused for another's failures. `presented` is
+    /// called only while some credential is refused.
+    pub fn check_client(&self, ip: IpAddr, presented: impl FnOnce() -> Presented) -> Result<()> {
         match self.inner.limits.refused(ip, presented) {
             Some(e) => Err(e),
             None => Ok(()),

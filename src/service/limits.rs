@@ -220,7 +220,13 @@ impl Limits {
 
     /// The refusal of a request from `ip` presenting `presented`, while either failed to
     /// authenticate too often lately: its address (the backstop) or what it presented.
-    pub(super) fn refused(&self, ip: IpAddr, presented: &Presented) -> Option<ServiceError> {
+    /// `presented` is asked for only while some credential is refused: its digest is work every
+    /// request would otherwise do.
+    pub(super) fn refused(
+        &self,
+        ip: IpAddr,
+        presented: impl FnOnce() -> Presented,
+    ) -> Option<ServiceError> {
         let now = Instant::now();
         if let Some(wait) = still_blocked(&self.blocked_addresses, &address_key(ip), now) {
             crate::metrics::get().rate_limited("auth_failures_address");
@@ -234,7 +240,13 @@ impl Limits {
                 wait,
             ));
         }
-        let wait = still_blocked(&self.blocked, presented, now)?;
+        let wait = {
+            let mut blocked = self.blocked.lock().unwrap_or_else(|e| e.into_inner());
+            if blocked.is_empty() {
+                return None;
+            }
+            still_blocked_in(&mut blocked, &presented(), now)?
+        };
         crate::metrics::get().rate_limited("auth_failures");
         Some(rate_limited(
             format!(
@@ -363,7 +375,19 @@ fn still_blocked<K: std::hash::Hash + Eq>(
     key: &K,
     now: Instant,
 ) -> Option<Duration> {
-    let mut blocked = blocked.lock().unwrap_or_else(|e| e.into_inner());
+    still_blocked_in(
+        &mut blocked.lock().unwrap_or_else(|e| e.into_inner()),
+        key,
+        now,
+    )
+}
+
+/// [`still_blocked`] in a map already locked.
+fn still_blocked_in<K: std::hash::Hash + Eq>(
+    blocked: &mut HashMap<K, Instant>,
+    key: &K,
+    now: Instant,
+) -> Option<Duration> {
     let until = *blocked.get(key)?;
     if until <= now {
         blocked.remove(key);
@@ -454,26 +478,26 @@ mod tests {
         assert_ne!(nothing, Presented::new([], other));
         for _ in 0..3 {
             limits.auth_failed(ip, &bad);
-            assert!(limits.refused(ip, &bad).is_none());
+            assert!(limits.refused(ip, || bad).is_none());
         }
         limits.auth_failed(ip, &bad);
         let e = limits
-            .refused(ip, &bad)
+            .refused(ip, || bad)
             .expect("the bad credential is refused");
         assert_eq!(e.code, ErrorCode::RateLimited);
         assert!(e.retry_after_s().is_some(), "{e:?}");
         assert!(e.message.contains("with this credential"), "{e:?}");
         // From any address; and nothing else from this address is refused.
-        assert!(limits.refused(other, &bad).is_some());
-        assert!(limits.refused(ip, &good).is_none());
-        assert!(limits.refused(ip, &nothing).is_none());
+        assert!(limits.refused(other, || bad).is_some());
+        assert!(limits.refused(ip, || good).is_none());
+        assert!(limits.refused(ip, || nothing).is_none());
         // Many distinct bad credentials from one address: the backstop refuses the address.
         for n in 0..3 {
             let sprayed = Presented::new([format!("Bearer lsn_{n}").as_bytes()], ip);
             limits.auth_failed(ip, &sprayed);
         }
-        let e = limits.refused(ip, &good).expect("the address is refused");
+        let e = limits.refused(ip, || good).expect("the address is refused");
         assert!(e.message.contains("from this address"), "{e:?}");
-        assert!(limits.refused(other, &good).is_none());
+        assert!(limits.refused(other, || good).is_none());
     }
 }

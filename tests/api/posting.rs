@@ -108,6 +108,20 @@ async fn a_retried_post_with_the_same_key_returns_the_first_result_and_creates_n
         s.post(&alice, req).await.unwrap_err().code,
         ErrorCode::IdempotencyConflict
     );
+    // Neither the replay nor the refusal left a thread of its own behind (on SQLite the new
+    // thread's row is written before its message's key is found used, then removed).
+    let threads = s
+        .channel_threads(
+            &alice,
+            &crate::helpers::channel("demo"),
+            &liaison::service::ThreadFilter::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        threads.iter().map(|t| t.id.clone()).collect::<Vec<_>>(),
+        vec![first.thread]
+    );
 }
 
 #[tokio::test]

@@ -175,10 +175,20 @@ async fn write_post(
         match insert_message_rows(tx, &m, position, event, &inboxes, lock, merged_opening).await {
             Ok(inserted) => inserted,
             // SQLite: with the thread's row in the same call, a used key shows as the message's
-            // unique index refusing it (the thread's INSERT found the key and inserted nothing).
-            // SQLite undid the failed statement, so the earlier message can be read (on
-            // PostgreSQL a failed statement aborts the transaction: it never gets here, see below).
+            // unique index refusing it. SQLite undid the failed statement, so the earlier message
+            // can be read (on PostgreSQL a failed statement aborts the transaction: it never gets
+            // here, see below). The thread's INSERT before it is unguarded (`Opening::insert_sql`)
+            // and wrote the new thread's row: it goes first, since a replay or a refused key is
+            // answered with the job committed. A thread that has a message is not this post's
+            // (its row was refused, the id being used).
             Err(e @ StoreError::Conflict(_)) if merged && lock.is_empty() => {
+                query(
+                    "DELETE FROM threads WHERE id = $1 \
+                     AND NOT EXISTS (SELECT 1 FROM messages WHERE thread_id = $1)",
+                )
+                .bind(m.thread.as_str().to_owned())
+                .execute(&mut *tx)
+                .await?;
                 return match replayed(tx, &m).await? {
                     Some(outcome) if outcome.message.id != m.id => Ok((outcome, false)),
                     _ => Err(e),

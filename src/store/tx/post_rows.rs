@@ -60,18 +60,34 @@ pub(super) struct Opening {
 }
 
 impl Opening {
-    /// The thread's INSERT, which inserts nothing when the author's idempotency key was used
-    /// before. Its own values are numbered from `$first` (bound by [`Opening::bind`]); the
-    /// others are the message's (id $2, channel $3, kind $5, author $6, key $15, time $17).
-    fn insert_sql(first: usize) -> String {
+    /// The thread's INSERT. Its own values are numbered from `$first` (bound by
+    /// [`Opening::bind`]); the others are the message's (id $2, channel $3, kind $5, author $6,
+    /// key $15, time $17).
+    ///
+    /// `guarded` (PostgreSQL): it inserts nothing when the author's idempotency key was used
+    /// before, and the rows of its statement hang on it. Unguarded (SQLite): one row of values,
+    /// and a used key shows as the message's unique index refusing the message; the caller then
+    /// removes the thread's row ([`super::post`]). A guard would make it an `INSERT … SELECT`,
+    /// which may write several rows: with the channel's foreign key, SQLite then gives it a
+    /// statement journal, a copy of every page it changes (the thread's table, its key and its
+    /// indexes). That was 11,700 of an intake's 421,000 instructions (`docs/performance.md`).
+    fn insert_sql(first: usize, guarded: bool) -> String {
         let own: Vec<String> = (first..first + 9).map(|i| format!("${i}")).collect();
-        format!(
-            "INSERT INTO threads (id, channel, subject, opener_kind, opened_by, state, asker, outcome, \
-             message_count, created_at, updated_at, task_state, context_id, skill, reference_task_ids, \
-             task_event_seq) SELECT $2, $3, {}, $5, $6, {}, {}, {}, 1, $17, $17, {}, {}, {}, {}, {} \
-             WHERE NOT EXISTS (SELECT 1 FROM messages WHERE author = $6 AND idempotency_key = $15)",
+        let values = format!(
+            "$2, $3, {}, $5, $6, {}, {}, {}, 1, $17, $17, {}, {}, {}, {}, {}",
             own[0], own[1], own[2], own[3], own[4], own[5], own[6], own[7], own[8],
-        )
+        );
+        let into = "INSERT INTO threads (id, channel, subject, opener_kind, opened_by, state, asker, \
+             outcome, message_count, created_at, updated_at, task_state, context_id, skill, \
+             reference_task_ids, task_event_seq)";
+        if guarded {
+            format!(
+                "{into} SELECT {values} WHERE NOT EXISTS \
+                 (SELECT 1 FROM messages WHERE author = $6 AND idempotency_key = $15)"
+            )
+        } else {
+            format!("{into} VALUES ({values})")
+        }
     }
 
     /// Binds the values [`Opening::insert_sql`] numbered, in order.
@@ -114,7 +130,7 @@ fn sqlite_post_sql(opens: bool, event: bool, n: usize) -> Cow<'static, str> {
         let mut sql = String::new();
         if opens {
             // Its own values are numbered after the recipients' and the skipped reader.
-            sql.push_str(&Opening::insert_sql(skip + 1));
+            sql.push_str(&Opening::insert_sql(skip + 1, false));
             sql.push_str("; ");
         }
         sql.push_str(&format!("{MESSAGE_INTO} VALUES ({MESSAGE_VALUES})"));
@@ -125,8 +141,8 @@ fn sqlite_post_sql(opens: bool, event: bool, n: usize) -> Cow<'static, str> {
         // journal of its own (each page it changes copied first, to undo the statement alone)
         // whenever a constraint may abort it; with FAIL it keeps what it wrote, which costs
         // nothing here: the writer undoes the whole failed post to its savepoint. Sparing it took
-        // 2.4% off an intake's instructions (docs/performance-round-trip.md, third round); the
-        // thread's INSERT keeps one (its channel's foreign key makes one whatever the clause).
+        // 2.4% off an intake's instructions (docs/performance-round-trip.md, third round). (A
+        // foreign key makes one whatever the clause: `inbox_entries` has none.)
         let (columns, values) = entry_columns(skip);
         let entries = |ids: &str| {
             format!(
@@ -250,7 +266,7 @@ pub(super) async fn insert_message_rows(
     if opening.is_some() {
         sql.push_str(&format!(
             "th AS ({} RETURNING id), msg AS ({MESSAGE_INTO} SELECT {MESSAGE_VALUES} FROM th RETURNING id)",
-            Opening::insert_sql(opening_first),
+            Opening::insert_sql(opening_first, true),
         ));
         if event.is_some() {
             sql.push_str(&format!(
