@@ -11,7 +11,7 @@ use super::db::{self, Conn, LitePool, Pool};
 use super::deadlines::Deadlines;
 use super::error::{Result, StoreError};
 use super::migrations::migrator;
-use super::writer::BatchWriter;
+use super::writer::{BatchWriter, SQLITE_BEGIN};
 
 const MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -177,8 +177,7 @@ pub(super) async fn open(url: &str, deadlines: Deadlines) -> Result<(Pool, Batch
     )?;
     let pool = LitePool::open(path, deadlines.statement)?;
     let connect = async move { Ok(Conn::Lite(writer)) };
-    let writer =
-        BatchWriter::start(connect, "BEGIN IMMEDIATE; SAVEPOINT job", None, deadlines).await?;
+    let writer = BatchWriter::start(connect, SQLITE_BEGIN, None, deadlines).await?;
     Ok((Pool::Lite(pool), writer))
 }
 

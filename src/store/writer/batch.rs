@@ -21,11 +21,64 @@ pub(super) const SHARED_RUN: usize = 8;
 /// Most posts written together by [`post_group`]: bounds one statement's size.
 const MAX_GROUP: usize = 64;
 
+/// How a SQLite batch begins: without a savepoint (see [`Mark`]).
+pub(in crate::store) const SQLITE_BEGIN: &str = "BEGIN IMMEDIATE";
+/// Undoes everything of a SQLite batch that has no savepoint yet, and begins it again.
+const SQLITE_RESTART: &str = "ROLLBACK; BEGIN IMMEDIATE";
+/// The same, then sets the savepoint for the next job.
+const SQLITE_RESTART_MARKED: &str = "ROLLBACK; BEGIN IMMEDIATE; SAVEPOINT job";
+
+/// Where a job that fails is undone to: the savepoint `job`, or, while no job has been kept, the
+/// transaction's start. A SQLite batch begins without a savepoint ([`SQLITE_BEGIN`]): rolling back
+/// to one set right after `BEGIN` is rolling back the transaction, and a savepoint is not free
+/// there: SQLite copies the original of every page changed under it into its sub-journal. That
+/// was 117,000 of the 2.74 million instructions of a delegated round trip at one in flight, where
+/// each of a task's three writes is a batch of its own (`docs/performance.md`). The savepoint is
+/// set when a job is kept with more to follow. A PostgreSQL batch begins with it (`BEGIN;
+/// SAVEPOINT job`, one round trip), and its transaction could not be begun again in the same
+/// call.
+pub(super) struct Mark {
+    savepoint: bool,
+}
+
+impl Mark {
+    /// The mark right after the batch began with `begin`.
+    pub(super) fn after(begin: &str) -> Mark {
+        Mark {
+            savepoint: begin.ends_with("SAVEPOINT job"),
+        }
+    }
+
+    /// Undoes what ran since the mark; the mark stays where it is.
+    async fn undo(&self, conn: &mut Conn) -> Result<()> {
+        let sql = if self.savepoint {
+            "ROLLBACK TO job"
+        } else {
+            SQLITE_RESTART
+        };
+        bookkeeping(conn, sql).await
+    }
+
+    /// Keeps (`ok`) or undoes what ran since the mark, and sets the mark here, for the next job.
+    async fn settle(&mut self, conn: &mut Conn, ok: bool) -> Result<()> {
+        let sql = match (self.savepoint, ok) {
+            (true, true) => "RELEASE job; SAVEPOINT job",
+            (true, false) => "ROLLBACK TO job; RELEASE job; SAVEPOINT job",
+            (false, true) => "SAVEPOINT job",
+            (false, false) => SQLITE_RESTART_MARKED,
+        };
+        bookkeeping(conn, sql).await?;
+        self.savepoint = true;
+        Ok(())
+    }
+}
+
 /// Runs the jobs of `pending` in the open transaction, moving each to `ran` once it has run (with
-/// its outcome). The savepoint `job` is open when this starts. An error is the bookkeeping's own;
-/// the jobs not yet run are then left in `pending`.
+/// its outcome). `mark` is where the batch began ([`Mark::after`]). An error is the bookkeeping's
+/// own; the jobs not yet run are then left in `pending`.
 pub(super) async fn run_jobs(
     conn: &mut Conn,
+    mut mark: Mark,
     pending: &mut VecDeque<Box<dyn Job>>,
     ran: &mut Vec<Box<dyn Job>>,
 ) -> Result<()> {
@@ -49,13 +102,13 @@ pub(super) async fn run_jobs(
             }
             if shared > 0 {
                 // The group gets a savepoint of its own.
-                if let Err(e) = settle(conn, true).await {
+                if let Err(e) = mark.settle(conn, true).await {
                     pending.extend(group);
                     return Err(e);
                 }
                 shared = 0;
             }
-            run_group(conn, group, pending, ran).await?;
+            run_group(conn, &mut mark, group, pending, ran).await?;
             continue;
         }
         let last = pending.is_empty();
@@ -65,7 +118,7 @@ pub(super) async fn run_jobs(
             if ok {
                 shared += 1;
                 if shared == SHARED_RUN && !last {
-                    settle(conn, true).await?;
+                    mark.settle(conn, true).await?;
                     shared = 0;
                 }
                 continue;
@@ -73,16 +126,16 @@ pub(super) async fn run_jobs(
             if shared == 0 {
                 // It ran right after the savepoint: it is undone alone, like a job run once.
                 if last {
-                    bookkeeping(conn, "ROLLBACK TO job").await?;
+                    mark.undo(conn).await?;
                 } else {
-                    settle(conn, false).await?;
+                    mark.settle(conn, false).await?;
                 }
                 continue;
             }
             // Undo the run since the savepoint (this job's included) and replay the others one
             // savepoint per job. The failure stands without a second run: the replay rebuilds
             // what the failing job ran on.
-            bookkeeping(conn, "ROLLBACK TO job").await?;
+            mark.undo(conn).await?;
             let failed = ran.pop().expect("the failing job was just kept");
             let mut replay: VecDeque<_> = ran.drain(ran.len() - shared..).collect();
             shared = 0;
@@ -90,7 +143,7 @@ pub(super) async fn run_jobs(
             while let Some(mut job) = replay.pop_front() {
                 let ok = job.run(conn).await;
                 ran.push(job);
-                replayed = settle(conn, ok).await;
+                replayed = mark.settle(conn, ok).await;
                 if replayed.is_err() {
                     ran.extend(replay.drain(..));
                     break;
@@ -102,7 +155,7 @@ pub(super) async fn run_jobs(
         }
         if shared > 0 {
             // A job that runs once gets a savepoint of its own.
-            if let Err(e) = bookkeeping(conn, "RELEASE job; SAVEPOINT job").await {
+            if let Err(e) = mark.settle(conn, true).await {
                 pending.push_front(job);
                 return Err(e);
             }
@@ -113,8 +166,8 @@ pub(super) async fn run_jobs(
         match (ok, last) {
             // COMMIT releases the last savepoint.
             (true, true) => {}
-            (false, true) => bookkeeping(conn, "ROLLBACK TO job").await?,
-            (ok, false) => settle(conn, ok).await?,
+            (false, true) => mark.undo(conn).await?,
+            (ok, false) => mark.settle(conn, ok).await?,
         }
     }
     Ok(())
@@ -125,6 +178,7 @@ pub(super) async fn run_jobs(
 /// a failing post fails. A savepoint is open after it when jobs are left in `pending`.
 async fn run_group(
     conn: &mut Conn,
+    mark: &mut Mark,
     group: Vec<Box<dyn Job>>,
     pending: &mut VecDeque<Box<dyn Job>>,
     ran: &mut Vec<Box<dyn Job>>,
@@ -139,20 +193,20 @@ async fn run_group(
                 ran.push(job);
             }
             if !pending.is_empty() {
-                settle(conn, true).await?;
+                mark.settle(conn, true).await?;
             }
             Ok(())
         }
         Err(e) => {
             tracing::debug!(error = %e, "A group of posts failed; writing each alone.");
             let mut group: VecDeque<_> = group.into();
-            let mut outcome = bookkeeping(conn, "ROLLBACK TO job").await;
+            let mut outcome = mark.undo(conn).await;
             while outcome.is_ok()
                 && let Some(mut job) = group.pop_front()
             {
                 let ok = job.run(conn).await;
                 ran.push(job);
-                outcome = settle(conn, ok).await;
+                outcome = mark.settle(conn, ok).await;
             }
             // What did not run goes back, to be failed with the batch.
             while let Some(job) = group.pop_back() {
@@ -161,17 +215,6 @@ async fn run_group(
             outcome
         }
     }
-}
-
-/// After a job that has a savepoint of its own: keeps (`ok`) or undoes its effects, and sets the
-/// savepoint of the next.
-async fn settle(conn: &mut Conn, ok: bool) -> Result<()> {
-    let sql = if ok {
-        "RELEASE job; SAVEPOINT job"
-    } else {
-        "ROLLBACK TO job; RELEASE job; SAVEPOINT job"
-    };
-    bookkeeping(conn, sql).await
 }
 
 /// Runs one of the writer's own statements (they take no parameters). On SQLite they are

@@ -6,7 +6,9 @@
 //!
 //! A failing write must roll back alone, so the writes of a batch are separated by savepoints.
 //! A write that runs once (most) gets a savepoint of its own: the batch's, or the one the write
-//! before it ended with (`RELEASE job; SAVEPOINT job`, one call). A *repeatable* write (a post,
+//! before it ended with (`RELEASE job; SAVEPOINT job`, one call). On SQLite the batch's first
+//! write has none: it is undone by rolling the transaction back and beginning it again, which
+//! spares SQLite the copy of every page it changes ([`batch::Mark`]). A *repeatable* write (a post,
 //! the hot path: [`BatchWriter::post`]) can run again from its inputs, so a run of them (at most
 //! [`batch::SHARED_RUN`]) shares one savepoint: when one fails, the run is rolled back to that savepoint
 //! and the others are replayed one savepoint each, and only the failing one fails. On PostgreSQL
@@ -57,7 +59,8 @@ use super::error::{Result, StoreError};
 use super::tx::post::{Posted, QueuedPost};
 #[cfg(test)]
 use batch::SHARED_RUN;
-use batch::{bookkeeping, run_jobs};
+pub(super) use batch::SQLITE_BEGIN;
+use batch::{Mark, bookkeeping, run_jobs};
 pub(crate) use behind::Then;
 use behind::{Behind, FLUSH_AFTER, Kept, Later, Wake};
 #[cfg(test)]
@@ -483,7 +486,7 @@ async fn write_batch(
         }
         return;
     }
-    if let Err(e) = run_jobs(conn, pending, ran).await {
+    if let Err(e) = run_jobs(conn, Mark::after(begin), pending, ran).await {
         // The savepoint machinery itself failed: give up the whole batch.
         tracing::error!(error = %e, "A write savepoint failed; rolling back the batch.");
         health.failed();
@@ -564,7 +567,7 @@ mod tests {
             .unwrap();
         BatchWriter::start(
             async move { Ok(Conn::Lite(conn)) },
-            "BEGIN IMMEDIATE; SAVEPOINT job",
+            SQLITE_BEGIN,
             None,
             deadlines,
         )
@@ -804,6 +807,45 @@ mod tests {
         // a and b ran again after c failed; c's failure stands without a second run; f failed
         // right after a savepoint, so nothing was replayed for it.
         assert_eq!(runs, [2, 2, 1, 1, 1, 1, 1, 1]);
+    }
+
+    /// On SQLite a batch begins without a savepoint ([`batch::Mark`]): a job that fails before
+    /// any was kept is undone by beginning the transaction again, and what follows is kept.
+    #[tokio::test]
+    async fn a_job_that_fails_first_in_its_batch_fails_alone() {
+        use Act::*;
+        let cases: [&[(&str, bool, Act)]; 4] = [
+            &[
+                ("a", false, InsertThenFail),
+                ("b", true, Insert),
+                ("c", false, Insert),
+            ],
+            &[
+                ("a", true, InsertThenFail),
+                ("b", true, Insert),
+                ("c", false, Insert),
+            ],
+            &[("a", false, InsertThenFail)],
+            &[("a", true, InsertThenFail)],
+        ];
+        for jobs in cases {
+            let (answers, runs, rows) = batch(jobs).await;
+            let failed: Vec<bool> = answers.iter().map(Result::is_err).collect();
+            let mut expected = vec![false; jobs.len()];
+            expected[0] = true;
+            assert_eq!(failed, expected);
+            assert_eq!(rows, ["b", "c"][..jobs.len() - 1]);
+            assert!(runs.iter().all(|&r| r == 1));
+        }
+        // A write alone in its batch that fails leaves the writer as it was.
+        let db = crate::store::test_db::TestDb::new().await;
+        let w = writer(&db).await;
+        let failed = w.run(|conn| insert(conn, "x".into(), InsertThenFail)).await;
+        assert!(failed.is_err());
+        w.run(|conn| insert(conn, "y".into(), Insert))
+            .await
+            .unwrap();
+        assert_eq!(rows(&db).await, ["y"]);
     }
 
     #[tokio::test]
