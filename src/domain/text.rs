@@ -31,7 +31,9 @@ pub fn is_line_break(c: char) -> bool {
 /// than a line break or tab, a format character (Unicode category Cf), a variation selector, a
 /// combining grapheme joiner or a blank filler.
 pub fn is_invisible(c: char) -> bool {
-    if is_line_break(c) || c == '\t' {
+    // Printable ASCII first: nearly every character asked about, none of them invisible. It
+    // spares the checks below, which ran about 190,000 times per 300 delegated tasks (callgrind).
+    if matches!(c, ' '..='~') || is_line_break(c) || c == '\t' {
         return false;
     }
     c.is_control()
@@ -219,6 +221,14 @@ mod tests {
         );
         let long = "x".repeat(500);
         assert_eq!(quote(&long).chars().count(), QUOTE_MAX_CHARS + 3);
+    }
+
+    #[test]
+    fn in_ascii_only_the_controls_other_than_breaks_and_tab_are_invisible() {
+        for c in '\0'..='\u{7f}' {
+            let expected = c.is_control() && !is_line_break(c) && c != '\t';
+            assert_eq!(is_invisible(c), expected, "{:?}", c);
+        }
     }
 
     #[test]
