@@ -250,7 +250,9 @@ impl A2a {
             return Ok(view);
         }
         // Each wake-up reads the task's thread alone; its messages only once the wait ends (a
-        // claim wakes it too, and moves the task to WORKING only).
+        // claim wakes it too, and moves the task to WORKING only). The credential is read again
+        // only when there is something to hand over, after what is handed over was read: a
+        // revocation committed before that read refuses it, and one after it ends the hold.
         loop {
             tokio::select! {
                 () = sub.woken() => {}
@@ -261,8 +263,9 @@ impl A2a {
                 why = hold.ended() => return Err(why.into()),
             }
             hold.check()?;
-            self.service.check_credential(caller).await?;
             if let Some(view) = self.service.task_when(caller, id, ends_wait).await? {
+                hold.check()?;
+                self.service.check_credential(caller).await?;
                 return Ok(view);
             }
         }

@@ -174,6 +174,20 @@ impl Service {
             .and_then(|t| t.connection))
     }
 
+    /// [`Service::connection_name`] as `caller` sees it: its own connection (an agent reading
+    /// what it claimed or wrote) named as its request authenticated it, without a read (a rename
+    /// changes the directory, so the next request has the new name).
+    pub(super) async fn connection_name_for(
+        &self,
+        caller: &Caller,
+        token: &str,
+    ) -> Result<Option<ConnectionSlug>> {
+        match &caller.connection {
+            Some(own) if own.token == token => Ok(Some(own.name.clone())),
+            _ => self.connection_name(token).await,
+        }
+    }
+
     /// Renames one of the caller's own connections, or changes its rights; audited. Unknown,
     /// foreign and revoked connections answer `not_found` alike.
     pub async fn update_own_connection(

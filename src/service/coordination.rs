@@ -242,16 +242,11 @@ impl Service {
         self.command_gate(caller, &record, true).await?;
         // Addressed to this reader (SPEC §4b): a connection never claims what it wrote itself,
         // nor a command its person gave another of her connections.
-        let opener = self.inner.store.thread_messages(&thread, 0, 1).await?;
-        let addressed = match opener.first() {
-            Some(m) => {
-                self.inner
-                    .store
-                    .addressed_to(caller.id(), caller.reader().key(), &thread, &m.id)
-                    .await?
-            }
-            None => false,
-        };
+        let addressed = self
+            .inner
+            .store
+            .opener_addressed_to(caller.id(), caller.reader().key(), &thread)
+            .await?;
         if !addressed {
             return Err(ServiceError::new(
                 ErrorCode::NotClaimable,

@@ -479,6 +479,29 @@ impl Service {
         after: Option<i64>,
         limit: Option<i64>,
     ) -> Result<ThreadView> {
+        self.thread_page(caller, id, after, limit, None).await
+    }
+
+    /// The thread of the claim the caller has just taken, with its first page: the claim shown
+    /// is that one, not read back.
+    pub async fn thread_of_claim(
+        &self,
+        caller: &Caller,
+        claim: &ClaimRecord,
+    ) -> Result<ThreadView> {
+        self.thread_page(caller, &claim.thread, None, None, Some(claim.clone()))
+            .await
+    }
+
+    /// [`Service::thread`], with the live claim read unless `claim` is given.
+    async fn thread_page(
+        &self,
+        caller: &Caller,
+        id: &ThreadId,
+        after: Option<i64>,
+        limit: Option<i64>,
+        claim: Option<ClaimRecord>,
+    ) -> Result<ThreadView> {
         caller.require_participant()?;
         let limit = super::page_limit(limit)?;
         let (thread, _) = self.visible_thread(caller, id).await?;
@@ -511,7 +534,10 @@ impl Service {
         } else {
             None
         };
-        let claim = self.inner.store.live_claim(id, self.now()).await?;
+        let claim = match claim {
+            Some(c) => Some(c),
+            None => self.inner.store.live_claim(id, self.now()).await?,
+        };
         let ids: Vec<MessageId> = messages.iter().map(|m| m.id.clone()).collect();
         let mut receipts = self.receipts(id, &ids).await?;
         let mut delivered = Vec::with_capacity(messages.len());
@@ -531,7 +557,7 @@ impl Service {
             });
         }
         let claim_connection = match claim.as_ref().and_then(|c| c.connection.as_deref()) {
-            Some(token) => self.connection_name(token).await?,
+            Some(token) => self.connection_name_for(caller, token).await?,
             None => None,
         };
         Ok(ThreadView {
@@ -614,7 +640,7 @@ impl Service {
         };
         let own = &message.author == reader.id();
         let author_connection = match &message.connection {
-            Some(token) => self.connection_name(token).await?,
+            Some(token) => self.connection_name_for(reader, token).await?,
             None => None,
         };
         let label = if remote {

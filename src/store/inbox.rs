@@ -21,6 +21,16 @@ fn visible(n: usize) -> String {
     VISIBLE.replace("$r", &format!("${n}"))
 }
 
+/// Whether the message `message` (a parameter or a subquery) has an entry for the reader of a
+/// person: `$1` person, `$2` reader, `$3` thread.
+fn addressed_sql(message: &str) -> String {
+    format!(
+        "SELECT 1 AS found FROM inbox_entries e WHERE e.thread_id = $3 AND e.person_id = $1 \
+         AND e.message_id = {message} AND {} LIMIT 1",
+        visible(2)
+    )
+}
+
 /// Where a consumer stands, by its stored key (`key`: `reader.consumer_key(name)`), else by the
 /// person's plain consumer of the same name (`fallback`: a consumer used before connections
 /// existed, which a connection carries on from), else 0. Parameters: `$1` person, `$2` key,
@@ -214,17 +224,32 @@ impl Store {
         thread: &ThreadId,
         message: &MessageId,
     ) -> Result<bool> {
-        let row = query(format!(
-            "SELECT 1 AS found FROM inbox_entries e WHERE e.thread_id = $4 AND e.person_id = $1 \
-             AND e.message_id = $2 AND {} LIMIT 1",
-            visible(3)
-        ))
-        .bind(person.as_str().to_owned())
-        .bind(message.as_str().to_owned())
-        .bind(reader.to_owned())
-        .bind(thread.as_str().to_owned())
-        .fetch_optional(&self.pool)
-        .await?;
+        let row = query(addressed_sql("$4"))
+            .bind(person.as_str().to_owned())
+            .bind(reader.to_owned())
+            .bind(thread.as_str().to_owned())
+            .bind(message.as_str().to_owned())
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.is_some())
+    }
+
+    /// [`Store::addressed_to`] of `thread`'s first message (what a claim takes), in one read;
+    /// false when it has none.
+    pub async fn opener_addressed_to(
+        &self,
+        person: &PersonId,
+        reader: &str,
+        thread: &ThreadId,
+    ) -> Result<bool> {
+        let opener =
+            "(SELECT m.id FROM messages m WHERE m.thread_id = $3 ORDER BY m.position LIMIT 1)";
+        let row = query(addressed_sql(opener))
+            .bind(person.as_str().to_owned())
+            .bind(reader.to_owned())
+            .bind(thread.as_str().to_owned())
+            .fetch_optional(&self.pool)
+            .await?;
         Ok(row.is_some())
     }
 

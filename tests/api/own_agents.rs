@@ -261,7 +261,8 @@ async fn her_command_to_one_connection_is_her_instruction_to_it_alone() {
         .await
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::NotFound);
-    env.service
+    let claim = env
+        .service
         .claim(
             &claude,
             liaison::service::ClaimTarget::Next,
@@ -271,6 +272,25 @@ async fn her_command_to_one_connection_is_her_instruction_to_it_alone() {
         .await
         .unwrap()
         .unwrap();
+    // The claim names its connection, the same in the claimer's answer (its own connection,
+    // not read back) and in anyone else's read of the thread.
+    let answered = env.service.thread_of_claim(&claude, &claim).await.unwrap();
+    let read_by_her = env
+        .service
+        .thread(&alice, &command.thread, None, None)
+        .await
+        .unwrap();
+    for view in [&answered, &read_by_her] {
+        assert_eq!(
+            view.claim_connection.as_ref().map(|c| c.as_str()),
+            Some("claude-laptop")
+        );
+        let shown = view.claim.as_ref().expect("the claim is shown");
+        assert_eq!(
+            (shown.fencing_token, &shown.session, &shown.connection),
+            (claim.fencing_token, &claim.session, &claim.connection)
+        );
+    }
 
     // Her agent's reply answers her command (another reader of the same person), reaches her
     // (her own credentials' inbox), and not her other agent.

@@ -394,7 +394,7 @@ impl Tools {
         let mut text = vec![render::claimed(
             &serde_json::to_value(&claim).unwrap_or_default(),
         )];
-        match self.service.thread(c, &claim.thread, None, None).await {
+        match self.service.thread_of_claim(c, &claim).await {
             Ok(view) => {
                 let mut value = serde_json::to_value(&view).unwrap_or_default();
                 value["next_cursor"] = json!(view.next_cursor.map(|n| n.to_string()));
