@@ -21,16 +21,6 @@ fn visible(n: usize) -> String {
     VISIBLE.replace("$r", &format!("${n}"))
 }
 
-/// Whether the message `message` (a parameter or a subquery) has an entry for the reader of a
-/// person: `$1` person, `$2` reader, `$3` thread.
-fn addressed_sql(message: &str) -> String {
-    format!(
-        "SELECT 1 AS found FROM inbox_entries e WHERE e.thread_id = $3 AND e.person_id = $1 \
-         AND e.message_id = {message} AND {} LIMIT 1",
-        visible(2)
-    )
-}
-
 /// Where a consumer stands, by its stored key (`key`: `reader.consumer_key(name)`), else by the
 /// person's plain consumer of the same name (`fallback`: a consumer used before connections
 /// existed, which a connection carries on from), else 0. Parameters: `$1` person, `$2` key,
@@ -224,14 +214,7 @@ impl Store {
         thread: &ThreadId,
         message: &MessageId,
     ) -> Result<bool> {
-        let row = query(addressed_sql("$4"))
-            .bind(person.as_str().to_owned())
-            .bind(reader.to_owned())
-            .bind(thread.as_str().to_owned())
-            .bind(message.as_str().to_owned())
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.is_some())
+        self.has_entry(person, reader, thread, Some(message)).await
     }
 
     /// [`Store::addressed_to`] of `thread`'s first message (what a claim takes), in one read;
@@ -242,15 +225,36 @@ impl Store {
         reader: &str,
         thread: &ThreadId,
     ) -> Result<bool> {
-        let opener =
-            "(SELECT m.id FROM messages m WHERE m.thread_id = $3 ORDER BY m.position LIMIT 1)";
-        let row = query(addressed_sql(opener))
-            .bind(person.as_str().to_owned())
-            .bind(reader.to_owned())
-            .bind(thread.as_str().to_owned())
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.is_some())
+        self.has_entry(person, reader, thread, None).await
+    }
+
+    /// Whether `reader` of `person` has an entry of `message` of `thread`, or (none) of the
+    /// thread's first message, found by a subquery on the messages' `(thread_id, position)` key.
+    async fn has_entry(
+        &self,
+        person: &PersonId,
+        reader: &str,
+        thread: &ThreadId,
+        message: Option<&MessageId>,
+    ) -> Result<bool> {
+        let of = match message {
+            Some(_) => "$4",
+            None => {
+                "(SELECT m.id FROM messages m WHERE m.thread_id = $3 ORDER BY m.position LIMIT 1)"
+            }
+        };
+        let mut q = query(format!(
+            "SELECT 1 AS found FROM inbox_entries e WHERE e.thread_id = $3 AND e.person_id = $1 \
+             AND e.message_id = {of} AND {} LIMIT 1",
+            visible(2)
+        ))
+        .bind(person.as_str().to_owned())
+        .bind(reader.to_owned())
+        .bind(thread.as_str().to_owned());
+        if let Some(m) = message {
+            q = q.bind(m.as_str().to_owned());
+        }
+        Ok(q.fetch_optional(&self.pool).await?.is_some())
     }
 
     /// The readers a message was addressed to: per person, its entries' `reader` (none: all the
