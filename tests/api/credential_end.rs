@@ -237,12 +237,12 @@ async fn a_long_poll_ends_when_its_token_expires_and_returns_no_later_entry() {
     }
 }
 
-#[tokio::test]
-async fn a_task_stream_on_one_replica_ends_when_its_token_is_revoked_on_the_other() {
+/// Two replicas on one PostgreSQL database (`None` on SQLite, which is one server): the test's
+/// environment, a second service, and what stops their buses.
+async fn two_replicas() -> Option<(TestEnv, Service, CancellationToken)> {
     let db = TestDb::new().await;
     if !db.is_postgres() {
-        // Replicas share a PostgreSQL database; on SQLite there is one server.
-        return;
+        return None;
     }
     let stop = CancellationToken::new();
     let url = db.url.clone();
@@ -254,7 +254,6 @@ async fn a_task_stream_on_one_replica_ends_when_its_token_is_revoked_on_the_othe
         }
     };
     let env = TestEnv::on(db, bus(stop.clone()).await, settings()).await;
-    let alice = people(&env).await;
     let two = Service::new(
         liaison::service::Deps::new(
             Arc::new(liaison::store::Store::open(&url).await.unwrap()),
@@ -265,13 +264,27 @@ async fn a_task_stream_on_one_replica_ends_when_its_token_is_revoked_on_the_othe
         )
         .unwrap(),
     );
+    Some((env, two, stop))
+}
+
+/// A partner token issued on replica one, and its secret.
+async fn partner_token(env: &TestEnv) -> liaison::service::IssuedToken {
     let spec = TokenSpec {
         person: pid("partner"),
         scopes: Scopes::default().with(Scope::Agent),
         expires_in_s: None,
         description: String::new(),
     };
-    let issued = env.service.issue_token(&env.admin, spec).await.unwrap();
+    env.service.issue_token(&env.admin, spec).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_task_stream_on_one_replica_ends_when_its_token_is_revoked_on_the_other() {
+    let Some((env, two, stop)) = two_replicas().await else {
+        return;
+    };
+    let alice = people(&env).await;
+    let issued = partner_token(&env).await;
     // The stream is opened on replica two; the token is revoked, and the reply written, on one.
     let partner = two.authenticate(&issued.secret).await.unwrap();
     a_stream_ends_with(&two, &env, &partner, &alice, async || {
@@ -281,5 +294,59 @@ async fn a_task_stream_on_one_replica_ends_when_its_token_is_revoked_on_the_othe
             .unwrap();
     })
     .await;
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn a_blocking_send_on_one_replica_ends_when_its_token_is_revoked_on_the_other() {
+    let Some((env, two, stop)) = two_replicas().await else {
+        return;
+    };
+    let alice = people(&env).await;
+    let issued = partner_token(&env).await;
+    // The send waits on replica two; the task is claimed (a wake-up with nothing to hand over),
+    // then the token revoked and the reply written, on one.
+    let partner = two.authenticate(&issued.secret).await.unwrap();
+    let seen = two
+        .send_task_message(
+            &partner,
+            TaskMessage {
+                message_id: "m1".into(),
+                body: "Which TLS versions?".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let task = seen.thread.id.clone();
+    let a2a = A2a::new(two.clone(), Duration::from_secs(3600));
+    let wait = tokio::spawn({
+        let (partner, task) = (partner.clone(), task.clone());
+        async move { a2a.wait_for_end(&partner, &task, seen).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    env.service
+        .claim(
+            &alice,
+            liaison::service::ClaimTarget::Thread(task.clone()),
+            liaison::service::ClaimAction::Claim,
+            None,
+        )
+        .await
+        .unwrap();
+    env.service
+        .revoke_token(&env.admin, &issued.token.id)
+        .await
+        .unwrap();
+    env.service
+        .post(&alice, post("reply", None, Some(&task), "TLS 1.3 only"))
+        .await
+        .unwrap();
+    let answer = tokio::time::timeout(HANG, wait)
+        .await
+        .expect("the wait ends with its credential")
+        .unwrap();
+    let e = answer.expect_err("an error, not the task with the reply");
+    assert!(e.message.contains("revoked"), "{e:?}");
     stop.cancel();
 }
