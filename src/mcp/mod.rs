@@ -249,6 +249,9 @@ async fn bearer(State(front): State<Front>, mut req: Request, next: Next) -> Res
     }
     let token = caller.token_id.clone();
     let holder = (named.is_none() && !ending).then(|| caller.clone());
+    // The request carries its caller from here: the raw credential does not live on in the
+    // copies of the head rmcp keeps for as long as a call runs.
+    req.headers_mut().remove(header::AUTHORIZATION);
     req.extensions_mut().insert::<Caller>(caller);
     if crate::telemetry::on() {
         req.extensions_mut()

@@ -3,6 +3,7 @@
 //! client that went away, or the end of the call's session ends the wait by dropping the future.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use rmcp::RoleServer;
@@ -16,14 +17,16 @@ use super::tools::Parts;
 pub(crate) const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 /// Runs `work`, reporting progress (seconds waited, out of `total_s`) while it runs. `None` when the
-/// call was cancelled, the client stopped listening or the call's session ended; `work` is then
-/// dropped.
+/// call was cancelled, the client stopped listening or the call's session ended; the caller then
+/// drops `work`.
+///
+/// `work` is pinned where the caller holds it: taken by value, this future would keep room for it
+/// twice (its argument, and the pinned copy it polls) for as long as a long-poll waits.
 pub(crate) async fn with_progress<F: Future>(
-    work: F,
+    mut work: Pin<&mut F>,
     ctx: &RequestContext<RoleServer>,
     total_s: u64,
 ) -> Option<F::Output> {
-    tokio::pin!(work);
     let token = ctx.meta.get_progress_token();
     // A stateless call has no session; a session's end reaches its calls before rmcp's drain.
     let session = ctx
@@ -42,7 +45,7 @@ pub(crate) async fn with_progress<F: Future>(
     let mut ticks = tokio::time::interval_at(started + PROGRESS_EVERY, PROGRESS_EVERY);
     loop {
         tokio::select! {
-            out = &mut work => return Some(out),
+            out = work.as_mut() => return Some(out),
             () = ctx.ct.cancelled() => return None,
             () = &mut session_ended => return None,
             _ = ticks.tick(), if token.is_some() => {

@@ -6,6 +6,7 @@
 //! whose claimer cannot take it, or has gone, is the bus's (`bus/handoff.rs`): it goes on to
 //! another waiter, so nothing is stranded.
 
+use std::future::Future;
 use std::time::Duration;
 
 use super::coordination::nothing_to_claim;
@@ -19,14 +20,16 @@ impl Service {
     /// there is none, waits up to `wait_s` seconds (at most the long-poll limit) for one to be
     /// handed to this session. Counts as a long-poll of the caller's person (the same limit) and
     /// ends with its credential. Nothing after the wait: `not_found`, as for `next` at once.
-    pub async fn claim_next_waiting(
-        &self,
-        caller: &Caller,
+    ///
+    /// Not an `async fn`, as [`Service::inbox`]: the wait's future is the traced work itself.
+    pub fn claim_next_waiting<'a>(
+        &'a self,
+        caller: &'a Caller,
         lease_s: Option<u64>,
         wait_s: u64,
-    ) -> Result<ClaimRecord> {
+    ) -> impl Future<Output = Result<ClaimRecord>> + Send + 'a {
         let wait = self.claim_next_waiting_untraced(caller, lease_s, wait_s);
-        self.traced("service.claim_wait", None, wait).await
+        self.traced("service.claim_wait", None, wait)
     }
 
     async fn claim_next_waiting_untraced(

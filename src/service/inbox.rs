@@ -5,6 +5,7 @@
 //! entry once acknowledged is never returned again. A long-poll subscribes to the wake-up bus
 //! *before* reading, so an entry committed between the read and the wait still wakes it.
 
+use std::future::Future;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -175,9 +176,15 @@ impl Service {
 
     /// Reads (and with `wait_s`, waits for) the caller's inbox. Dropping the returned future ends
     /// the wait and acknowledges nothing beyond the `after` the caller passed.
-    pub async fn inbox(&self, caller: &Caller, req: InboxRequest) -> Result<InboxPage> {
+    ///
+    /// Not an `async fn`: the long-poll's future is the traced work itself, with no room kept
+    /// for its arguments beside it.
+    pub fn inbox<'a>(
+        &'a self,
+        caller: &'a Caller,
+        req: InboxRequest,
+    ) -> impl Future<Output = Result<InboxPage>> + Send + 'a {
         self.traced("service.inbox", None, self.inbox_untraced(caller, req))
-            .await
     }
 
     async fn inbox_untraced(&self, caller: &Caller, req: InboxRequest) -> Result<InboxPage> {

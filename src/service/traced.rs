@@ -5,6 +5,8 @@
 
 use std::future::Future;
 
+use futures::future::Either;
+
 use tracing::Instrument as _;
 
 use super::{Result, Service};
@@ -23,29 +25,36 @@ impl Service {
 
     /// Runs `op` in a span named `name`, a child of `thread`'s stored trace context when it has
     /// one; an error is the span's status.
-    pub(super) async fn traced<T>(
-        &self,
+    ///
+    /// While tracing is off this is `op` itself, not a future around it: an `async fn` would keep
+    /// room for `op` twice (its argument, and the same future once awaited), and a long-poll's
+    /// future lives as long as it waits. With tracing on, the span's work is boxed for the same
+    /// reason.
+    pub(super) fn traced<'a, T: 'a>(
+        &'a self,
         name: &'static str,
-        thread: Option<&ThreadId>,
-        op: impl Future<Output = Result<T>>,
-    ) -> Result<T> {
+        thread: Option<&'a ThreadId>,
+        op: impl Future<Output = Result<T>> + Send + 'a,
+    ) -> impl Future<Output = Result<T>> + Send + 'a {
         if !telemetry::on() {
-            return op.await;
+            return Either::Left(op);
         }
-        let span = span!(name, trace_id = tracing::field::Empty);
-        if let Some(thread) = thread {
-            // A thread without a context (opened while tracing was off) or a failed read: the
-            // operation stays in its request's trace.
-            let at = self.thread_trace(thread).await;
-            telemetry::adopt(&span, at.as_ref());
-            telemetry::attribute(&span, "liaison.thread", thread.as_str().to_owned());
-        }
-        telemetry::record_trace_id(&span);
-        let out = op.instrument(span.clone()).await;
-        if let Err(e) = &out {
-            telemetry::attribute(&span, "liaison.error", e.code.as_str());
-            telemetry::failed(&span, &e.message);
-        }
-        out
+        Either::Right(Box::pin(async move {
+            let span = span!(name, trace_id = tracing::field::Empty);
+            if let Some(thread) = thread {
+                // A thread without a context (opened while tracing was off) or a failed read: the
+                // operation stays in its request's trace.
+                let at = self.thread_trace(thread).await;
+                telemetry::adopt(&span, at.as_ref());
+                telemetry::attribute(&span, "liaison.thread", thread.as_str().to_owned());
+            }
+            telemetry::record_trace_id(&span);
+            let out = op.instrument(span.clone()).await;
+            if let Err(e) = &out {
+                telemetry::attribute(&span, "liaison.error", e.code.as_str());
+                telemetry::failed(&span, &e.message);
+            }
+            out
+        }))
     }
 }

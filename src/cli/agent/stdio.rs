@@ -102,9 +102,11 @@ impl ServerHandler for Proxy {
     ) -> Result<CallToolResponse, ErrorData> {
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let wait_s = arguments["wait_s"].as_u64().unwrap_or(0).min(50);
-        let call = self
-            .remote
-            .call(&request.name, arguments, Duration::from_secs(wait_s));
+        let call = std::pin::pin!(self.remote.call(
+            &request.name,
+            arguments,
+            Duration::from_secs(wait_s)
+        ));
         let result = match with_progress(call, &context, wait_s).await {
             None => failure("The call was cancelled; nothing new was acknowledged.".to_owned()),
             Some(Err(e)) => failure(format!(

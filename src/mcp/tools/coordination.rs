@@ -1,14 +1,14 @@
 //! The coordination tools: `claim`, `presence_set`, `fleet`, `lease_acquire`, `lease_release`,
 //! `leases`, `join`.
 
-use rmcp::handler::server::tool::{Extension, InputResponses as ToolInputResponses, RequestState};
+use rmcp::handler::server::tool::{InputResponses as ToolInputResponses, RequestState};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResponse, CallToolResult};
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, tool, tool_router};
 use serde_json::json;
 
-use super::{Parts, Tools, caller, done, more, page};
+use super::{Tools, caller, done, more, page};
 use crate::domain::{LeaseMode, ThreadId, text};
 use crate::mcp::args::{
     ClaimActionArg, ClaimArgs, JoinArgs, LeaseAcquireArgs, LeaseReleaseArgs, ListArgs, PresenceArgs,
@@ -37,7 +37,6 @@ impl Tools {
     async fn claim(
         &self,
         Parameters(a): Parameters<ClaimArgs>,
-        Extension(parts): Extension<Parts>,
         RequestState(state): RequestState,
         ToolInputResponses(responses): ToolInputResponses,
         ctx: RequestContext<RoleServer>,
@@ -50,7 +49,7 @@ impl Tools {
             .client_capabilities()
             .is_some_and(|c| c.elicitation.is_some());
         let result = async {
-            let (c, _) = caller(&parts, &ctx, a.agent.as_deref())?;
+            let (c, _) = caller(&ctx, a.agent.as_deref())?;
             let target = match a.thread.as_str() {
                 "next" if a.action == ClaimActionArg::Claim => ClaimTarget::Next,
                 "next" => {
@@ -73,7 +72,8 @@ impl Tools {
                 // Ends with the call: a claim wait whose client cancelled it, or whose session
                 // closed, never takes a task for no one (it would hold the task until its lease
                 // ended). Dropping the wait passes on a hand-off it held.
-                let waiting = self.service.claim_next_waiting(&c, a.lease_s, wait_s);
+                let waiting =
+                    std::pin::pin!(self.service.claim_next_waiting(&c, a.lease_s, wait_s));
                 let Some(claim) = with_progress(waiting, &ctx, wait_s).await else {
                     return Err(ServiceError::invalid(
                         "the claim's wait was cancelled: nothing was claimed",
@@ -150,12 +150,11 @@ impl Tools {
     async fn presence_set(
         &self,
         Parameters(a): Parameters<PresenceArgs>,
-        Extension(parts): Extension<Parts>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
         done(
             async {
-                let (c, _) = caller(&parts, &ctx, a.agent.as_deref())?;
+                let (c, _) = caller(&ctx, a.agent.as_deref())?;
                 let spec = PresenceSpec {
                     transition: a.transition.domain(),
                     task: a.task,
@@ -186,12 +185,11 @@ impl Tools {
     async fn fleet(
         &self,
         Parameters(a): Parameters<ListArgs>,
-        Extension(parts): Extension<Parts>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
         done(
             async {
-                let (c, _) = caller(&parts, &ctx, None)?;
+                let (c, _) = caller(&ctx, None)?;
                 let (items, next_cursor) = page(self.service.fleet(&c).await?, &a)?;
                 let remotes = self.service.remote_agents(&c).await?;
                 let lines: Vec<String> = items
@@ -238,12 +236,11 @@ impl Tools {
     async fn lease_acquire(
         &self,
         Parameters(a): Parameters<LeaseAcquireArgs>,
-        Extension(parts): Extension<Parts>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
         done(
             async {
-                let (c, _) = caller(&parts, &ctx, a.agent.as_deref())?;
+                let (c, _) = caller(&ctx, a.agent.as_deref())?;
                 let spec = LeaseSpec {
                     resource: a.resource,
                     mode: a.mode.map_or(LeaseMode::Exclusive, |m| m.domain()),
@@ -276,12 +273,11 @@ impl Tools {
     async fn lease_release(
         &self,
         Parameters(a): Parameters<LeaseReleaseArgs>,
-        Extension(parts): Extension<Parts>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
         done(
             async {
-                let (c, _) = caller(&parts, &ctx, a.agent.as_deref())?;
+                let (c, _) = caller(&ctx, a.agent.as_deref())?;
                 self.service.lease_release(&c, &a.resource).await?;
                 Ok(render::ok(
                     json!({ "released": a.resource }),
@@ -304,12 +300,11 @@ impl Tools {
     async fn leases(
         &self,
         Parameters(a): Parameters<ListArgs>,
-        Extension(parts): Extension<Parts>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
         done(
             async {
-                let (c, _) = caller(&parts, &ctx, None)?;
+                let (c, _) = caller(&ctx, None)?;
                 let (items, next_cursor) = page(self.service.leases(&c).await?, &a)?;
                 let lines: Vec<String> = items
                     .iter()
@@ -353,12 +348,11 @@ impl Tools {
     async fn join(
         &self,
         Parameters(a): Parameters<JoinArgs>,
-        Extension(parts): Extension<Parts>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
         done(
             async {
-                let (c, _) = caller(&parts, &ctx, None)?;
+                let (c, _) = caller(&ctx, None)?;
                 let joined = self.service.join_session(&c, &a.code).await?;
                 let pending: Vec<String> = joined
                     .pending

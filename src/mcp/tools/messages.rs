@@ -1,13 +1,12 @@
 //! The message tools: `whoami`, `channels`, `post`, `inbox`, `thread`, `read_message`.
 
-use rmcp::handler::server::tool::Extension;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, tool, tool_router};
 use serde_json::json;
 
-use super::{Parts, Tools, caller, done, more, page};
+use super::{Tools, caller, done, more, page};
 use crate::domain::personal::SessionId;
 use crate::domain::{AgentIdentity, MessageId, ThreadId, text};
 use crate::mcp::args::{InboxArgs, ListArgs, PostArgs, ReadMessageArgs, ThreadArgs, WhoamiArgs};
@@ -30,11 +29,10 @@ impl Tools {
     async fn whoami(
         &self,
         Parameters(a): Parameters<WhoamiArgs>,
-        Extension(parts): Extension<Parts>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
         done(async {
-            let (c, source) = caller(&parts, &ctx, a.agent.as_deref())?;
+            let (c, source) = caller(&ctx, a.agent.as_deref())?;
             let channels = self.service.channels(&c).await?;
             let remotes = self.service.remote_agents(&c).await?;
             let names: Vec<_> = channels.iter().map(|ch| ch.name.as_str()).collect();
@@ -89,12 +87,11 @@ impl Tools {
     async fn channels(
         &self,
         Parameters(a): Parameters<ListArgs>,
-        Extension(parts): Extension<Parts>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
         done(
             async {
-                let (c, _) = caller(&parts, &ctx, None)?;
+                let (c, _) = caller(&ctx, None)?;
                 let (items, next_cursor) = page(self.service.channels(&c).await?, &a)?;
                 let remotes = self.service.remote_agents(&c).await?;
                 let lines: Vec<String> = items
@@ -154,12 +151,11 @@ impl Tools {
     async fn post(
         &self,
         Parameters(a): Parameters<PostArgs>,
-        Extension(parts): Extension<Parts>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
         done(
             async {
-                let (c, _) = caller(&parts, &ctx, a.agent.as_deref())?;
+                let (c, _) = caller(&ctx, a.agent.as_deref())?;
                 let receipt = self.service.post(&c, a.into_request()?).await?;
                 let value = serde_json::to_value(&receipt).unwrap_or_default();
                 let text = render::posted(&value);
@@ -198,10 +194,9 @@ impl Tools {
     async fn inbox(
         &self,
         Parameters(a): Parameters<InboxArgs>,
-        Extension(parts): Extension<Parts>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let (c, _) = match caller(&parts, &ctx, None) {
+        let (c, _) = match caller(&ctx, None) {
             Ok(c) => c,
             Err(e) => return render::error(e),
         };
@@ -225,7 +220,8 @@ impl Tools {
             wait_s: a.wait_s,
         };
         // Dropping the poll (cancelled call, client gone) acknowledges nothing new.
-        let Some(page) = with_progress(self.service.inbox(&c, req), &ctx, wait_s).await else {
+        let poll = std::pin::pin!(self.service.inbox(&c, req));
+        let Some(page) = with_progress(poll, &ctx, wait_s).await else {
             let e = ServiceError::new(
                 ErrorCode::Unavailable,
                 "the call was cancelled; nothing new was acknowledged",
@@ -260,12 +256,11 @@ impl Tools {
     async fn thread(
         &self,
         Parameters(a): Parameters<ThreadArgs>,
-        Extension(parts): Extension<Parts>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
         done(
             async {
-                let (c, _) = caller(&parts, &ctx, None)?;
+                let (c, _) = caller(&ctx, None)?;
                 let id = ThreadId::parse(a.thread)?;
                 let after = match a.cursor {
                     None => None,
@@ -296,12 +291,11 @@ impl Tools {
     async fn read_message(
         &self,
         Parameters(a): Parameters<ReadMessageArgs>,
-        Extension(parts): Extension<Parts>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
         done(
             async {
-                let (c, _) = caller(&parts, &ctx, None)?;
+                let (c, _) = caller(&ctx, None)?;
                 let id = MessageId::parse(a.message)?;
                 let slice = self
                     .service

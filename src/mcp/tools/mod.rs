@@ -58,17 +58,25 @@ pub(super) enum AgentSource {
 
 /// The authenticated caller, with the agent identity of this call: the tool argument, else the
 /// `Liaison-Agent` header, else one derived from the client's name and MCP session (see README).
+///
+/// Read from the request head rmcp keeps in the call's context; taking it as a parameter
+/// (`Extension<Parts>`) would copy it once more for every call, for as long as the call waits.
 pub(super) fn caller(
-    parts: &Parts,
     ctx: &RequestContext<RoleServer>,
     agent: Option<&str>,
 ) -> Result<(Caller, AgentSource), ServiceError> {
-    let caller = parts.extensions.get::<Caller>().cloned().ok_or_else(|| {
+    let unauthenticated = || {
         ServiceError::new(
             ErrorCode::Unauthenticated,
             "send Authorization: Bearer <token>",
         )
-    })?;
+    };
+    let parts = ctx.extensions.get::<Parts>().ok_or_else(unauthenticated)?;
+    let caller = parts
+        .extensions
+        .get::<Caller>()
+        .cloned()
+        .ok_or_else(unauthenticated)?;
     if let Some(agent) = agent {
         return Ok((
             caller.declaring(Some(AgentIdentity::parse(agent)?)),
@@ -155,11 +163,15 @@ impl ServerHandler for Tools {
 
     /// Runs the tool in the span of the HTTP request that carried the call (rmcp runs it in a
     /// task of its own), so that its spans belong to that request's trace.
-    async fn call_tool(
+    ///
+    /// Not an `async fn`: the call's future is boxed once, and rmcp's task keeps no second copy
+    /// of the request and its context for as long as the tool runs (a long-poll waits).
+    fn call_tool(
         &self,
         request: rmcp::model::CallToolRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+    ) -> impl Future<Output = Result<rmcp::model::CallToolResponse, rmcp::ErrorData>> + Send + '_
+    {
         use tracing::Instrument as _;
         let span = context
             .extensions
@@ -169,7 +181,7 @@ impl ServerHandler for Tools {
         crate::telemetry::attribute(&span, "mcp.method.name", "tools/call");
         crate::telemetry::attribute(&span, "gen_ai.tool.name", request.name.to_string());
         let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
-        self.tool_router.call(call).instrument(span).await
+        Box::pin(self.tool_router.call(call)).instrument(span)
     }
 }
 
