@@ -46,8 +46,8 @@
 //! 5. **RSS.** The server's `VmRSS` after startup, after each section, after the flood's release
 //!    and once no long-poll is left waiting, and its peak (`VmHWM`).
 //! 6. **The HTTP floor under the flood.** Not liaison: this bench's own binary started again as a
-//!    bare hyper server (hyper-util's `auto` builder, as liaison's listener; mimalloc, as
-//!    liaison) whose one route answers a POST ten minutes later, and as many connections as the
+//!    bare hyper server (hyper-util's `auto` builder with liaison's HTTP/1.1 buffer bound, as
+//!    liaison's listener; mimalloc, as liaison) whose one route answers a POST ten minutes later, and as many connections as the
 //!    flood's long-polls, each sending one POST with the head and body of a flood `inbox` call.
 //!    Its RSS before and once every POST is waiting (its `GET` says how many): what the HTTP
 //!    server alone holds per waiting request, under whatever liaison and rmcp add. Run once,
@@ -728,7 +728,12 @@ mod floor {
             .await
             .expect("a port");
         println!("{}", listener.local_addr().expect("an address").port());
-        let builder = Arc::new(Builder::new(TokioExecutor::new()));
+        // hyper's HTTP/1.1 buffer bounded as liaison bounds it (`liaison::net::DEFAULT_MAX_REQUEST_HEAD`).
+        let mut builder = Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .max_buf_size(liaison::net::DEFAULT_MAX_REQUEST_HEAD);
+        let builder = Arc::new(builder);
         let read = Arc::new(AtomicUsize::new(0));
         loop {
             let Ok((tcp, _)) = listener.accept().await else {

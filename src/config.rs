@@ -247,6 +247,8 @@ struct RawServer {
     tls_handshake_timeout_s: u64,
     #[serde(deserialize_with = "seconds")]
     http2_keep_alive_s: u64,
+    /// KiB: the largest HTTP/1.1 request head (request line and headers), 8 at least.
+    max_request_head_kib: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -391,6 +393,7 @@ header_read_timeout_s = 10
 idle_timeout_s = 60
 tls_handshake_timeout_s = 10
 http2_keep_alive_s = 20
+max_request_head_kib = 8
 [limits]
 agent = { per_s = 200, burst = 400 }
 human = { per_s = 50, burst = 100 }
@@ -715,6 +718,12 @@ fn bounds(raw: &Raw) -> anyhow::Result<(ServerSettings, LimitSettings)> {
     if l.streams_per_party == 0 {
         anyhow::bail!("limits.streams_per_party must be at least 1");
     }
+    if !(8..=1024).contains(&s.max_request_head_kib) {
+        anyhow::bail!(
+            "server.max_request_head_kib ({}) must be 8-1024",
+            s.max_request_head_kib
+        );
+    }
     let per_address = match s.max_connections_per_address {
         0 => (s.max_connections / 8).max(1),
         n if n > s.max_connections => anyhow::bail!(
@@ -730,6 +739,7 @@ fn bounds(raw: &Raw) -> anyhow::Result<(ServerSettings, LimitSettings)> {
         idle_timeout: Duration::from_secs(s.idle_timeout_s),
         tls_handshake_timeout: Duration::from_secs(s.tls_handshake_timeout_s),
         http2_keep_alive: Duration::from_secs(s.http2_keep_alive_s),
+        max_request_head: s.max_request_head_kib * 1024,
     };
     let limits = LimitSettings {
         agent: l.agent,
@@ -845,6 +855,21 @@ mod tests {
         Config::load(&example, []).unwrap();
         let env = [("LIAISON_INBOX__NO_SUCH_FIELD".to_owned(), "1".to_owned())];
         assert!(Config::load(&Overrides::default(), env).is_err());
+    }
+
+    #[test]
+    fn the_request_head_bound_is_kib_from_8_to_1024() {
+        let c = Config::load(&Overrides::default(), []).unwrap();
+        assert_eq!(c.server.max_request_head, 8 * 1024);
+        let c = with_env(&[("LIAISON_SERVER__MAX_REQUEST_HEAD_KIB", "64")]).unwrap();
+        assert_eq!(c.server.max_request_head, 64 * 1024);
+        for bad in ["0", "7", "1025"] {
+            let e = with_env(&[("LIAISON_SERVER__MAX_REQUEST_HEAD_KIB", bad)]).unwrap_err();
+            assert!(
+                format!("{e:#}").contains("server.max_request_head_kib"),
+                "{bad}: {e:#}"
+            );
+        }
     }
 
     #[test]

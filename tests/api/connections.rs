@@ -320,3 +320,47 @@ async fn an_answer_given_before_its_body_was_read_says_connection_close() {
     assert!(!head.contains("connection: close"), "{head}");
     stop.cancel();
 }
+
+/// Sends one `GET /healthz` whose head carries a header of `filler` bytes; the status line.
+async fn status_with_header_of(addr: std::net::SocketAddr, filler: usize) -> String {
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Filler: {}\r\nConnection: close\r\n\r\n",
+        "a".repeat(filler)
+    );
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    let answer = read_to_close(&mut tcp, head_bound())
+        .await
+        .expect("an answer, then the connection closed");
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    answer.lines().next().unwrap_or_default().to_owned()
+}
+
+/// A request head is bounded (`[server] max_request_head_kib`, 8 KiB by default): a longer one is
+/// refused with 431 and the connection closed, one within the bound is served, and a raised
+/// bound serves a head the default refuses.
+#[tokio::test]
+async fn a_request_head_beyond_its_bound_is_refused_with_431() {
+    type Env<'a> = &'a [(&'a str, &'a str)];
+    // (configuration, a header within the bound in KiB, one beyond it)
+    let bounds: [(Env<'_>, usize, usize); 2] = [
+        (&[], 7, 9),
+        (&[("LIAISON_SERVER__MAX_REQUEST_HEAD_KIB", "16")], 12, 17),
+    ];
+    for (env, within, beyond) in bounds {
+        let db = TestDb::new().await;
+        let dir = tempfile::tempdir().unwrap();
+        let (addr, stop) = spawn_app(&db, dir.path(), env).await;
+        assert_eq!(
+            status_with_header_of(addr, within * 1024).await,
+            "HTTP/1.1 200 OK",
+            "{env:?}"
+        );
+        assert_eq!(
+            status_with_header_of(addr, beyond * 1024).await,
+            "HTTP/1.1 431 Request Header Fields Too Large",
+            "{env:?}"
+        );
+        stop.cancel();
+    }
+}
