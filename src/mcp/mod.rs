@@ -249,9 +249,7 @@ async fn bearer(State(front): State<Front>, mut req: Request, next: Next) -> Res
     }
     let token = caller.token_id.clone();
     let holder = (named.is_none() && !ending).then(|| caller.clone());
-    // The request carries its caller from here: the raw credential does not live on in the
-    // copies of the head rmcp keeps for as long as a call runs.
-    req.headers_mut().remove(header::AUTHORIZATION);
+    detach_head(&mut req);
     req.extensions_mut().insert::<Caller>(caller);
     if crate::telemetry::on() {
         req.extensions_mut()
@@ -291,6 +289,35 @@ async fn bearer(State(front): State<Front>, mut req: Request, next: Next) -> Res
             }
         }
     }
+}
+
+/// Gives the request head its own copies of the URI and of every header value, and drops the
+/// credential the middleware has read.
+///
+/// hyper's URI and header values are views into the buffer it read the request into. rmcp keeps
+/// the head (and copies of it) for as long as a call runs, so that buffer stayed shared, and
+/// hyper took a second one for the connection's next read: every waiting long-poll held two
+/// (3.8 KiB more of resident memory each, measured with 10,000). Once the body is read, the
+/// buffer is hyper's alone again and it reads on in place. The request carries its [`Caller`]
+/// from here, so no copy of the raw credential lives on with the call.
+fn detach_head(req: &mut Request) {
+    let owned: axum::http::HeaderMap = req
+        .headers()
+        .iter()
+        .filter(|(name, _)| *name != header::AUTHORIZATION)
+        .map(|(name, value)| (name.clone(), owned_value(value)))
+        .collect();
+    *req.headers_mut() = owned;
+    if let Ok(uri) = axum::http::Uri::try_from(req.uri().to_string()) {
+        *req.uri_mut() = uri;
+    }
+}
+
+/// A header value in storage of its own (the same bytes, the same sensitivity).
+fn owned_value(value: &HeaderValue) -> HeaderValue {
+    let mut owned = HeaderValue::from_bytes(value.as_bytes()).unwrap_or_else(|_| value.clone());
+    owned.set_sensitive(value.is_sensitive());
+    owned
 }
 
 /// The service's error as JSON, with a `WWW-Authenticate` challenge pointing at the metadata.
