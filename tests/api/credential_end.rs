@@ -10,14 +10,19 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use liaison::a2a::handler::{A2a, Events};
 use liaison::bus::{PgBus, WakeBus};
-use liaison::domain::{Kind, PersonKind, Scope, Scopes};
+use liaison::domain::{Kind, PersonKind, Scope, Scopes, ThreadId};
 use liaison::service::{
-    Caller, ErrorCode, InboxRequest, Service, Settings, SkillRoute, TaskMessage, TokenSpec,
+    Caller, ErrorCode, InboxRequest, Service, Settings, SkillRoute, TaskMessage, TaskView,
+    TokenSpec,
 };
+use liaison::wire::errors::A2aError;
 use liaison::wire::pb;
 use tokio_util::sync::CancellationToken;
 
 use crate::helpers::{TestDb, TestEnv, channel, pid, post};
+
+/// A blocking send's wait, started: the task, or why it ended.
+type Wait = tokio::task::JoinHandle<Result<TaskView, A2aError>>;
 
 /// Only keeps a stream that never ends from hanging the suite.
 const HANG: Duration = Duration::from_secs(20);
@@ -159,16 +164,12 @@ async fn a_task_stream_ends_when_its_token_expires() {
     .await;
 }
 
-#[tokio::test]
-async fn a_blocking_send_ends_when_its_token_is_revoked() {
-    let env = TestEnv::with_settings(settings()).await;
-    let alice = people(&env).await;
-    let s = &env.service;
-    let (id, partner) = token(s, &env.admin, "partner", Scope::Agent, None).await;
-    let a2a = A2a::new(s.clone(), Duration::from_secs(3600));
-    let seen = s
+/// The partner's question sent on `service` and its blocking wait (as `SendMessage` without
+/// `returnImmediately` holds it) started: the task and the wait.
+async fn blocking_send(service: &Service, partner: &Caller) -> (ThreadId, Wait) {
+    let seen = service
         .send_task_message(
-            &partner,
+            partner,
             TaskMessage {
                 message_id: "m1".into(),
                 body: "Which TLS versions?".into(),
@@ -178,22 +179,38 @@ async fn a_blocking_send_ends_when_its_token_is_revoked() {
         .await
         .unwrap();
     let task = seen.thread.id.clone();
+    let a2a = A2a::new(service.clone(), Duration::from_secs(3600));
     let wait = tokio::spawn({
-        let (a2a, partner, task) = (a2a.clone(), partner.clone(), task.clone());
+        let (partner, task) = (partner.clone(), task.clone());
         async move { a2a.wait_for_end(&partner, &task, seen).await }
     });
-    // Let the wait subscribe (it would answer a reply at once otherwise: nothing to test).
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    s.revoke_token(&env.admin, &id).await.unwrap();
-    s.post(&alice, post("reply", None, Some(&task), "TLS 1.3 only"))
-        .await
-        .unwrap();
+    (task, wait)
+}
+
+/// The blocking wait ended with `token_revoked`, not with the task and its reply.
+async fn ends_revoked(wait: Wait) {
     let answer = tokio::time::timeout(HANG, wait)
         .await
         .expect("the wait ends with its credential")
         .unwrap();
     let e = answer.expect_err("an error, not the task with the reply");
     assert!(e.message.contains("revoked"), "{e:?}");
+}
+
+#[tokio::test]
+async fn a_blocking_send_ends_when_its_token_is_revoked() {
+    let env = TestEnv::with_settings(settings()).await;
+    let alice = people(&env).await;
+    let s = &env.service;
+    let (id, partner) = token(s, &env.admin, "partner", Scope::Agent, None).await;
+    let (task, wait) = blocking_send(s, &partner).await;
+    // Let the wait subscribe (it would answer a reply at once otherwise: nothing to test).
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    s.revoke_token(&env.admin, &id).await.unwrap();
+    s.post(&alice, post("reply", None, Some(&task), "TLS 1.3 only"))
+        .await
+        .unwrap();
+    ends_revoked(wait).await;
 }
 
 #[tokio::test]
@@ -307,23 +324,7 @@ async fn a_blocking_send_on_one_replica_ends_when_its_token_is_revoked_on_the_ot
     // The send waits on replica two; the task is claimed (a wake-up with nothing to hand over),
     // then the token revoked and the reply written, on one.
     let partner = two.authenticate(&issued.secret).await.unwrap();
-    let seen = two
-        .send_task_message(
-            &partner,
-            TaskMessage {
-                message_id: "m1".into(),
-                body: "Which TLS versions?".into(),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-    let task = seen.thread.id.clone();
-    let a2a = A2a::new(two.clone(), Duration::from_secs(3600));
-    let wait = tokio::spawn({
-        let (partner, task) = (partner.clone(), task.clone());
-        async move { a2a.wait_for_end(&partner, &task, seen).await }
-    });
+    let (task, wait) = blocking_send(&two, &partner).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     env.service
         .claim(
@@ -342,11 +343,6 @@ async fn a_blocking_send_on_one_replica_ends_when_its_token_is_revoked_on_the_ot
         .post(&alice, post("reply", None, Some(&task), "TLS 1.3 only"))
         .await
         .unwrap();
-    let answer = tokio::time::timeout(HANG, wait)
-        .await
-        .expect("the wait ends with its credential")
-        .unwrap();
-    let e = answer.expect_err("an error, not the task with the reply");
-    assert!(e.message.contains("revoked"), "{e:?}");
+    ends_revoked(wait).await;
     stop.cancel();
 }
