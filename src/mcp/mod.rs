@@ -15,6 +15,7 @@ pub(crate) mod render;
 mod sessions;
 mod settings;
 pub(crate) mod tools;
+mod waits;
 
 pub use settings::McpSettings;
 
@@ -93,7 +94,8 @@ pub fn router(
         config
     };
     let tools = Tools::new(service, public_url);
-    let mcp = StreamableHttpService::new(move || Ok(tools.clone()), sessions, config);
+    let waits = waits::Sessions::new(sessions, tools.clone(), settings.session_idle);
+    let mcp = StreamableHttpService::new(move || Ok(tools.clone()), Arc::new(waits), config);
     Router::new()
         .route(PRM_PATH, get(metadata))
         .route(&format!("{PRM_PATH}/mcp"), get(metadata))

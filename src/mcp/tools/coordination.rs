@@ -72,12 +72,9 @@ impl Tools {
                 // Ends with the call: a claim wait whose client cancelled it, or whose session
                 // closed, never takes a task for no one (it would hold the task until its lease
                 // ended). Dropping the wait passes on a hand-off it held.
-                let waiting =
-                    std::pin::pin!(self.service.claim_next_waiting(&c, a.lease_s, wait_s));
+                let waiting = std::pin::pin!(self.claim_waiting(&c, a.lease_s, wait_s));
                 let Some(claim) = with_progress(waiting, &ctx, wait_s).await else {
-                    return Err(ServiceError::invalid(
-                        "the claim's wait was cancelled: nothing was claimed",
-                    ));
+                    return Err(cancelled_claim());
                 };
                 let claim = claim?;
                 return Ok(CallToolResponse::Complete(
@@ -384,7 +381,11 @@ impl Tools {
     /// shows it (its state and its first page of messages, each labelled), so the agent reads
     /// its task without another call. The claim stands whatever the read answers: when the
     /// thread cannot be read now, the answer is the claim alone and says how to read it.
-    async fn claimed_next(&self, c: &crate::service::Caller, claim: ClaimRecord) -> CallToolResult {
+    pub(crate) async fn claimed_next(
+        &self,
+        c: &crate::service::Caller,
+        claim: ClaimRecord,
+    ) -> CallToolResult {
         let mut text = vec![render::claimed(
             &serde_json::to_value(&claim).unwrap_or_default(),
         )];
@@ -405,4 +406,24 @@ impl Tools {
             }
         }
     }
+}
+
+impl Tools {
+    /// The wait of a `claim` of `next` with `wait_s`, once its arguments are checked: the claim
+    /// the service hands this caller. Shared by the tool and by the wait answered outside rmcp's
+    /// per-request path ([`crate::mcp::waits`]). Dropping it passes on a hand-off it held, so a
+    /// cancelled wait never takes a task for no one.
+    pub(crate) fn claim_waiting<'a>(
+        &'a self,
+        c: &'a crate::service::Caller,
+        lease_s: Option<u64>,
+        wait_s: u64,
+    ) -> impl Future<Output = Result<ClaimRecord, ServiceError>> + Send + 'a {
+        self.service.claim_next_waiting(c, lease_s, wait_s)
+    }
+}
+
+/// Why a `claim` wait ended without a claim: its call was cancelled or its session ended.
+pub(crate) fn cancelled_claim() -> ServiceError {
+    ServiceError::invalid("the claim's wait was cancelled: nothing was claimed")
 }

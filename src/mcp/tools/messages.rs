@@ -12,7 +12,7 @@ use crate::domain::{AgentIdentity, MessageId, ThreadId, text};
 use crate::mcp::args::{InboxArgs, ListArgs, PostArgs, ReadMessageArgs, ThreadArgs, WhoamiArgs};
 use crate::mcp::progress::with_progress;
 use crate::mcp::render::{self, META_LOOP};
-use crate::service::{ErrorCode, InboxRequest, ServiceError};
+use crate::service::{Caller, ErrorCode, InboxRequest, ServiceError};
 
 #[tool_router(router = message_router, vis = "pub(super)")]
 impl Tools {
@@ -201,46 +201,10 @@ impl Tools {
             Err(e) => return render::error(e),
         };
         let wait_s = a.wait_s.unwrap_or(0);
-        let session = match a.session.as_deref().map(SessionId::parse) {
-            None => None,
-            Some(Ok(s)) => Some(s),
-            // A malformed id is as unknown as a foreign one.
-            Some(Err(_)) => {
-                return render::error(ServiceError::not_found(
-                    "session",
-                    a.session.as_deref().unwrap_or_default(),
-                ));
-            }
-        };
-        let req = InboxRequest {
-            session,
-            consumer: a.consumer,
-            after: a.after,
-            limit: a.limit,
-            wait_s: a.wait_s,
-        };
-        // Dropping the poll (cancelled call, client gone) acknowledges nothing new.
-        let poll = std::pin::pin!(self.service.inbox(&c, req));
-        let Some(page) = with_progress(poll, &ctx, wait_s).await else {
-            let e = ServiceError::new(
-                ErrorCode::Unavailable,
-                "the call was cancelled; nothing new was acknowledged",
-            );
-            return render::error(e);
-        };
-        match page {
-            Ok(page) => {
-                let text = render::inbox(&page);
-                let ended = page.timed_out && page.entries.is_empty();
-                let result = render::ok(&page, text);
-                if ended {
-                    render::with_meta(result, META_LOOP, json!("end"))
-                } else {
-                    result
-                }
-            }
-            Err(e) => render::error(e),
-        }
+        let work = std::pin::pin!(self.inbox_answer(c, a));
+        with_progress(work, &ctx, wait_s)
+            .await
+            .unwrap_or_else(cancelled_inbox)
     }
 
     #[tool(
@@ -307,4 +271,51 @@ impl Tools {
             .await,
         )
     }
+}
+
+impl Tools {
+    /// The `inbox` call of `c`, once its arguments are decoded: the tool's whole answer. Shared by
+    /// the tool and by the long-poll answered outside rmcp's per-request path
+    /// ([`crate::mcp::waits`]). Dropping it (cancelled call, client gone) acknowledges nothing new.
+    pub(crate) async fn inbox_answer(&self, c: Caller, a: InboxArgs) -> CallToolResult {
+        let session = match a.session.as_deref().map(SessionId::parse) {
+            None => None,
+            Some(Ok(s)) => Some(s),
+            // A malformed id is as unknown as a foreign one.
+            Some(Err(_)) => {
+                return render::error(ServiceError::not_found(
+                    "session",
+                    a.session.as_deref().unwrap_or_default(),
+                ));
+            }
+        };
+        let req = InboxRequest {
+            session,
+            consumer: a.consumer,
+            after: a.after,
+            limit: a.limit,
+            wait_s: a.wait_s,
+        };
+        match self.service.inbox(&c, req).await {
+            Ok(page) => {
+                let text = render::inbox(&page);
+                let ended = page.timed_out && page.entries.is_empty();
+                let result = render::ok(&page, text);
+                if ended {
+                    render::with_meta(result, META_LOOP, json!("end"))
+                } else {
+                    result
+                }
+            }
+            Err(e) => render::error(e),
+        }
+    }
+}
+
+/// The answer of an `inbox` call whose wait ended without its page (its session ended).
+pub(crate) fn cancelled_inbox() -> CallToolResult {
+    render::error(ServiceError::new(
+        ErrorCode::Unavailable,
+        "the call was cancelled; nothing new was acknowledged",
+    ))
 }

@@ -4,6 +4,9 @@
 mod coordination;
 mod messages;
 
+pub(crate) use coordination::cancelled_claim;
+pub(crate) use messages::cancelled_inbox;
+
 use rmcp::handler::server::tool::ToolRouter;
 use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::service::RequestContext;
@@ -50,7 +53,7 @@ impl Tools {
 /// Where the agent identity of a call came from.
 #[derive(Debug, Clone, Copy, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub(super) enum AgentSource {
+pub(crate) enum AgentSource {
     Argument,
     Header,
     Derived,
@@ -65,13 +68,24 @@ pub(super) fn caller(
     ctx: &RequestContext<RoleServer>,
     agent: Option<&str>,
 ) -> Result<(Caller, AgentSource), ServiceError> {
+    let client = ctx.client_info().map(|i| i.name);
+    caller_in(ctx.extensions.get::<Parts>(), client.as_deref(), agent)
+}
+
+/// [`caller`] from the request head and the name the client gave at `initialize`: what a call
+/// answered outside rmcp's per-request path ([`crate::mcp::waits`]) has of its context.
+pub(crate) fn caller_in(
+    parts: Option<&Parts>,
+    client: Option<&str>,
+    agent: Option<&str>,
+) -> Result<(Caller, AgentSource), ServiceError> {
     let unauthenticated = || {
         ServiceError::new(
             ErrorCode::Unauthenticated,
             "send Authorization: Bearer <token>",
         )
     };
-    let parts = ctx.extensions.get::<Parts>().ok_or_else(unauthenticated)?;
+    let parts = parts.ok_or_else(unauthenticated)?;
     let caller = parts
         .extensions
         .get::<Caller>()
@@ -86,9 +100,7 @@ pub(super) fn caller(
     if caller.agent.is_some() {
         return Ok((caller, AgentSource::Header));
     }
-    let client: String = ctx
-        .client_info()
-        .map(|i| i.name)
+    let client: String = client
         .unwrap_or_default()
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
