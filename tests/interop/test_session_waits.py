@@ -172,6 +172,33 @@ async def test_a_wait_ends_with_its_session_answering_that_it_was_cancelled(serv
         assert (await http.post(server.mcp_url, headers=headers, content=listed)).status_code == 404
 
 
+@pytest.mark.parametrize("tool", ["inbox", "claim"])
+async def test_a_revoked_credential_ends_its_waits_beside_rmcp(server, tool):
+    """A wait answered beside rmcp ends when its credential is revoked, answering
+    `token_revoked` (hang guards only, no timing); the service ends it on every replica
+    (`tests/api/credential_end.rs`)."""
+    issued = server.token("bob")
+    consumer, cursor = await drained(server, issued["secret"], "revoked")
+    arguments = ({"consumer": consumer, "after": cursor, "wait_s": 40} if tool == "inbox"
+                 else {"thread": "next", "wait_s": 40})
+    async with httpx.AsyncClient(timeout=60) as http:
+        headers = await open_session(http, server.mcp_url, issued["secret"])
+        before = inbox_waiters(server)
+        ids = []
+        body = inbox_call(4, arguments, {"progressToken": 4}, tool=tool)
+        async with http.stream("POST", server.mcp_url, headers=headers, content=body) as waiting:
+            assert waiting.status_code == 200
+            await until_waiting(server, before + 1)
+            server.admin("DELETE", f"/admin/v1/tokens/{issued['id']}")
+            with anyio.fail_after(10):
+                messages = await messages_of(waiting, ids)
+        assert ids == [], "this wait went through rmcp, not beside it"
+        [answer] = [m for m in messages if "id" in m]
+        assert answer["result"]["isError"] is True
+        assert answer["result"]["structuredContent"]["error"]["code"] == "token_revoked"
+        assert inbox_waiters(server) == before
+
+
 async def test_a_session_that_only_long_polls_outlives_rmcps_idle_limit(tmp_path_factory):
     """rmcp closes a session after `mcp.session_idle_s` without a message it saw, and the waits
     answered beside it are not among them: each tells rmcp's session it is in use."""
