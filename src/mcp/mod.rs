@@ -95,7 +95,11 @@ pub fn router(
     };
     let tools = Tools::new(service, public_url);
     let waits = waits::Sessions::new(sessions, tools.clone(), settings.session_idle);
-    let mcp = StreamableHttpService::new(move || Ok(tools.clone()), Arc::new(waits), config);
+    let mcp = Shared(Arc::new(StreamableHttpService::new(
+        move || Ok(tools.clone()),
+        Arc::new(waits),
+        config,
+    )));
     Router::new()
         .route(PRM_PATH, get(metadata))
         .route(&format!("{PRM_PATH}/mcp"), get(metadata))
@@ -105,6 +109,31 @@ pub fn router(
                 .nest_service("/mcp", mcp)
                 .layer(middleware::from_fn_with_state(front, bearer)),
         )
+}
+
+/// rmcp's service, shared. axum clones a route's service for every request, and rmcp's service
+/// clones its whole configuration (its lists of allowed hosts and origins, a dozen allocations)
+/// when it is cloned and once more in its `call`: about 30,000 instructions a request
+/// (callgrind, the delegated round trip). Shared, a request clones one `Arc`.
+#[derive(Clone)]
+struct Shared(Arc<StreamableHttpService<Tools, waits::Sessions>>);
+
+impl tower_service::Service<Request> for Shared {
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = futures::future::BoxFuture<'static, Result<Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let service = self.0.clone();
+        Box::pin(async move { Ok(service.handle(request).await.into_response()) })
+    }
 }
 
 /// Closes session `id` once its credential ends (revoked, its person removed, expired), on any

@@ -35,11 +35,13 @@ pub(crate) fn for_user(
     with_meta(result, META_FOR_USER, hint)
 }
 
-/// A result with `value` as structured content and `text` blocks for the model.
+/// A result with `value` as structured content and `text` blocks for the model. Built from
+/// `success` rather than rmcp's `structured`, which renders the value as a text block of its own
+/// (the whole answer once more, as JSON text) that ours replace.
 pub(crate) fn ok(value: impl Serialize, text: Vec<String>) -> CallToolResult {
     let value = serde_json::to_value(value).unwrap_or_else(|e| json!({ "error": e.to_string() }));
-    let mut result = CallToolResult::structured(value);
-    result.content = text.into_iter().map(ContentBlock::text).collect();
+    let mut result = CallToolResult::success(text.into_iter().map(ContentBlock::text).collect());
+    result.structured_content = Some(value);
     result
 }
 
@@ -74,8 +76,8 @@ pub(crate) fn error(e: ServiceError) -> CallToolResult {
             | C::TokenRevoked
             | C::TokenExpired
     );
-    let mut result = CallToolResult::structured_error(json!({ "error": e }));
-    result.content = vec![ContentBlock::text(text)];
+    let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(json!({ "error": e }));
     if terminal {
         result = with_meta(result, META_LOOP, json!("end"));
     }
