@@ -15,6 +15,7 @@ import http.client
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -81,6 +82,13 @@ def send(url, token, count, in_flight, tag):
     return bad[0]
 
 
+def free_port():
+    """A port nothing listens on now (the server binds it a moment later)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def main():
     binary = sys.argv[1]
     count = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
@@ -88,13 +96,14 @@ def main():
     data = tempfile.mkdtemp(prefix="liaison-count-")
     out = os.path.join(data, "callgrind.out")
     env = dict(os.environ, LIAISON_LIMITS__EXTERNAL__PER_S="0", LIAISON_LIMITS__EXTERNAL__BURST="0")
+    port = free_port()
     server = subprocess.Popen(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", binary, "serve", "--demo",
-         "--data-dir", data, "--listen", "127.0.0.1:8190"],
+         "--data-dir", data, "--listen", f"127.0.0.1:{port}"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
-        base = "http://127.0.0.1:8190"
+        base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 600
         while True:
             try:
