@@ -173,38 +173,58 @@ impl Service {
         // this replica woken together (a `next` without a wait follows the inbox's wake-ups,
         // which reach them all) put the ones another `next` here is claiming now last: each
         // would cost a write that finds the thread held (a miss is only a cost: the claim's
-        // transaction decides).
+        // transaction decides). The queue is read a page at a time, each a few threads longer
+        // than the claims in flight here, so that every claimer woken together finds one of its
+        // own; a page whose every thread is lost (claimed since, awaiting approval) is followed
+        // by the next, so `next` answers "nothing" only when the whole queue was tried.
         let now = self.now();
-        let mut candidates = self
-            .inner
-            .store
-            .claimable_threads(caller.id(), caller.reader().key(), now, 20)
-            .await?;
-        {
-            let busy = lock(&self.inner.claims_in_flight);
-            candidates.sort_by_key(|id| busy.contains(id));
-        }
-        for id in candidates {
-            let _claiming = InFlight::enter(&self.inner.claims_in_flight, &id);
-            match self.claim_thread(caller, session, id, lease_s, None).await {
-                Ok(claim) => return Ok(claim),
-                Err(e)
-                    if matches!(
-                        e.code,
-                        ErrorCode::AlreadyClaimed
-                            | ErrorCode::NotClaimable
-                            | ErrorCode::ApprovalPending
-                            // Answered or closed since the candidates were read.
-                            | ErrorCode::TaskTerminal
-                            | ErrorCode::ThreadClosed
-                    ) =>
+        let mut after = None;
+        loop {
+            let limit = lock(&self.inner.claims_in_flight).len().min(MAX_PAGE) + MIN_PAGE;
+            let mut page = self
+                .inner
+                .store
+                .claimable_threads(
+                    caller.id(),
+                    caller.reader().key(),
+                    now,
+                    after.as_ref(),
+                    limit as i64,
+                )
+                .await?;
+            let full = page.len() == limit;
+            after = page.last().cloned();
+            {
+                let busy = lock(&self.inner.claims_in_flight);
+                page.sort_by_key(|place| busy.contains(&place.id));
+            }
+            for place in page {
+                let _claiming = InFlight::enter(&self.inner.claims_in_flight, &place.id);
+                match self
+                    .claim_thread(caller, session, place.id, lease_s, None)
+                    .await
                 {
-                    continue;
+                    Ok(claim) => return Ok(claim),
+                    Err(e)
+                        if matches!(
+                            e.code,
+                            ErrorCode::AlreadyClaimed
+                                | ErrorCode::NotClaimable
+                                | ErrorCode::ApprovalPending
+                                // Answered or closed since the candidates were read.
+                                | ErrorCode::TaskTerminal
+                                | ErrorCode::ThreadClosed
+                        ) =>
+                    {
+                        continue;
+                    }
+                    Err(e) => return Err(e),
                 }
-                Err(e) => return Err(e),
+            }
+            if !full {
+                return Ok(None);
             }
         }
-        Ok(None)
     }
 
     async fn claim_thread(
@@ -427,6 +447,11 @@ pub(super) fn lease_ttl(service: &Service, lease_s: Option<u64>) -> Result<u64> 
 }
 
 /// What a `next` finding nothing answers.
+/// The claim queue's page for a `next`: this many threads beyond the claims in flight on this
+/// replica, which count up to [`MAX_PAGE`].
+const MIN_PAGE: usize = 4;
+const MAX_PAGE: usize = 60;
+
 pub(super) fn nothing_to_claim() -> ServiceError {
     ServiceError::new(
         ErrorCode::NotFound,

@@ -83,7 +83,7 @@ pub use model::input::{
 pub use model::records::approvals::{ApprovalRecord, AuditRecord, Settled};
 pub use model::records::coordination::{
     ClaimAttempt, ClaimRecord, LeaseAttempt, LeaseRecord, PresenceRecord, ProgressAdded,
-    ProgressRecord,
+    ProgressRecord, QueuePlace,
 };
 pub use model::records::directory::{
     ChannelRecord, MemberRecord, PartyRecord, PersonRecord, TokenRecord,

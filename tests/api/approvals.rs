@@ -224,6 +224,40 @@ async fn a_code_request_waits_for_a_human_then_its_first_claim_consumes_the_appr
     assert_eq!(log[2].session.as_ref().unwrap().as_str(), "codex@b:1");
 }
 
+/// `next` reads the claim queue a page at a time and goes on past a page of requests it cannot
+/// take: with more requests awaiting approval than a page (and than the 20 candidates `next` once
+/// read), the claimable one behind them is still found, and with none left the answer is "nothing".
+#[tokio::test]
+async fn next_finds_a_claimable_request_behind_more_than_a_page_awaiting_approval() {
+    let p = people(None).await;
+    let s = &p.env.service;
+    let mut pending = Vec::new();
+    for i in 0..23 {
+        let body = format!("Bump library {i}");
+        pending.push(
+            s.post(&p.alice, request(None, &body, Impact::Code))
+                .await
+                .unwrap()
+                .thread,
+        );
+    }
+    let free = s
+        .post(&p.alice, request(None, "Read the logs", Impact::None))
+        .await
+        .unwrap()
+        .thread;
+    let next = || s.claim(&p.bob, ClaimTarget::Next, ClaimAction::Claim, None);
+    let claimed = next().await.unwrap().expect("a claim");
+    assert_eq!(claimed.thread, free, "the one request needing no approval");
+    // Claimed now: what is left awaits approval, so there is nothing to take.
+    let e = next().await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotFound, "{e}");
+    // Each of the others still waits for its approval, unclaimed.
+    for t in &pending {
+        refused(claim(&p, &p.bob, t).await, ErrorCode::ApprovalPending);
+    }
+}
+
 #[tokio::test]
 async fn a_rejection_needs_a_reason_and_closes_the_thread_with_it() {
     let p = people(None).await;

@@ -136,8 +136,10 @@ fn bounded(search: &str) -> bool {
         // No constraint list: an automatic index or a subquery; nothing to judge.
         return true;
     };
+    // A row value (`(created_at,id)>(?,?)`, a keyset page) is bounded by its first column.
     constraints.split(" AND ").any(|c| {
-        let column = c.split(['=', '<', '>', ' ']).next().unwrap_or(c);
+        let c = c.trim_start_matches('(');
+        let column = c.split(['=', '<', '>', ' ', ',']).next().unwrap_or(c);
         BOUNDING.contains(&column)
     })
 }
@@ -315,6 +317,9 @@ mod tests {
             "SELECT e.person_id FROM inbox_entries e WHERE e.thread_id = $1 AND e.message_id = $2",
             // The open threads only: bounded by what is open, not by history.
             "SELECT id FROM threads WHERE state = 'open' ORDER BY created_at, id LIMIT 20",
+            // A keyset page of them: a row value bounded by its first column.
+            "SELECT id FROM threads WHERE state = 'open' AND (created_at, id) > ($1, $2) \
+             ORDER BY created_at, id LIMIT 20",
             "SELECT t.id FROM threads t WHERE t.state = 'open' AND EXISTS (SELECT 1 FROM \
              inbox_entries e WHERE e.thread_id = t.id AND e.person_id = $1)",
             // The directory is paged elsewhere; it does not grow with traffic.

@@ -27,6 +27,13 @@ pub struct ClaimRecord {
     pub connection: Option<String>,
 }
 
+/// A thread's place in the claim queue: oldest first, by creation and then id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueuePlace {
+    pub id: ThreadId,
+    pub created_at: i64,
+}
+
 /// The columns [`claim`] reads.
 pub(in crate::store) const CLAIM_COLUMNS: &str =
     "thread_id, person_id, session, claimed_at, expires_at, fencing_token, connection";
