@@ -413,7 +413,10 @@ async def test_the_remote_task_s_state_commits_with_the_message_it_posts(gateway
                 seen_trouble = seen_trouble or bool(view.get("remote", {}).get("last_error"))
                 await anyio.sleep(0.1)
             assert agent.records(), "the question reached the remote"
-            assert rstate(view) != "completed" and not by(view, "helper")
+            # The remote's own "Working on it." may be in (a follower's read that caught the remote
+            # task WORKING, on a loaded machine, records it with that state); its answer may not.
+            replies = [m for m in by(view, "helper") if m["kind"] == "reply"]
+            assert rstate(view) != "completed" and not replies, json.dumps(view, indent=1)[:3000]
             execute_sql(srv, HEAL[backend])
             view = await wait_thread(client, thread, lambda v: rstate(v) == "completed", timeout=90)
             replies = [m for m in by(view, "helper") if m["kind"] == "reply"]
