@@ -169,19 +169,20 @@ impl Service {
         session: &crate::domain::AgentIdentity,
         lease_s: u64,
     ) -> Result<Option<ClaimRecord>> {
-        // Try the candidates in order; another session may win any one of them. Claimers of
-        // this replica woken together (a `next` without a wait follows the inbox's wake-ups,
-        // which reach them all) put the ones another `next` here is claiming now last: each
-        // would cost a write that finds the thread held (a miss is only a cost: the claim's
-        // transaction decides). The queue is read a page at a time, each a few threads longer
-        // than the claims in flight here, so that every claimer woken together finds one of its
-        // own; a page whose every thread is lost (claimed since, awaiting approval) is followed
-        // by the next, so `next` answers "nothing" only when the whole queue was tried.
+        // Try the candidates in order; another session may win any one of them. The queue is
+        // read a page at a time, each a few threads longer than the claims in flight on this
+        // replica, and a page whose every thread is lost (claimed since, awaiting approval) is
+        // followed by the next, so `next` answers "nothing" only when the whole queue was tried.
+        // Claimers of this replica woken together (a `next` without a wait follows the inbox's
+        // wake-ups, which reach them all) leave the threads another `next` here is claiming now
+        // until the queue's end: each would most likely cost a write that finds it held (a miss
+        // is only a cost: the claim's transaction decides).
         let now = self.now();
         let mut after = None;
+        let mut deferred = Vec::new();
         loop {
             let limit = lock(&self.inner.claims_in_flight).len().min(MAX_PAGE) + MIN_PAGE;
-            let mut page = self
+            let page = self
                 .inner
                 .store
                 .claimable_threads(
@@ -194,36 +195,56 @@ impl Service {
                 .await?;
             let full = page.len() == limit;
             after = page.last().cloned();
-            {
+            let free: Vec<ThreadId> = {
                 let busy = lock(&self.inner.claims_in_flight);
-                page.sort_by_key(|place| busy.contains(&place.id));
-            }
-            for place in page {
-                let _claiming = InFlight::enter(&self.inner.claims_in_flight, &place.id);
-                match self
-                    .claim_thread(caller, session, place.id, lease_s, None)
-                    .await
-                {
-                    Ok(claim) => return Ok(claim),
-                    Err(e)
-                        if matches!(
-                            e.code,
-                            ErrorCode::AlreadyClaimed
-                                | ErrorCode::NotClaimable
-                                | ErrorCode::ApprovalPending
-                                // Answered or closed since the candidates were read.
-                                | ErrorCode::TaskTerminal
-                                | ErrorCode::ThreadClosed
-                        ) =>
-                    {
-                        continue;
-                    }
-                    Err(e) => return Err(e),
+                let (busy, free): (Vec<_>, Vec<_>) =
+                    page.into_iter().partition(|place| busy.contains(&place.id));
+                deferred.extend(busy.into_iter().map(|place| place.id));
+                free.into_iter().map(|place| place.id).collect()
+            };
+            for id in free {
+                if let Some(claim) = self.claim_if_free(caller, session, id, lease_s).await? {
+                    return Ok(claim);
                 }
             }
             if !full {
-                return Ok(None);
+                break;
             }
+        }
+        for id in deferred {
+            if let Some(claim) = self.claim_if_free(caller, session, id, lease_s).await? {
+                return Ok(claim);
+            }
+        }
+        Ok(None)
+    }
+
+    /// One candidate of a `next`: its claim, or `None` when another session won it or it can no
+    /// longer be claimed (the next candidate is then tried).
+    async fn claim_if_free(
+        &self,
+        caller: &Caller,
+        session: &crate::domain::AgentIdentity,
+        id: ThreadId,
+        lease_s: u64,
+    ) -> Result<Option<Option<ClaimRecord>>> {
+        let _claiming = InFlight::enter(&self.inner.claims_in_flight, &id);
+        match self.claim_thread(caller, session, id, lease_s, None).await {
+            Ok(claim) => Ok(Some(claim)),
+            Err(e)
+                if matches!(
+                    e.code,
+                    ErrorCode::AlreadyClaimed
+                        | ErrorCode::NotClaimable
+                        | ErrorCode::ApprovalPending
+                        // Answered or closed since the candidates were read.
+                        | ErrorCode::TaskTerminal
+                        | ErrorCode::ThreadClosed
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e),
         }
     }
 

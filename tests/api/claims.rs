@@ -76,6 +76,43 @@ async fn one_claimer_wins() {
     assert_eq!(holders.len(), 1, "every loser names the one winner");
 }
 
+/// As many `next` claimers of one replica at once as there are requests, on two threads: each
+/// takes a different request and none is told "nothing" while one is left, however the pages of
+/// the queue they read and the threads they leave to each other fall.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn as_many_concurrent_next_claimers_as_requests_each_take_a_different_one() {
+    const N: usize = 12;
+    let env = TestEnv::new().await;
+    let alice = env.member("alice", "claude@a:1").await;
+    env.person("bob", liaison::domain::PersonKind::Member).await;
+    env.channel("demo", &["alice", "bob"]).await;
+    let mut requests = std::collections::BTreeSet::new();
+    for i in 0..N {
+        let req = PostRequest {
+            impact: Some(Impact::None),
+            ..post("request", Some("demo"), None, &format!("rotate log {i}"))
+        };
+        requests.insert(env.service.post(&alice, req).await.unwrap().thread);
+    }
+    let mut claimers = Vec::new();
+    for i in 0..N {
+        let c = env
+            .caller("bob", Scope::Agent, &format!("codex@bob:{i}"))
+            .await;
+        let s = env.service.clone();
+        claimers.push(tokio::spawn(async move {
+            s.claim(&c, ClaimTarget::Next, ClaimAction::Claim, None)
+                .await
+        }));
+    }
+    let mut taken = std::collections::BTreeSet::new();
+    for c in claimers {
+        let claim = c.await.unwrap().unwrap().expect("a claim");
+        assert!(taken.insert(claim.thread), "one thread claimed twice");
+    }
+    assert_eq!(taken, requests);
+}
+
 #[tokio::test]
 async fn an_expired_claim_can_be_taken_and_a_reply_releases_it() {
     let env = TestEnv::new().await;
