@@ -467,12 +467,12 @@ pub(super) fn lease_ttl(service: &Service, lease_s: Option<u64>) -> Result<u64> 
     ttl(lease_s, service.inner.settings.claim_lease_s, "lease_s")
 }
 
-/// What a `next` finding nothing answers.
 /// The claim queue's page for a `next`: this many threads beyond the claims in flight on this
 /// replica, which count up to [`MAX_PAGE`].
 const MIN_PAGE: usize = 4;
 const MAX_PAGE: usize = 60;
 
+/// What a `next` finding nothing answers.
 pub(super) fn nothing_to_claim() -> ServiceError {
     ServiceError::new(
         ErrorCode::NotFound,
