@@ -159,6 +159,7 @@ impl Service {
         }
         self.claim_thread(caller, &session, thread, lease_s, fencing_token)
             .await
+            .map(Some)
     }
 
     /// One `next`: the oldest claimable thread addressed to the caller that it wins, or `None`
@@ -195,16 +196,20 @@ impl Service {
                 .await?;
             let full = page.len() == limit;
             after = page.last().cloned();
-            let free: Vec<ThreadId> = {
+            let mut free = Vec::new();
+            {
                 let busy = lock(&self.inner.claims_in_flight);
-                let (busy, free): (Vec<_>, Vec<_>) =
-                    page.into_iter().partition(|place| busy.contains(&place.id));
-                deferred.extend(busy.into_iter().map(|place| place.id));
-                free.into_iter().map(|place| place.id).collect()
-            };
+                for place in page {
+                    if busy.contains(&place.id) {
+                        deferred.push(place.id);
+                    } else {
+                        free.push(place.id);
+                    }
+                }
+            }
             for id in free {
                 if let Some(claim) = self.claim_if_free(caller, session, id, lease_s).await? {
-                    return Ok(claim);
+                    return Ok(Some(claim));
                 }
             }
             if !full {
@@ -213,7 +218,7 @@ impl Service {
         }
         for id in deferred {
             if let Some(claim) = self.claim_if_free(caller, session, id, lease_s).await? {
-                return Ok(claim);
+                return Ok(Some(claim));
             }
         }
         Ok(None)
@@ -227,7 +232,7 @@ impl Service {
         session: &crate::domain::AgentIdentity,
         id: ThreadId,
         lease_s: u64,
-    ) -> Result<Option<Option<ClaimRecord>>> {
+    ) -> Result<Option<ClaimRecord>> {
         let _claiming = InFlight::enter(&self.inner.claims_in_flight, &id);
         match self.claim_thread(caller, session, id, lease_s, None).await {
             Ok(claim) => Ok(Some(claim)),
@@ -255,7 +260,7 @@ impl Service {
         thread: ThreadId,
         lease_s: u64,
         fencing_token: Option<i64>,
-    ) -> Result<Option<ClaimRecord>> {
+    ) -> Result<ClaimRecord> {
         let now = self.now();
         let (record, _) = self.visible_thread(caller, &thread).await?;
         // SPEC §4: a request, a handoff or an external task (whatever the kind its skill routes
@@ -314,7 +319,7 @@ impl Service {
                 // Every reader's console shows who holds the claim.
                 self.thread_changed(&record.channel, &thread, record.task.is_some());
                 tracing::debug!(thread = %thread, session = %claim.session, fencing_token = claim.fencing_token, "Thread claimed.");
-                Ok(Some(claim))
+                Ok(claim)
             }
             ClaimAttempt::Held(holder) => Err(ServiceError::new(
                 ErrorCode::AlreadyClaimed,

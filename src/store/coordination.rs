@@ -134,20 +134,26 @@ impl Store {
         after: Option<&QueuePlace>,
         limit: i64,
     ) -> Result<Vec<QueuePlace>> {
-        let after_clause = if after.is_some() {
-            "AND (t.created_at, t.id) > ($5, $6) "
+        // Two static texts (from the start, or after a place): their plans are kept by address.
+        macro_rules! queue_page {
+            ($after:literal) => {
+                concat!(
+                    "SELECT t.id, t.created_at FROM threads t WHERE t.state = 'open' ",
+                    $after,
+                    "AND (t.opener_kind IN ('request', 'handoff') OR t.task_state IS NOT NULL) \
+                     AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.thread_id = t.id AND c.expires_at > $2) \
+                     AND (SELECT 1 FROM messages m JOIN inbox_entries e ON e.thread_id = m.thread_id AND e.message_id = m.id \
+                     WHERE m.thread_id = t.id AND m.position = 1 AND e.person_id = $1 \
+                     AND (e.reader IS NULL OR e.reader = $4) AND (e.skip_reader IS NULL OR e.skip_reader <> $4) LIMIT 1) = 1 \
+                     ORDER BY t.created_at, t.id LIMIT $3"
+                )
+            };
+        }
+        let sql = if after.is_some() {
+            queue_page!("AND (t.created_at, t.id) > ($5, $6) ")
         } else {
-            ""
+            queue_page!("")
         };
-        let sql = format!(
-            "SELECT t.id, t.created_at FROM threads t WHERE t.state = 'open' {after_clause}\
-             AND (t.opener_kind IN ('request', 'handoff') OR t.task_state IS NOT NULL) \
-             AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.thread_id = t.id AND c.expires_at > $2) \
-             AND (SELECT 1 FROM messages m JOIN inbox_entries e ON e.thread_id = m.thread_id AND e.message_id = m.id \
-             WHERE m.thread_id = t.id AND m.position = 1 AND e.person_id = $1 \
-             AND (e.reader IS NULL OR e.reader = $4) AND (e.skip_reader IS NULL OR e.skip_reader <> $4) LIMIT 1) = 1 \
-             ORDER BY t.created_at, t.id LIMIT $3"
-        );
         let mut q = query(sql)
             .bind(person.as_str().to_owned())
             .bind(now.0)
