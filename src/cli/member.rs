@@ -138,7 +138,7 @@ pub(super) async fn inbox(a: InboxArgs) -> anyhow::Result<()> {
     }
     let path = format!("/api/v1/inbox?{}", query.join("&"));
     let page = request(&a.member, "GET", &path, None).await?;
-    show(&a.member, &page, render::inbox_value(&page))
+    show(&a.member, &page, render::inbox(&page))
 }
 
 pub(super) async fn thread(a: ThreadArgs) -> anyhow::Result<()> {

@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::domain::{Label, render_for_agent, text};
-use crate::service::{InboxPage, MessageSlice, ServiceError};
+use crate::service::{MessageSlice, ServiceError};
 
 /// The vendor prefix of our `_meta` hints.
 pub(crate) const META_LOOP: &str = "dev.liaison/loop";
@@ -38,11 +38,25 @@ pub(crate) fn for_user(
 /// A result with `value` as structured content and `text` blocks for the model. Built from
 /// `success` rather than rmcp's `structured`, which renders the value as a text block of its own
 /// (the whole answer once more, as JSON text) that ours replace.
-pub(crate) fn ok(value: impl Serialize, text: Vec<String>) -> CallToolResult {
-    let value = serde_json::to_value(value).unwrap_or_else(|e| json!({ "error": e.to_string() }));
+///
+/// `value` is taken as built: a `Value` handed to the serializer again (`to_value`, or `json!`
+/// around it) is copied node by node, which for a thread or an inbox page cost more than
+/// the rest of the answer. Build it once with [`value`] or `json!`, and put built parts together
+/// with [`object`].
+pub(crate) fn ok(value: Value, text: Vec<String>) -> CallToolResult {
     let mut result = CallToolResult::success(text.into_iter().map(ContentBlock::text).collect());
     result.structured_content = Some(value);
     result
+}
+
+/// The JSON of an answer's part, built once (see [`ok`]).
+pub(crate) fn value(part: &impl Serialize) -> Value {
+    serde_json::to_value(part).unwrap_or_else(|e| json!({ "error": e.to_string() }))
+}
+
+/// An object of parts already built, moved in rather than copied (see [`ok`]).
+pub(crate) fn object<const N: usize>(fields: [(&str, Value); N]) -> Value {
+    Value::Object(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
 }
 
 /// Adds one vendor `_meta` entry.
@@ -281,13 +295,9 @@ pub(crate) fn rest_pointer(m: &Value) -> Option<String> {
     ))
 }
 
-/// The inbox: one block per entry (messages labelled), then what to do next.
-pub(crate) fn inbox(page: &InboxPage) -> Vec<String> {
-    inbox_value(&serde_json::to_value(page).unwrap_or(Value::Null))
-}
-
-/// [`inbox`] from the page's JSON (what the member API returns to the CLI).
-pub(crate) fn inbox_value(value: &Value) -> Vec<String> {
+/// The inbox from its page's JSON (an `InboxPage`; the member API returns the same to the CLI):
+/// one block per entry (messages labelled), then what to do next.
+pub(crate) fn inbox(value: &Value) -> Vec<String> {
     let mut blocks = Vec::new();
     let entries = value["entries"].as_array().map_or(&[][..], Vec::as_slice);
     blocks.extend(entries.iter().map(inbox_entry));
@@ -603,6 +613,7 @@ pub(crate) fn remote_agents(agents: &[crate::service::RemoteAgent]) -> String {
 mod tests {
     use super::*;
     use crate::domain::LabelLanguage;
+    use crate::service::InboxPage;
 
     #[test]
     fn a_message_rendering_starts_with_its_label_and_fences_the_body() {
@@ -672,11 +683,12 @@ mod tests {
             acked: 0,
             last: 2,
             unread: 2,
+            unread_more: false,
             more: false,
             timed_out: false,
         };
         let mut blocks = vec![message_block(&message), notice_block(&notice)];
-        blocks.extend(inbox(&page));
+        blocks.extend(inbox(&value(&page)));
         let server = [
             "Data written by the agent of ",
             "<<<liaison-data ",

@@ -124,9 +124,10 @@ impl Tools {
                     self.claimed_next(&c, claim).await,
                 ));
             }
-            let text = render::claimed(&serde_json::to_value(&claim).unwrap_or_default());
+            let claim = render::value(&claim);
+            let text = render::claimed(&claim);
             Ok(CallToolResponse::Complete(render::ok(
-                json!({ "claim": claim }),
+                render::object([("claim", claim)]),
                 vec![text],
             )))
         }
@@ -386,15 +387,17 @@ impl Tools {
         c: &crate::service::Caller,
         claim: ClaimRecord,
     ) -> CallToolResult {
-        let mut text = vec![render::claimed(
-            &serde_json::to_value(&claim).unwrap_or_default(),
-        )];
+        let claimed = render::value(&claim);
+        let mut text = vec![render::claimed(&claimed)];
         match self.service.thread_of_claim(c, &claim).await {
             Ok(view) => {
-                let mut value = serde_json::to_value(&view).unwrap_or_default();
+                let mut value = render::value(&view);
                 value["next_cursor"] = json!(view.next_cursor.map(|n| n.to_string()));
                 text.extend(render::thread(&value));
-                render::ok(json!({ "claim": claim, "thread": value }), text)
+                render::ok(
+                    render::object([("claim", claimed), ("thread", value)]),
+                    text,
+                )
             }
             Err(e) => {
                 tracing::warn!(thread = %claim.thread, error = %e.message, "A claimed thread could not be read for the claim's answer.");
@@ -402,7 +405,7 @@ impl Tools {
                     "Read it with the thread tool (thread {}): it could not be read now.",
                     claim.thread
                 ));
-                render::ok(json!({ "claim": claim }), text)
+                render::ok(render::object([("claim", claimed)]), text)
             }
         }
     }

@@ -157,11 +157,15 @@ impl Tools {
             async {
                 let (c, _) = caller(&ctx, a.agent.as_deref())?;
                 let receipt = self.service.post(&c, a.into_request()?).await?;
-                let value = serde_json::to_value(&receipt).unwrap_or_default();
+                let value = render::value(&receipt);
                 let text = render::posted(&value);
-                let result = render::ok(&receipt, vec![text]);
+                let approval = value["approval"]
+                    .as_str()
+                    .filter(|_| value["replayed"] != true)
+                    .map(str::to_owned);
+                let result = render::ok(value, vec![text]);
                 // The approval is a human's to decide: the link is for her, not the model.
-                Ok(match value["approval"].as_str().filter(|_| value["replayed"] != true) {
+                Ok(match approval {
                     Some(a) => {
                         let url = format!("{}/console/approvals/{a}", self.public_url);
                         render::for_user(
@@ -266,7 +270,7 @@ impl Tools {
                     .read_message(&c, &id, a.offset, a.max_chars)
                     .await?;
                 let text = render::slice(&slice);
-                Ok(render::ok(&slice, vec![text]))
+                Ok(render::ok(render::value(&slice), vec![text]))
             }
             .await,
         )
@@ -298,9 +302,10 @@ impl Tools {
         };
         match self.service.inbox(&c, req).await {
             Ok(page) => {
-                let text = render::inbox(&page);
+                let value = render::value(&page);
+                let text = render::inbox(&value);
                 let ended = page.timed_out && page.entries.is_empty();
-                let result = render::ok(&page, text);
+                let result = render::ok(value, text);
                 if ended {
                     render::with_meta(result, META_LOOP, json!("end"))
                 } else {
