@@ -70,6 +70,11 @@ pub struct ApprovalBadge {
     pub approvers: Vec<PersonId>,
 }
 
+/// The most unread entries a page counts. A count reads every entry it counts, and a consumer
+/// that never acknowledges (an agent that only claims) has its whole history unread: past this
+/// many, a page says `unread_more` instead of reading on.
+pub const UNREAD_COUNTED: i64 = 1000;
+
 #[derive(Debug, Clone, Serialize)]
 pub struct InboxPage {
     pub consumer: String,
@@ -81,9 +86,11 @@ pub struct InboxPage {
     /// The last sequence number in the inbox.
     pub last: i64,
     /// Entries after `acked` this consumer's reader may see (SPEC §4b: never its own posts):
-    /// what the Stop hook counts. `last - acked` also counts entries for the person's other
-    /// readers.
+    /// what the Stop hook counts, up to [`UNREAD_COUNTED`]. `last - acked` also counts entries
+    /// for the person's other readers.
     pub unread: i64,
+    /// More entries are unread than `unread` says: it stopped counting at [`UNREAD_COUNTED`].
+    pub unread_more: bool,
     /// Whether more entries follow this page.
     pub more: bool,
     /// True when the call waited its whole `wait_s` and nothing came.
@@ -378,7 +385,7 @@ impl Service {
     }
 
     /// How many entries `consumer` has not acknowledged yet, of those its reader may see (a
-    /// connection is never told about its own posts, SPEC §4b).
+    /// connection is never told about its own posts, SPEC §4b), at most [`UNREAD_COUNTED`].
     pub async fn unread(&self, caller: &Caller, consumer: &str) -> Result<i64> {
         caller.require_participant()?;
         check_consumer(consumer)?;
@@ -391,7 +398,7 @@ impl Service {
             return Ok(0);
         }
         Ok(store
-            .visible_after(caller.id(), reader.key(), p.acked)
+            .visible_after(caller.id(), reader.key(), p.acked, UNREAD_COUNTED)
             .await?)
     }
 
@@ -447,9 +454,10 @@ impl Service {
     ) -> Result<InboxPage> {
         let cursor = entries.last().map_or(acked, |e| e.seq);
         let unread = if last > acked {
-            self.inner
-                .store
-                .visible_after(caller.id(), caller.reader().key(), acked)
+            let store = &self.inner.store;
+            let reader = caller.reader();
+            store
+                .visible_after(caller.id(), reader.key(), acked, UNREAD_COUNTED + 1)
                 .await?
         } else {
             0
@@ -465,7 +473,8 @@ impl Service {
             cursor,
             acked,
             last,
-            unread,
+            unread: unread.min(UNREAD_COUNTED),
+            unread_more: unread > UNREAD_COUNTED,
             more,
             timed_out,
         })

@@ -69,7 +69,7 @@ pub use credentials::CredentialHold;
 pub use delivery::{DeliveryView, PushParts};
 pub use error::{ErrorCode, Result, ServiceError};
 pub use figures::EXPIRING_SOON_MS;
-pub use inbox::{InboxItem, InboxPage, InboxRequest, ItemContent};
+pub use inbox::{InboxItem, InboxPage, InboxRequest, ItemContent, UNREAD_COUNTED};
 pub(crate) use input::storable;
 pub use input::{storable_address, storable_json_text};
 pub use keys::{CardSignature, PublishedCard};

@@ -190,15 +190,25 @@ impl Store {
         rows.iter().map(entry).collect()
     }
 
-    /// How many entries of `person`'s inbox after `after` `reader` may see.
-    pub async fn visible_after(&self, person: &PersonId, reader: &str, after: i64) -> Result<i64> {
+    /// How many entries of `person`'s inbox after `after` `reader` may see, counting at most
+    /// `upto`: the count reads every entry it counts, so without a bound a consumer that never
+    /// acknowledges (an agent that only claims) would pay for its whole history on every call.
+    pub async fn visible_after(
+        &self,
+        person: &PersonId,
+        reader: &str,
+        after: i64,
+        upto: i64,
+    ) -> Result<i64> {
         let row = query(format!(
-            "SELECT COUNT(*) AS n FROM inbox_entries e WHERE e.person_id = $1 AND e.seq > $2 AND {}",
+            "SELECT COUNT(*) AS n FROM (SELECT 1 AS one FROM inbox_entries e \
+             WHERE e.person_id = $1 AND e.seq > $2 AND {} LIMIT $4) v",
             visible(3)
         ))
         .bind(person.as_str().to_owned())
         .bind(after)
         .bind(reader.to_owned())
+        .bind(upto)
         .fetch_one(&self.pool)
         .await?;
         row.try_get("n")

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use liaison::service::{ErrorCode, InboxRequest};
+use liaison::service::{ErrorCode, InboxRequest, UNREAD_COUNTED};
 
 use crate::helpers::{TestEnv, post, until_waiting};
 
@@ -206,6 +206,32 @@ async fn bad_inbox_calls_are_refused_and_change_nothing() {
         1,
         "nothing was acknowledged"
     );
+}
+
+/// A page counts what its consumer has not acknowledged up to [`UNREAD_COUNTED`], then says
+/// more are unread: the count reads every entry it counts, and a consumer that never
+/// acknowledges (an agent that only claims) must not pay for its whole history on every call. Acknowledging brings the count back to an exact one.
+#[tokio::test]
+async fn the_unread_count_stops_at_its_bound_and_says_that_more_are_unread() {
+    let env = TestEnv::new().await;
+    let alice = env.member("alice", "claude@a:1").await;
+    let bob = env.member("bob", "codex@b:1").await;
+    env.channel("demo", &["alice", "bob"]).await;
+    let s = &env.service;
+    let announce = |i: i64| post("announce", Some("demo"), None, &format!("n{i}"));
+    for i in 0..UNREAD_COUNTED {
+        s.post(&alice, announce(i)).await.unwrap();
+    }
+    let page = s.inbox(&bob, req("c", None, 0)).await.unwrap();
+    assert_eq!((page.unread, page.unread_more), (UNREAD_COUNTED, false));
+    s.post(&alice, announce(UNREAD_COUNTED)).await.unwrap();
+    let page = s.inbox(&bob, req("c", None, 0)).await.unwrap();
+    assert_eq!((page.unread, page.unread_more), (UNREAD_COUNTED, true));
+    assert_eq!(s.unread(&bob, "c").await.unwrap(), UNREAD_COUNTED);
+    // Acknowledging the first page (7 entries) leaves 994 unread, counted exactly again.
+    let page = s.inbox(&bob, req("c", Some(page.cursor), 0)).await.unwrap();
+    assert_eq!((page.unread, page.unread_more), (UNREAD_COUNTED - 6, false));
+    assert_eq!(s.unread(&bob, "c").await.unwrap(), UNREAD_COUNTED - 6);
 }
 
 /// Replicas on one PostgreSQL database: a post on one wakes a long-poll waiting on the other

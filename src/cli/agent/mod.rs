@@ -196,7 +196,8 @@ pub async fn hook(command: HookCommand) -> anyhow::Result<()> {
                     let unread = unread(&page);
                     if unread > 0 {
                         eprintln!(
-                            "liaison: {unread} unread inbox entr{} for consumer {}: read them with the liaison inbox tool (consumer=\"{}\") before stopping.",
+                            "liaison: {} unread inbox entr{} for consumer {}: read them with the liaison inbox tool (consumer=\"{}\") before stopping.",
+                            unread_text(&page),
                             if unread == 1 { "y" } else { "ies" },
                             args.consumer,
                             args.consumer
@@ -360,6 +361,12 @@ pub(super) fn unread(page: &Value) -> i64 {
         .unwrap_or_else(|| page["last"].as_i64().unwrap_or(0) - page["acked"].as_i64().unwrap_or(0))
 }
 
+/// [`unread`] as a person reads it: `1000+` when the server stopped counting there.
+pub(super) fn unread_text(page: &Value) -> String {
+    let more = if page["unread_more"] == true { "+" } else { "" };
+    format!("{}{more}", unread(page))
+}
+
 /// The additionalContext of the SessionStart hook.
 async fn session_context(args: &HookArgs) -> anyhow::Result<String> {
     let remote = args.connection.remote(None)?;
@@ -388,7 +395,7 @@ async fn session_context(args: &HookArgs) -> anyhow::Result<String> {
         ),
         args.consumer
     );
-    out.push_str(&format!("\nUnread inbox entries: {}.", unread(&page)));
+    out.push_str(&format!("\nUnread inbox entries: {}.", unread_text(&page)));
     let mut awaiting: Vec<String> = Vec::new();
     for e in page["entries"].as_array().into_iter().flatten() {
         let kind = e["kind"].as_str().unwrap_or_default();
@@ -527,5 +534,21 @@ mod tool_use_tests {
         );
         assert_eq!(patch_targets("not a patch", "/repo"), "patch");
         assert_eq!(program("$(evil) x"), "command");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unread_count_the_server_stopped_reading_says_so_and_an_old_server_s_page_still_counts() {
+        let page = json!({ "unread": 1000, "unread_more": true, "last": 5000, "acked": 0 });
+        assert_eq!((unread(&page), unread_text(&page)), (1000, "1000+".into()));
+        let page = json!({ "unread": 3, "unread_more": false, "last": 9, "acked": 2 });
+        assert_eq!((unread(&page), unread_text(&page)), (3, "3".into()));
+        // A server before connections answered neither field: every entry after the cursor.
+        let page = json!({ "last": 9, "acked": 2 });
+        assert_eq!((unread(&page), unread_text(&page)), (7, "7".into()));
     }
 }
