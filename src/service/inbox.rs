@@ -319,12 +319,15 @@ impl Service {
                         EntryContent::Notice { .. } => None,
                     })
                     .collect();
+                // Every entry after `acked` the reader may see is on the page when nothing more
+                // follows and no session narrowed the read: they are the unread count.
+                let listed = (req.session.is_none() && !more).then_some(entries.len() as i64);
                 let page = Box::pin(self.page(
                     caller,
                     req.consumer,
                     entries,
-                    position.acked,
-                    last,
+                    (position.acked, last),
+                    listed,
                     more,
                     timed_out,
                 ))
@@ -339,7 +342,7 @@ impl Service {
                 () = tokio::time::sleep_until(deadline) => {}
                 why = super::credentials::ended(hold.as_ref()) => return Err(why),
                 () = self.inner.shutdown.cancelled() => {
-                    let page = self.page(caller, req.consumer, Vec::new(), position.acked, position.last, false, false);
+                    let page = self.page(caller, req.consumer, Vec::new(), (position.acked, position.last), None, false, false);
                     return Box::pin(page).await;
                 }
             }
@@ -441,19 +444,24 @@ impl Service {
         })
     }
 
+    /// The page of `entries`, the consumer standing at `acked` of an inbox at `last`. `listed`:
+    /// the number of entries after `acked` the reader may see, when the read that found
+    /// `entries` listed them all; else they are counted.
     #[allow(clippy::too_many_arguments)]
     async fn page(
         &self,
         caller: &Caller,
         consumer: String,
         entries: Vec<InboxEntry>,
-        acked: i64,
-        last: i64,
+        (acked, last): (i64, i64),
+        listed: Option<i64>,
         more: bool,
         timed_out: bool,
     ) -> Result<InboxPage> {
         let cursor = entries.last().map_or(acked, |e| e.seq);
-        let unread = if last > acked {
+        let unread = if let Some(n) = listed {
+            n
+        } else if last > acked {
             let store = &self.inner.store;
             let reader = caller.reader();
             store

@@ -162,9 +162,31 @@ async fn an_agents_post_to_everyone_reaches_her_other_agents_and_never_itself() 
         "never its own post"
     );
 
-    // The Stop hook's count follows: claude has one unread, codex none.
+    // The Stop hook's count follows: claude has one unread, codex none, counted (`unread`) and
+    // as a page that lists every entry after the cursor says (a page of one entry, its limit 1,
+    // says `more` and counts).
     assert_eq!(env.service.unread(&claude, "claude").await.unwrap(), 1);
     assert_eq!(env.service.unread(&codex, "codex").await.unwrap(), 0);
+    for (who, consumer, limit, unread) in [(&claude, "claude", 50, 1), (&codex, "codex", 50, 0)] {
+        let mut req = inbox(consumer, None);
+        req.limit = Some(limit);
+        let page = env.service.inbox(who, req).await.unwrap();
+        assert_eq!((page.unread, page.more), (unread, false), "{consumer}");
+    }
+    env.service
+        .post(&bob, post("announce", Some("ops"), None, "ack"))
+        .await
+        .unwrap();
+    let mut req = inbox("claude", None);
+    req.limit = Some(1);
+    let page = env.service.inbox(&claude, req).await.unwrap();
+    assert_eq!((page.entries.len(), page.unread, page.more), (1, 2, true));
+    let page = env
+        .service
+        .inbox(&codex, inbox("codex", None))
+        .await
+        .unwrap();
+    assert_eq!((page.entries.len(), page.unread, page.more), (1, 1, false));
 
     // The receipts are bob's: her agents' copy of her own post is not a recipient's.
     let view = env
