@@ -2,8 +2,9 @@
 //! `SendMessage` (JSON-RPC, no `returnImmediately`; the demo card's default skill `ask` opens a
 //! task in channel `partners`) while claimer sessions of alice (MCP) wait in `inbox`; every new
 //! task wakes them all, and each then takes tasks with `claim` `thread="next"` until none is left,
-//! answering each at once with a `reply` (`answer to <task id>`), so the A2A call returns the task
-//! COMPLETED. Checked: every answer is a `TASK_STATE_COMPLETED` task whose artifacts hold the
+//! reads each (the claim's answer carries the task; against a build whose did not, a `thread`
+//! call) and answers it at once with a `reply` (`answer to <task id>`), so the A2A call returns
+//! the task COMPLETED. Checked: every answer is a `TASK_STATE_COMPLETED` task whose artifacts hold the
 //! reply text naming that task.
 
 use std::collections::BTreeMap;
@@ -222,27 +223,8 @@ pub(crate) async fn claim_and_answer(
                     break;
                 }
             };
-            let Some(thread) = claim["claim"]["thread"].as_str() else {
-                log.fail(format!("a claim without a thread: {}", clip(&claim)));
+            if !answer(&agent, &claim, times.as_ref(), &log).await {
                 break;
-            };
-            if let Some(times) = &times {
-                times
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(thread.to_owned(), Instant::now());
-            }
-            let started = Instant::now();
-            let reply = agent
-                .call(
-                    "post",
-                    json!({"kind": "reply", "thread": thread, "body": format!("answer to {thread}")}),
-                    CALL_TIMEOUT,
-                )
-                .await;
-            log.count("replies", started.elapsed());
-            if let Err(e) = reply {
-                log.fail(format!("reply: {e}"));
             }
         }
         // Then wait for the next entry (or 20 s).
@@ -305,29 +287,56 @@ async fn claim_waiting(
                 continue;
             }
         };
-        let Some(thread) = claim["claim"]["thread"].as_str() else {
-            log.fail(format!("a claim without a thread: {}", clip(&claim)));
-            continue;
-        };
-        if let Some(times) = &times {
-            times
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(thread.to_owned(), Instant::now());
-        }
+        answer(&agent, &claim, times.as_ref(), &log).await;
+    }
+}
+
+/// What an agent does with a task it claimed: reads it, unless the claim's answer carries it (a
+/// claim of `next` does since `87ce327`; before, an agent called `thread`, so the bench does
+/// too against such a build and the two compare the same work), then replies. False when the
+/// claim names no thread.
+async fn answer(
+    agent: &Agent,
+    claim: &Value,
+    times: Option<&ClaimTimes>,
+    log: &ClaimerLog,
+) -> bool {
+    let Some(thread) = claim["claim"]["thread"].as_str() else {
+        log.fail(format!("a claim without a thread: {}", clip(claim)));
+        return false;
+    };
+    if let Some(times) = times {
+        times
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(thread.to_owned(), Instant::now());
+    }
+    if claim["thread"].is_null() {
         let started = Instant::now();
-        let reply = agent
-            .call(
-                "post",
-                json!({"kind": "reply", "thread": thread, "body": format!("answer to {thread}")}),
-                CALL_TIMEOUT,
-            )
+        let read = agent
+            .call("thread", json!({"thread": thread}), CALL_TIMEOUT)
             .await;
-        log.count("replies", started.elapsed());
-        if let Err(e) = reply {
-            log.fail(format!("reply: {e}"));
+        log.count(
+            "task reads (the claim's answer had no thread)",
+            started.elapsed(),
+        );
+        if let Err(e) = read {
+            log.fail(format!("thread: {e}"));
         }
     }
+    let started = Instant::now();
+    let reply = agent
+        .call(
+            "post",
+            json!({"kind": "reply", "thread": thread, "body": format!("answer to {thread}")}),
+            CALL_TIMEOUT,
+        )
+        .await;
+    log.count("replies", started.elapsed());
+    if let Err(e) = reply {
+        log.fail(format!("reply: {e}"));
+    }
+    true
 }
 
 /// The partner's blocking `SendMessage`; checks the task came back COMPLETED with its answer.
