@@ -500,14 +500,12 @@ impl Service {
                 message, thread, ..
             } => {
                 let store = &self.inner.store;
-                let mut record = store
-                    .message(&message)
-                    .await?
-                    .ok_or_else(|| ServiceError::not_found("message", &message))?;
-                let thread_state = store
-                    .thread(&thread)
-                    .await?
-                    .map_or("open", |t| t.state.name());
+                // Both at once: on PostgreSQL each is a round trip on the wake-up's path.
+                let (record, thread) =
+                    tokio::try_join!(store.message(&message), store.thread(&thread))?;
+                let mut record =
+                    record.ok_or_else(|| ServiceError::not_found("message", &message))?;
+                let thread_state = thread.map_or("open", |t| t.state.name());
                 let body = super::messages::cut_body(&mut record, PREVIEW_CHARS, budget);
                 let approval = if record.kind == crate::domain::Kind::Request {
                     store
