@@ -506,7 +506,7 @@ impl Service {
                 let mut record =
                     record.ok_or_else(|| ServiceError::not_found("message", &message))?;
                 let thread_state = thread.map_or("open", |t| t.state.name());
-                let body = super::messages::cut_body(&mut record, PREVIEW_CHARS, budget);
+                let body = super::reading::cut_body(&mut record, PREVIEW_CHARS, budget);
                 let approval = if record.kind == crate::domain::Kind::Request {
                     store
                         .approval_of_message(&record.id)

@@ -14,6 +14,7 @@ mod audit;
 mod auth;
 mod channels;
 mod claim_wait;
+mod command_timeline;
 mod confirmation_links;
 mod connections;
 mod coordination;
@@ -34,6 +35,7 @@ mod oauth_grants;
 mod own_tokens;
 mod personal;
 mod progress;
+mod reading;
 mod receipts;
 mod remote_follow;
 mod remote_review;
@@ -42,6 +44,9 @@ mod remotes;
 mod retention;
 mod rights;
 mod sessions;
+mod task_keys;
+mod task_push;
+mod task_routes;
 mod tasks;
 mod tool_checks;
 mod tool_rules;
@@ -62,6 +67,7 @@ pub use admin_lists::{ListQuery, Listed, MAX_LIST_PAGE, MAX_LIST_PAGES};
 pub use approvals::{ApprovalPage, ApprovalView, CONFIRM_CHARS};
 pub use audit::{AuditPage, AuditQuery, MAX_AUDIT_PAGE};
 pub use channels::{ChannelSpec, MemberChange, MembersPlan};
+pub use command_timeline::{CommandView, Step};
 pub use confirmation_links::OpenedConfirmationLink;
 pub use connections::{CallerConnection, ConnectionUpdate, NewConnection, slug_from};
 pub use coordination::{ClaimAction, ClaimTarget, LeaseSpec, PresenceSpec};
@@ -75,10 +81,7 @@ pub use input::{storable_address, storable_json_text};
 pub use keys::{CardSignature, PublishedCard};
 pub use limits::{LimitSettings, Presented, Rate, StreamPermit};
 pub use live::ConsoleChanges;
-pub use messages::{
-    BodyExtent, BodyRest, DeliveredMessage, MAX_SLICE_CHARS, MessageSlice, PostReceipt,
-    PostRequest, ThreadMessage, ThreadView,
-};
+pub use messages::{PostReceipt, PostRequest};
 pub use oauth::{
     ClientMetadata, DOCUMENT_FRESH_S, MAX_DOCUMENT_BYTES, OAuthClientView, OAuthSettings,
     issuer_for,
@@ -88,10 +91,14 @@ pub use oauth_grants::{
 };
 pub use own_tokens::{MAX_OWN_AGENT_TOKENS, OWN_TOKEN_MAX_DAYS, OwnToken, OwnTokenSpec};
 pub use personal::{
-    COMMANDS_SHOWN, CommandSpec, CommandView, JoinCode, Joined, MAX_OPEN_SESSIONS, PendingCommand,
-    SessionMember, SessionSpec, SessionSummary, SessionView, Step, start_prompt,
+    COMMANDS_SHOWN, CommandSpec, JoinCode, Joined, MAX_OPEN_SESSIONS, PendingCommand,
+    SessionMember, SessionSpec, SessionSummary, SessionView, start_prompt,
 };
 pub use progress::{COALESCE_S, PER_MINUTE, PER_THREAD, ProgressOutcome, ProgressReport};
+pub use reading::{
+    BodyExtent, BodyRest, DeliveredMessage, MAX_SLICE_CHARS, MessageSlice, ThreadMessage,
+    ThreadView,
+};
 pub use receipts::{ConsumerReceipt, RecipientReceipt};
 pub use remote_review::ReviewedCard;
 pub use remote_send::OutboundSend;
@@ -103,10 +110,10 @@ pub use sessions::{
     IssuedLink, LINK_TTL_S, MAX_LINK_TTL_S, OpenedSession, SESSION_TTL_S, ThreadFilter,
     session_csrf,
 };
-pub use tasks::{
-    A2A_KEY_PREFIX, MAX_MESSAGE_ID_USES, PushConfigSpec, SkillRoute, TaskApproval, TaskListing,
-    TaskMessage, TaskView, client_message_id,
-};
+pub use task_keys::{A2A_KEY_PREFIX, MAX_MESSAGE_ID_USES, client_message_id};
+pub use task_push::PushConfigSpec;
+pub use task_routes::SkillRoute;
+pub use tasks::{TaskApproval, TaskListing, TaskMessage, TaskView};
 pub use tool_checks::{
     ConfirmationDecision, DEFAULT_CONFIRM_WAIT_S, MAX_READ_WAIT_S, SETTLED_PAGE,
     SettledConfirmations, ToolCheckRequest, ToolCheckSettings, ToolVerdict, Verdict,

@@ -4,26 +4,11 @@
 
 use serde::Serialize;
 
+use super::task_keys::{A2A_KEY_PREFIX, MAX_MESSAGE_ID_USES, ReuseKeys, within_bound};
 use super::{Caller, ErrorCode, PostRequest, Result, Service, ServiceError, input};
 use crate::bus::{Subscription, Topic};
-use crate::domain::{
-    Attachment, ChannelName, Impact, Kind, Outcome, PersonId, TaskState, ThreadId,
-};
-use crate::store::{
-    MessageRecord, NewTask, PushConfigRecord, TaskEventRecord, TaskFilter, ThreadRecord,
-};
-
-/// A skill and the route a task sent to it takes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SkillRoute {
-    pub id: String,
-    pub channel: ChannelName,
-    pub kind: Kind,
-    pub impact: Option<Impact>,
-    /// A conversational skill (`reply = "message"` in `agent-card/`): a single reply within a
-    /// blocking wait goes back to the party as a bare A2A `Message` ([`Service::direct_answer`]).
-    pub direct_answers: bool,
-}
+use crate::domain::{Attachment, Impact, Kind, Outcome, TaskState, ThreadId};
+use crate::store::{MessageRecord, NewTask, TaskEventRecord, TaskFilter, ThreadRecord};
 
 /// A message from an external party (an A2A `ROLE_USER` message), already converted from the wire.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -110,23 +95,7 @@ pub struct TaskListing {
     pub page_size: i64,
 }
 
-/// A push notification config as a party gives it.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct PushConfigSpec {
-    pub id: Option<String>,
-    pub url: String,
-    pub token: Option<String>,
-    pub auth_scheme: Option<String>,
-    pub auth_credentials: Option<String>,
-}
-
 const MAX_CONTEXT_ID: usize = 200;
-/// Most times one message (the same messageId and content) may open a new task for a party, once
-/// each earlier one ended after the party posted in it: the width of the decimal use count in its
-/// idempotency key ([`ReuseKeys`]). Different contents under one messageId each have their own count.
-pub const MAX_MESSAGE_ID_USES: u32 = 999_999;
-/// Digits of the use count in a reused messageId's key: fixed, so keys order by count.
-const USE_DIGITS: usize = 6;
 /// How often a send looks again when a concurrent send took the key of the next use.
 const REUSE_ATTEMPTS: usize = 4;
 
@@ -144,86 +113,6 @@ enum Opened {
     Replayed,
 }
 
-/// The idempotency keys of a messageId's later uses with one content (its first use, whatever the
-/// content, is `a2a:<messageId>`): `a2a~<16 hex>.<use>:<messageId>`, the hex digesting the
-/// message's content (messageId included), the use counted from 1 in [`USE_DIGITS`] digits. A retry
-/// of the newest use finds it with one read of the greatest key in the range (the keys of one
-/// content differ only in the digits), and different contents never share keys. A2A shows the
-/// messageId after the `:`.
-struct ReuseKeys {
-    prefix: String,
-    message_id: String,
-}
-
-impl ReuseKeys {
-    fn of(msg: &TaskMessage) -> Self {
-        let content = serde_json::to_vec(msg).unwrap_or_default();
-        let digest = crate::domain::sha256_hex(&content);
-        Self {
-            prefix: format!("{A2A_REUSE_PREFIX}{}.", &digest[..16]),
-            message_id: msg.message_id.clone(),
-        }
-    }
-
-    /// The key of use `n` (1..=[`MAX_MESSAGE_ID_USES`]).
-    fn key(&self, n: u32) -> String {
-        format!("{}{n:0USE_DIGITS$}:{}", self.prefix, self.message_id)
-    }
-
-    /// The use a key of this content stands for; `None` for any other key.
-    fn use_of(&self, key: &str) -> Option<u32> {
-        let rest = key.strip_prefix(&self.prefix)?;
-        let (digits, id) = rest.split_at_checked(USE_DIGITS)?;
-        if id.strip_prefix(':') != Some(self.message_id.as_str())
-            || !digits.bytes().all(|b| b.is_ascii_digit())
-        {
-            return None;
-        }
-        digits.parse().ok().filter(|n| *n >= 1)
-    }
-}
-
-/// `next` as the number of a new use of one message under its messageId, or the refusal past
-/// [`MAX_MESSAGE_ID_USES`].
-fn within_bound(message_id: &str, next: u32) -> Result<u32> {
-    if next > MAX_MESSAGE_ID_USES {
-        return Err(ServiceError::new(
-            ErrorCode::IdempotencyConflict,
-            format!(
-                "messageId {message_id:?} already opened {MAX_MESSAGE_ID_USES} tasks with this \
-                 content; give each message a new messageId"
-            ),
-        ));
-    }
-    Ok(next)
-}
-
-/// The client's messageId behind an idempotency key of a party's message, if it is one.
-pub fn client_message_id(key: &str) -> Option<&str> {
-    if let Some(id) = key.strip_prefix(A2A_KEY_PREFIX) {
-        return Some(id);
-    }
-    let rest = key.strip_prefix(A2A_REUSE_PREFIX)?;
-    // `<16 hex>.<use>:` now; `<16 hex>:` in keys written before the use count.
-    let hex = rest.get(..16)?;
-    if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    let rest = &rest[16..];
-    if let Some(id) = rest.strip_prefix(':') {
-        return Some(id);
-    }
-    let digits = rest.strip_prefix('.')?.get(..USE_DIGITS)?;
-    if !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    rest[1 + USE_DIGITS..].strip_prefix(':')
-}
-/// A party's message keeps the client's `messageId` as its idempotency key, behind this prefix:
-/// a retry is recognised by it, and A2A shows the party's messages under the client's ids.
-pub const A2A_KEY_PREFIX: &str = "a2a:";
-/// The prefix of the keys of a messageId's later uses ([`ReuseKeys`]).
-const A2A_REUSE_PREFIX: &str = "a2a~";
 /// Most messages a thread holds that a task view loads.
 const MAX_TASK_MESSAGES: i64 = 1000;
 
@@ -258,7 +147,7 @@ impl Service {
         };
         // A later use: the newest use of this content, found with one read whatever their number,
         // is either what this message retries or the use before a new one.
-        let keys = ReuseKeys::of(&msg);
+        let keys = ReuseKeys::of(&msg.message_id, &msg);
         for _ in 0..REUSE_ATTEMPTS {
             let newest = self
                 .inner
@@ -686,103 +575,8 @@ impl Service {
         Ok(m)
     }
 
-    /// Stores a push notification config for one of the caller's tasks.
-    pub async fn set_push_config(
-        &self,
-        caller: &Caller,
-        task: &ThreadId,
-        spec: PushConfigSpec,
-    ) -> Result<PushConfigRecord> {
-        caller.require_party()?;
-        input::storable("push notification config", &spec)?;
-        self.own_task(caller, task).await?;
-        self.check_outbound_url(&spec.url)
-            .map_err(|e| ServiceError::invalid(format!("push notification url: {}", e.message)))?;
-        let id = spec
-            .id
-            .filter(|i| !i.is_empty())
-            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        if id.len() > 200 {
-            return Err(ServiceError::invalid(
-                "push notification config id must be at most 200 characters",
-            ));
-        }
-        let record = PushConfigRecord {
-            thread: task.clone(),
-            id,
-            url: spec.url,
-            token: spec.token,
-            auth_scheme: spec.auth_scheme,
-            auth_credentials: spec.auth_credentials,
-            created_at: self.now(),
-        };
-        self.inner.store.put_push_config(record.clone()).await?;
-        // A new config replays the task's latest event to it.
-        self.outbox_due(true);
-        Ok(PushConfigRecord {
-            auth_credentials: None,
-            ..record
-        })
-    }
-
-    /// The push configs of one of the caller's tasks, credentials redacted.
-    pub async fn push_configs(
-        &self,
-        caller: &Caller,
-        task: &ThreadId,
-    ) -> Result<Vec<PushConfigRecord>> {
-        caller.require_party()?;
-        self.own_task(caller, task).await?;
-        let configs = self.inner.store.push_configs(task).await?;
-        Ok(configs
-            .into_iter()
-            .map(|c| PushConfigRecord {
-                auth_credentials: None,
-                ..c
-            })
-            .collect())
-    }
-
-    pub async fn delete_push_config(
-        &self,
-        caller: &Caller,
-        task: &ThreadId,
-        id: &str,
-    ) -> Result<()> {
-        caller.require_party()?;
-        self.own_task(caller, task).await?;
-        // Idempotent (A2A §3.1.10, conformance kit PUSH-DEL-002): deleting a config that is
-        // already gone succeeds; the task must still be the caller's.
-        self.inner
-            .store
-            .delete_push_config(task.clone(), id.to_owned())
-            .await?;
-        Ok(())
-    }
-
-    /// The skills a party may use (for the extended card): all configured skills whose channel
-    /// the party may post in.
-    pub async fn skills_for(&self, caller: &Caller) -> Result<Vec<SkillRoute>> {
-        caller.require_party()?;
-        let mut out = Vec::new();
-        for s in &self.inner.settings.skills {
-            if self.may_use(caller, s).await? {
-                out.push(s.clone());
-            }
-        }
-        Ok(out)
-    }
-
-    /// Whether the party may post in the channel the skill routes to.
-    async fn may_use(&self, caller: &Caller, skill: &SkillRoute) -> Result<bool> {
-        let channel = self.inner.store.channel(&skill.channel).await?;
-        Ok(channel
-            .and_then(|c| c.member(caller.id()).map(|m| m.rights))
-            .is_some_and(|r| r.contains(crate::domain::Right::Post)))
-    }
-
     /// A thread the caller opened as a task; anything else is "not found".
-    async fn own_task(&self, caller: &Caller, id: &ThreadId) -> Result<ThreadRecord> {
+    pub(super) async fn own_task(&self, caller: &Caller, id: &ThreadId) -> Result<ThreadRecord> {
         match self.inner.store.thread(id).await? {
             Some(t) if &t.opened_by == caller.id() && t.task.is_some() => Ok(t),
             _ => Err(ServiceError::new(
@@ -790,51 +584,6 @@ impl Service {
                 format!("no task {id} (unknown, or not yours)"),
             )),
         }
-    }
-
-    /// The first skill the party may use whose route is what `envelope` describes (kind, and a
-    /// request's impact); none when no such skill is open to it.
-    async fn route_of_envelope(
-        &self,
-        caller: &Caller,
-        envelope: &crate::domain::Envelope,
-    ) -> Result<Option<SkillRoute>> {
-        for skill in &self.inner.settings.skills {
-            if envelope.matches(skill.kind, skill.impact) && self.may_use(caller, skill).await? {
-                return Ok(Some(skill.clone()));
-            }
-        }
-        Ok(None)
-    }
-
-    async fn route_for(&self, party: &PersonId, skill: Option<&str>) -> Result<SkillRoute> {
-        let settings = &self.inner.settings;
-        let chosen = match skill {
-            Some(s) => s.to_owned(),
-            None => {
-                let party_default = self
-                    .inner
-                    .store
-                    .party(party)
-                    .await?
-                    .and_then(|p| p.default_skill);
-                party_default.or_else(|| settings.default_skill.clone()).ok_or_else(|| {
-                    ServiceError::invalid("name a skill in message.metadata.skill; no default skill is configured")
-                })?
-            }
-        };
-        settings
-            .skills
-            .iter()
-            .find(|s| s.id == chosen)
-            .cloned()
-            .ok_or_else(|| {
-                let known: Vec<&str> = settings.skills.iter().map(|s| s.id.as_str()).collect();
-                ServiceError::invalid(format!(
-                    "unknown skill {chosen:?}; the skills are: {}",
-                    known.join(", ")
-                ))
-            })
     }
 
     pub(super) async fn task_view(
@@ -872,56 +621,5 @@ impl Service {
             artifacts,
             approval,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn msg(id: &str, body: &str) -> TaskMessage {
-        TaskMessage {
-            message_id: id.into(),
-            body: body.into(),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn every_use_up_to_the_bound_has_a_key_that_names_its_use_and_the_messageid() {
-        let keys = ReuseKeys::of(&msg("m:1", "hello"));
-        for n in [1, 2, 999, MAX_MESSAGE_ID_USES] {
-            let key = keys.key(n);
-            assert_eq!(keys.use_of(&key), Some(n), "{key}");
-            assert_eq!(client_message_id(&key), Some("m:1"), "{key}");
-        }
-        // The keys of one content sort by their use, so the greatest key is the newest use.
-        assert!(keys.key(9) < keys.key(10) && keys.key(10) < keys.key(MAX_MESSAGE_ID_USES));
-        // Another content or messageId is another range.
-        let other = ReuseKeys::of(&msg("m:1", "bye"));
-        assert_eq!(other.use_of(&keys.key(1)), None);
-        assert_eq!(
-            ReuseKeys::of(&msg("m:2", "hello")).use_of(&keys.key(1)),
-            None
-        );
-        // Keys written before the use count still show their messageId.
-        assert_eq!(client_message_id("a2a~0123456789abcdef:m:1"), Some("m:1"));
-        assert_eq!(client_message_id("a2a~0123456789abcdeg:m:1"), None);
-        assert_eq!(client_message_id("other"), None);
-    }
-
-    #[test]
-    fn the_last_use_is_allowed_and_the_next_refused_with_what_to_do() {
-        assert_eq!(
-            within_bound("m1", MAX_MESSAGE_ID_USES).unwrap(),
-            MAX_MESSAGE_ID_USES
-        );
-        let refused = within_bound("m1", MAX_MESSAGE_ID_USES + 1).unwrap_err();
-        assert_eq!(refused.code, ErrorCode::IdempotencyConflict);
-        assert!(
-            refused.message.contains("new messageId"),
-            "{}",
-            refused.message
-        );
     }
 }
