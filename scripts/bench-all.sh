@@ -10,7 +10,9 @@
 #   cargo bench --profile release --no-run --bench roundtrip --bench fleet --bench mcp
 #   ../shared/bench/setup.sh
 #
-# STEPS picks commands (default: intake roundtrip fleet mcp pywake), e.g. STEPS="intake fleet".
+# STEPS picks commands (default: intake roundtrip roundtrip-inbox fleet mcp pywake), e.g.
+# STEPS="intake fleet". roundtrip has the claimers wait in `claim` (one handed each task),
+# roundtrip-inbox in `inbox` (all woken for each task, as on issue 49's day), inbound cells only.
 set -u
 cd "$(dirname "$0")/.."
 TARGET=${CARGO_TARGET_DIR:-target}
@@ -18,7 +20,7 @@ BIN=${BIN:-$TARGET/dist/liaison}
 HARNESS=${HARNESS:-../shared/bench}
 OUT=${OUT:-$TARGET/bench-all}
 PG=${PG:-postgres://postgres@127.0.0.1:5432}
-STEPS=${STEPS:-intake roundtrip fleet mcp pywake}
+STEPS=${STEPS:-intake roundtrip roundtrip-inbox fleet mcp pywake}
 export BENCH_ENV=${BENCH_ENV:-${TMPDIR:-/tmp}/a2a-bench}
 mkdir -p "$OUT"
 BIN=$(realpath "$BIN")
@@ -84,6 +86,10 @@ for step in $STEPS; do
     log "C. round trip"
     LIAISON_BENCH_BIN=$BIN LIAISON_BENCH_SERVER_PREFIX="taskset -c 1" LIAISON_BENCH_CLAIM_WAIT=1 \
       LIAISON_BENCH_PG_URL=$PG/postgres taskset -c 0 "$(bench_exe roundtrip)" --bench > "$OUT/roundtrip.txt" 2>&1 ;;
+  roundtrip-inbox)
+    log "C. round trip, claimers waiting in inbox"
+    LIAISON_BENCH_BIN=$BIN LIAISON_BENCH_SERVER_PREFIX="taskset -c 1" LIAISON_BENCH_ROUNDTRIP=inbound:1,inbound:64 \
+      LIAISON_BENCH_PG_URL=$PG/postgres taskset -c 0 "$(bench_exe roundtrip)" --bench > "$OUT/roundtrip-inbox.txt" 2>&1 ;;
   fleet)
     log "F. fleet"
     LIAISON_BENCH_BIN=$BIN LIAISON_BENCH_SERVER_PREFIX="taskset -c 1" LIAISON_BENCH_CLAIM_WAIT=1 \
@@ -100,7 +106,7 @@ for step in $STEPS; do
     LIAISON_BIN=$BIN LIAISON_BENCH_SERVER_CPUS=1 LIAISON_BENCH_CLIENT_CPUS=0 \
       LIAISON_TEST_DATABASE_URL=$PG/postgres \
       .venv/bin/python benches/interop/bench_wakeup.py 200 > "$OUT/pywake-postgres.txt" 2>&1 ;;
-  *) log "unknown step $step (intake roundtrip fleet mcp pywake)" ;;
+  *) log "unknown step $step (intake roundtrip roundtrip-inbox fleet mcp pywake)" ;;
   esac
 done
 log "done: $OUT"
