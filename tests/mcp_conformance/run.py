@@ -30,8 +30,10 @@ REVISIONS = ("2025-06-18", "2025-11-25")
 
 
 def tools_dir() -> Path:
-    """Where the suite is installed: beside the cargo target, so a fresh clone installs it once."""
-    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    """Where the suite is installed: beside the cargo target, so a fresh clone installs it once.
+    Resolved: npm takes a prefix reached through a symbolic link for a link to another package,
+    and `npm ci` then refuses the lock as out of sync ("Missing: mcp-conformance@ from lock file")."""
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")).resolve()
     return target / "mcp-conformance"
 
 
