@@ -249,10 +249,14 @@ impl Sessions {
             };
             // Ordered: the session's end (its client's `DELETE` ends the waits before rmcp
             // closes the session, which cancels them too) answers that the call was cancelled.
+            // Each arm's futures are boxed, so a wait holds only its own: inline, this future is
+            // as large as its largest arm (a claim's answer is a thread page), and every waiting
+            // `inbox` held the claim's room too. Release build: 4,440 bytes inline, 760 boxed;
+            // 18.6 → 16.3 KiB of RSS per waiting poll (benches/mcp.rs, section 4).
             match waiting {
                 Waiting::Inbox(args) => tokio::select! {
                     biased;
-                    answer = tools.inbox_answer(c, args) => Some(answer),
+                    answer = Box::pin(tools.inbox_answer(c, args)) => Some(answer),
                     () = &mut ended => Some(cancelled_inbox()),
                     () = cancel.cancelled() => None,
                 },
@@ -261,13 +265,13 @@ impl Sessions {
                 } => {
                     let claim = tokio::select! {
                         biased;
-                        claim = tools.claim_waiting(&c, lease_s, wait_s) => claim,
+                        claim = Box::pin(tools.claim_waiting(&c, lease_s, wait_s)) => claim,
                         () = &mut ended => return Some(render::error(cancelled_claim())),
                         () = cancel.cancelled() => return None,
                     };
                     // Claimed: the answer is read to the end, whatever happens to the call.
                     Some(match claim {
-                        Ok(claim) => tools.claimed_next(&c, claim).await,
+                        Ok(claim) => Box::pin(tools.claimed_next(&c, claim)).await,
                         Err(e) => render::error(e),
                     })
                 }
